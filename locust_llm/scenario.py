@@ -1,0 +1,325 @@
+"""Scenario YAML -> a typed, validated Scenario. Every error names the file, the key and the fix."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Engine = Literal["llamacpp", "vllm", "sglang", "external"]
+
+
+def cache_dir() -> Path:
+    """Generated models and other reusable artefacts (``$LOCUST_LLM_CACHE``, else ~/.cache/locust-llm)."""
+    return Path(os.environ.get("LOCUST_LLM_CACHE", Path.home() / ".cache" / "locust-llm"))
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be used; the message says where and how to fix it."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TinyModelSpec(Strict):
+    """A generated target/draft pair (llama.cpp only), created on first use when missing."""
+
+    preset: Literal["test", "demo"] = "demo"
+    seed: int = 0
+    residual_scale: float | None = Field(default=None, ge=0)
+    dir: str | None = None  # default: <cache>/models/tiny-<preset>-s<seed>
+
+
+class LlamaCppSpeculative(Strict):
+    """llama.cpp speculative flags (``--spec-type``, ``-md``, ``--spec-draft-*``, ``--spec-ngram-mod-*``).
+
+    Unset numbers keep the server's defaults. Random-weight models have flat distributions, so any
+    p_min above ~0.1 means no drafts at all; the tiny scenarios set 0.
+    """
+
+    type: Literal["draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark", "ngram-simple",
+                  "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"] = "draft-simple"
+    # Path to the draft GGUF; omitted with a tiny_model, the generated draft is used.
+    draft_model: str | None = None
+    n_max: int | None = Field(default=None, ge=1)
+    n_min: int | None = Field(default=None, ge=0)
+    p_min: float | None = Field(default=None, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _flags_exist_for_type(self) -> "LlamaCppSpeculative":
+        if not self.type.startswith("draft-"):
+            if self.draft_model or self.p_min is not None:
+                raise ValueError(f"type {self.type!r} drafts from n-grams: draft_model and p_min do not apply")
+            if self.type != "ngram-mod" and (self.n_max is not None or self.n_min is not None):
+                raise ValueError(f"type {self.type!r} has no n_max/n_min flags; pass its --spec-ngram-* "
+                                 "flags in the variant's args")
+        return self
+
+
+VLLM_METHODS = ("ngram", "ngram_gpu", "medusa", "mlp_speculator", "draft_model", "suffix", "eagle", "eagle3",
+                "mtp", "deepseek_mtp", "qwen3_next_mtp", "ernie_mtp", "glm4_moe_mtp", "longcat_flash_mtp",
+                "extract_hidden_states", "dflash", "custom_class")
+VLLM_NEEDS_MODEL = ("draft_model", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
+
+
+class VllmSpeculative(Strict):
+    """Keys of vLLM's ``--speculative-config`` JSON (vllm/config/speculative.py)."""
+
+    method: Literal[VLLM_METHODS]  # type: ignore[valid-type]
+    num_speculative_tokens: int = Field(ge=1)
+    model: str | None = None
+    draft_tensor_parallel_size: int | None = Field(default=None, ge=1)
+    max_model_len: int | None = Field(default=None, ge=1)
+    quantization: str | None = None
+    revision: str | None = None
+    prompt_lookup_min: int | None = Field(default=None, ge=1)
+    prompt_lookup_max: int | None = Field(default=None, ge=1)
+    parallel_drafting: bool | None = None
+    disable_padded_drafter_batch: bool | None = None
+    draft_sample_method: Literal["greedy", "probabilistic"] | None = None
+    use_heterogeneous_vocab: bool | None = None
+    enforce_eager: bool | None = None
+    kv_cache_dtype: str | None = None
+    attention_backend: str | None = None
+    rejection_sample_method: str | None = None
+    synthetic_acceptance_rates: list[float] | None = None
+    synthetic_acceptance_length: float | None = None
+    suffix_decoding_max_tree_depth: int | None = None
+    suffix_decoding_max_cached_requests: int | None = None
+    suffix_decoding_max_spec_factor: float | None = None
+    suffix_decoding_min_token_prob: float | None = None
+
+    @model_validator(mode="after")
+    def _model_when_needed(self) -> "VllmSpeculative":
+        if self.method in VLLM_NEEDS_MODEL and not self.model:
+            raise ValueError(f"method {self.method!r} needs 'model' (the draft or head checkpoint)")
+        return self
+
+
+class SglangSpeculative(Strict):
+    """SGLang ``--speculative-*`` flags."""
+
+    algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
+    draft_model_path: str | None = None
+    num_steps: int | None = Field(default=None, ge=1)
+    eagle_topk: int | None = Field(default=None, ge=1)
+    num_draft_tokens: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _all_or_none(self) -> "SglangSpeculative":
+        given = [self.num_steps, self.eagle_topk, self.num_draft_tokens]
+        if any(v is not None for v in given) and not all(v is not None for v in given):
+            raise ValueError("set all of num_steps, eagle_topk and num_draft_tokens, or none (SGLang's rule)")
+        if self.algorithm in ("EAGLE", "EAGLE3", "STANDALONE") and not self.draft_model_path:
+            raise ValueError(f"algorithm {self.algorithm} needs 'draft_model_path'")
+        return self
+
+
+SPECULATIVE_MODELS: dict[str, type[Strict]] = {
+    "llamacpp": LlamaCppSpeculative, "vllm": VllmSpeculative, "sglang": SglangSpeculative,
+}
+
+
+class Variant(Strict):
+    """One server configuration under test; ``speculative`` omitted means no speculation."""
+
+    speculative: dict[str, Any] | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+
+
+class ServerSpec(Strict):
+    engine: Engine
+    model: str | None = None
+    served_model_name: str | None = None
+    tiny_model: TinyModelSpec | None = None
+    url: str | None = None  # engine: external
+    host: str = "127.0.0.1"
+    port: int | None = Field(default=None, ge=1, le=65535)
+    binary: str | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+    startup_timeout_s: float = Field(default=300.0, gt=0)
+    stop_grace_s: float = Field(default=10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _engine_fields(self) -> "ServerSpec":
+        if self.engine == "external":
+            if not self.url:
+                raise ValueError("engine 'external' needs 'url' (e.g. http://127.0.0.1:8000)")
+        elif self.url:
+            raise ValueError(f"'url' is only for engine 'external'; engine {self.engine!r} is launched locally")
+        if self.tiny_model and self.engine != "llamacpp":
+            raise ValueError("'tiny_model' is only for engine 'llamacpp'")
+        if self.engine != "external" and not (self.model or self.tiny_model):
+            raise ValueError("set 'model' (a path or model id) or, for llamacpp, 'tiny_model'")
+        return self
+
+
+class Timeouts(Strict):
+    connect_s: float = Field(default=10.0, gt=0)
+    first_token_s: float = Field(default=120.0, gt=0)
+    idle_s: float = Field(default=60.0, gt=0)
+    total_s: float = Field(default=600.0, gt=0)
+
+
+class Bucket(Strict):
+    """A named prompt/output length class; ``weight`` sets its share of requests."""
+
+    prompt_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=1)
+    weight: float = Field(default=1.0, gt=0)
+
+
+class LoadSpec(Strict):
+    mode: Literal["closed", "open"] = "closed"
+    ladder: list[float] = [1, 2, 4, 8]
+    step_duration_s: float = Field(default=30.0, gt=0)
+    warmup_s: float = Field(default=5.0, ge=0)
+    api: Literal["completions", "chat"] = "completions"
+    prompt_tokens: int = Field(default=128, ge=1)
+    max_tokens: int = Field(default=128, ge=1)
+    buckets: dict[str, Bucket] = {}
+    dataset: str | None = None  # JSONL or ShareGPT-style JSON; overrides generated prompts
+    temperature: float = Field(default=0.0, ge=0)
+    ignore_eos: bool = True
+    unique_prefix: bool = False
+    seed: int = 0
+    arrival: Literal["poisson", "gamma", "constant"] = "poisson"
+    burstiness: float = Field(default=1.0, gt=0)
+    max_inflight: int = Field(default=256, ge=1)
+    think_time_s: float = Field(default=0.0, ge=0)
+    timeouts: Timeouts = Timeouts()
+
+    @field_validator("ladder")
+    @classmethod
+    def _ladder_positive(cls, ladder: list[float]) -> list[float]:
+        if not ladder or any(level <= 0 for level in ladder):
+            raise ValueError("ladder must be a non-empty list of positive numbers (users or req/s)")
+        return ladder
+
+
+class Scenario(Strict):
+    name: str
+    description: str = ""
+    server: ServerSpec
+    variants: dict[str, Variant] = Field(min_length=1)
+    baseline: str | None = None
+    load: LoadSpec = LoadSpec()
+    # Where the file came from; relative paths in it are resolved against its folder.
+    source: Path = Field(default=Path("."), exclude=True)
+
+    @model_validator(mode="after")
+    def _check_variants(self) -> "Scenario":
+        if self.baseline is not None and self.baseline not in self.variants:
+            raise ValueError(f"baseline {self.baseline!r} is not one of the variants: {', '.join(self.variants)}")
+        return self
+
+    @property
+    def baseline_variant(self) -> str:
+        return self.baseline or next(iter(self.variants))
+
+    def speculative(self, variant: str) -> BaseModel | None:
+        raw = self.variants[variant].speculative
+        if raw is None:
+            return None
+        return SPECULATIVE_MODELS[self.server.engine].model_validate(raw)
+
+    def resolve_path(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else (self.source.parent / path).resolve()
+
+    def tiny_model_dir(self) -> Path | None:
+        tiny = self.server.tiny_model
+        if tiny is None:
+            return None
+        if tiny.dir:
+            return self.resolve_path(tiny.dir)
+        name = f"tiny-{tiny.preset}-s{tiny.seed}" + (f"-r{tiny.residual_scale:g}" if tiny.residual_scale is not None else "")
+        return cache_dir() / "models" / name
+
+
+def _describe_input(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation such as ``X | None`` or ``dict[str, X]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names valid at ``loc`` (a pydantic error location), to answer an unknown key with."""
+    current: type[BaseModel] | None = model
+    parts = list(loc)
+    while parts and current is not None:
+        field = current.model_fields.get(str(parts.pop(0)))
+        if field is None:
+            return []
+        if get_origin(field.annotation) is dict and parts:
+            parts.pop(0)  # a mapping key such as a variant name
+        current = _model_in(field.annotation)
+    return [k for k in current.model_fields if k != "source"] if current else []
+
+
+def _format_error(error: dict, model: type[BaseModel], prefix: tuple = ()) -> str:
+    loc = prefix + tuple(error["loc"])
+    where = ".".join(str(p) for p in loc) or "(top level)"
+    if error["type"] == "extra_forbidden":
+        key = str(loc[-1])
+        keys = _keys_at(model, tuple(error["loc"])[:-1])
+        hint = difflib.get_close_matches(key, keys, n=1)
+        fix = f"did you mean {hint[0]!r}?" if hint else "remove it"
+        return f"{where}: unknown key {key!r}; allowed keys here: {', '.join(keys)}; {fix}"
+    if error["type"] == "missing":
+        return f"{where}: required key is missing; add it"
+    msg = error["msg"].removeprefix("Value error, ")
+    return f"{where}: {msg}; found {_describe_input(error.get('input'))}"
+
+
+def _validate_speculative(scenario: Scenario, path: Path) -> None:
+    model = SPECULATIVE_MODELS.get(scenario.server.engine)
+    for name, variant in scenario.variants.items():
+        if variant.speculative is None:
+            continue
+        prefix = ("variants", name, "speculative")
+        if model is None:
+            raise ScenarioError(f"{path}: {'.'.join(prefix)}: engine 'external' is not launched by locust-llm, "
+                                "so it takes no speculative settings; remove the key")
+        try:
+            model.model_validate(variant.speculative)
+        except ValidationError as exc:
+            lines = [_format_error(e, model, prefix) for e in exc.errors()]
+            raise ScenarioError(f"{path}: invalid scenario\n  - " + "\n  - ".join(lines)) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    if not path.exists():
+        raise ScenarioError(f"{path}: scenario file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: expected a mapping with keys name, server, variants; "
+                            f"found {type(data).__name__}")
+    try:
+        scenario = Scenario.model_validate({**data, "source": path})
+    except ValidationError as exc:
+        lines = [_format_error(e, Scenario) for e in exc.errors()]
+        raise ScenarioError(f"{path}: invalid scenario\n  - " + "\n  - ".join(lines)) from None
+    _validate_speculative(scenario, path)
+    return scenario

@@ -1,0 +1,31 @@
+"""Server launchers: one module per engine builds the command; ``base`` runs and stops it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..scenario import Scenario
+from . import llamacpp, sglang, vllm
+from .base import LaunchPlan, PortInUseError, ServerError, ServerProcess, resolve_port
+
+PLANNERS = {"llamacpp": llamacpp.plan, "vllm": vllm.plan, "sglang": sglang.plan}
+
+__all__ = ["LaunchPlan", "PortInUseError", "ServerError", "ServerProcess", "plan_variant", "launch_variant"]
+
+
+def plan_variant(scenario: Scenario, variant: str, port: int | None = None) -> LaunchPlan:
+    if variant not in scenario.variants:
+        raise ServerError(f"variant {variant!r} is not in {scenario.source}; "
+                          f"choose one of: {', '.join(scenario.variants)}")
+    if scenario.server.engine == "external":
+        raise ServerError("engine 'external' is not launched by locust-llm; point --host at its URL instead")
+    return PLANNERS[scenario.server.engine](scenario, variant, resolve_port(scenario, port))
+
+
+def launch_variant(scenario: Scenario, variant: str, log_dir: str | Path, port: int | None = None) -> ServerProcess:
+    """Start the variant's server, wait until it is healthy, return the running process."""
+    plan = plan_variant(scenario, variant, port)
+    server = ServerProcess(plan, Path(log_dir) / f"server-{variant}.log",
+                           startup_timeout_s=scenario.server.startup_timeout_s,
+                           stop_grace_s=scenario.server.stop_grace_s)
+    return server.start()

