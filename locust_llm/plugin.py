@@ -1,0 +1,201 @@
+"""Wires locust-llm into Locust: custom arguments, messages between processes, run start and end.
+
+Importing this module registers the listeners; ``locustfiles/spec_decode.py`` does that and
+exposes the user classes and the ladder shape.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+
+from . import users
+from .client import Timeouts
+from .experiment import Experiment, Plan
+from .recorder import RECORDS_MESSAGE, RecordShipper
+from .records import now
+from .rundir import new_run_id
+from .scenario import ScenarioError, load_scenario
+from .steps import STEP_MESSAGE, StepState, board
+from .workload import ServerTokenizer, Workload
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SCENARIO = "scenarios/tiny-cpu.yaml"
+DEFAULT_STOP_TIMEOUT_S = 60.0
+
+
+class Session:
+    """This process's part of the current run (master, worker or both in local mode)."""
+
+    experiment: Experiment | None = None
+
+
+session = Session()
+
+
+@events.init_command_line_parser.add_listener
+def add_arguments(parser) -> None:
+    group = parser.add_argument_group("locust-llm", "LLM load test (empty or 0 means: take it from the scenario)")
+    group.add_argument("--scenario", type=str, default=DEFAULT_SCENARIO, help="scenario YAML file")
+    group.add_argument("--variant", type=str, default="", help="run only this variant (default: all, baseline first)")
+    group.add_argument("--mode", type=str, default="", help="closed (users) or open (arrival rate)")
+    group.add_argument("--ladder", type=str, default="", help="comma list: users (closed) or req/s (open)")
+    group.add_argument("--step-duration", type=float, default=0.0, help="steady window per step, seconds")
+    group.add_argument("--warmup", type=float, default=-1.0, help="warm-up per step, seconds (recorded, excluded)")
+    group.add_argument("--prompt-tokens", type=int, default=0, help="prompt length in tokens")
+    group.add_argument("--max-tokens", type=int, default=0, help="output length in tokens")
+    group.add_argument("--api", type=str, default="", help="completions or chat")
+    group.add_argument("--model", type=str, default="", help="model name to request (default: the server's)")
+    group.add_argument("--report-dir", type=str, default="reports", help="where run directories are written")
+    group.add_argument("--run-id", type=str, default="", help="run directory name (default: time + scenario)")
+
+
+def load_plan(environment) -> Plan:
+    """Scenario plus overrides from the command line or the web form; errors name what to fix."""
+    options = environment.parsed_options
+    scenario = load_scenario(options.scenario or DEFAULT_SCENARIO)
+    overrides = {}
+    if options.mode:
+        if options.mode not in ("closed", "open"):
+            raise ScenarioError(f"--mode must be 'closed' or 'open', found {options.mode!r}")
+        overrides["mode"] = options.mode
+    if options.ladder:
+        try:
+            overrides["ladder"] = [float(v) for v in str(options.ladder).split(",") if v.strip()]
+        except ValueError:
+            raise ScenarioError(f"--ladder must be a comma list of numbers, found {options.ladder!r}") from None
+    if options.api:
+        overrides["api"] = options.api
+    for option, key in (("step_duration", "step_duration_s"), ("prompt_tokens", "prompt_tokens"),
+                        ("max_tokens", "max_tokens")):
+        if getattr(options, option):
+            overrides[key] = getattr(options, option)
+    if options.warmup >= 0:
+        overrides["warmup_s"] = options.warmup
+    try:
+        load = type(scenario.load).model_validate({**scenario.load.model_dump(), **overrides})
+    except ValueError as exc:
+        raise ScenarioError(f"command-line/web-form overrides are invalid: {exc}") from None
+    external = environment.host or (scenario.server.url if scenario.server.engine == "external" else None)
+    if options.variant and not external and options.variant not in scenario.variants:
+        raise ScenarioError(f"--variant {options.variant!r} is not in {scenario.source}; "
+                            f"choose one of: {', '.join(scenario.variants)}")
+    if options.variant:
+        variants = [options.variant]
+    elif external:
+        variants = [scenario.baseline_variant if scenario.server.engine == "external" else "external"]
+    else:
+        baseline = scenario.baseline_variant
+        variants = [baseline] + [v for v in scenario.variants if v != baseline]
+    return Plan(scenario=scenario, load=load, variants=variants, external_url=external, model=options.model,
+                report_dir=Path(options.report_dir), run_id=options.run_id or new_run_id(scenario.name),
+                options={k: v for k, v in vars(options).items() if _is_plain(v)})
+
+
+def _is_plain(value) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool, list))
+
+
+def on_step_message(environment, msg, **_kw) -> None:
+    board.update(StepState(**msg.data), now())
+
+
+def on_records_message(environment, msg, **_kw) -> None:
+    if session.experiment is not None:
+        session.experiment.recorder.on_batch(msg.data)
+
+
+@events.init.add_listener
+def on_init(environment, runner=None, **_kw) -> None:
+    if runner is None:
+        return
+    if not isinstance(runner, WorkerRunner):
+        runner.register_message(RECORDS_MESSAGE, on_records_message)
+    if not isinstance(runner, MasterRunner):
+        runner.register_message(STEP_MESSAGE, on_step_message)
+    if not environment.stop_timeout:
+        # Stepping down or switching variants lets streams in flight finish instead of killing them.
+        environment.stop_timeout = DEFAULT_STOP_TIMEOUT_S
+
+
+def _setup_load_process(environment) -> None:
+    """Worker side: what the users of this process share for the run."""
+    runner = environment.runner
+    worker = max(getattr(runner, "worker_index", 0), 0)
+    plan_scenario = load_scenario(environment.parsed_options.scenario or DEFAULT_SCENARIO)
+    load = plan_scenario.load
+    if environment.parsed_options.api:
+        load = load.model_copy(update={"api": environment.parsed_options.api})
+    options = environment.parsed_options
+
+    def workload_factory(base_url: str) -> Workload:
+        counter = ServerTokenizer(base_url) if ServerTokenizer.available(base_url) else None
+        spec = load.model_copy(update={k: v for k, v in (("prompt_tokens", options.prompt_tokens),
+                                                          ("max_tokens", options.max_tokens)) if v})
+        return Workload.from_spec(spec, counter, plan_scenario.source.parent)
+
+    t = load.timeouts
+    users.context = users.ProcessContext(
+        worker=worker, engine=plan_scenario.server.engine if not environment.host else "external",
+        timeouts=Timeouts(t.connect_s, t.first_token_s, t.idle_s, t.total_s), temperature=load.temperature,
+        ignore_eos=load.ignore_eos, think_time_s=load.think_time_s, max_inflight=load.max_inflight,
+        arrival=load.arrival, burstiness=load.burstiness, api=load.api,
+        shipper=RecordShipper(runner, worker), workload_factory=workload_factory)
+    users.context.shipper.start()
+
+
+def _fail(environment, message: str) -> None:
+    log.error(message)
+    environment.process_exit_code = 2
+    if environment.parsed_options.headless:
+        environment.runner.quit()
+    else:
+        environment.runner.stop()
+
+
+def start_experiment(environment) -> Experiment | None:
+    """Called by the shape's first tick of a run (before Locust fires test_start)."""
+    previous = session.experiment
+    if previous is not None:
+        previous.finish(final=True)
+    try:
+        plan = load_plan(environment)
+    except ScenarioError as exc:
+        session.experiment = None
+        _fail(environment, str(exc))
+        return None
+    classes = {"closed": users.ClosedLoopUser, "open": users.OpenLoopUser}
+    session.experiment = Experiment(environment, plan, classes)
+    log.info("run %s -> %s", plan.run_id, session.experiment.run.path)
+    return session.experiment
+
+
+@events.test_start.add_listener
+def on_test_start(environment, **_kw) -> None:
+    if isinstance(environment.runner, MasterRunner):
+        return
+    try:
+        _setup_load_process(environment)
+    except ScenarioError as exc:
+        _fail(environment, str(exc))
+
+
+@events.test_stop.add_listener
+def on_test_stop(environment, **_kw) -> None:
+    if not isinstance(environment.runner, MasterRunner) and users.context.shipper is not None:
+        users.context.shipper.stop()
+    if session.experiment is not None:
+        session.experiment.finish(final=False)
+
+
+@events.quitting.add_listener
+def on_quitting(environment, **_kw) -> None:
+    experiment, session.experiment = session.experiment, None
+    if experiment is not None:
+        path = experiment.finish(final=True)
+        log.info("run directory: %s", path.parent)

@@ -1,0 +1,212 @@
+"""Locust users: closed loop (next request when the last one ends) and open loop (arrivals on a clock).
+
+Both send through ``client.StreamingClient``, tag each record with the current ladder step, report
+it to Locust's own stats (response time = end-to-end stream time, length = output tokens) and
+hand it to the process's ``RecordShipper``. Nothing raises out of a task.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass, field
+
+import gevent
+import gevent.pool
+from locust import User, task
+
+from . import records as R
+from .client import RequestSpec, StreamingClient, Timeouts
+from .records import RequestRecord, now
+from .recorder import RecordShipper
+from .steps import StepState, board
+from .workload import Workload, request_extra
+
+log = logging.getLogger(__name__)
+
+CANCELLED = "cancelled"
+
+
+@dataclass
+class ProcessContext:
+    """What every user of this process shares; set up by the plugin at test start."""
+
+    worker: int = 0
+    engine: str = "external"
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    think_time_s: float = 0.0
+    max_inflight: int = 256
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    api: str = "completions"
+    verify_tls: bool = True
+    shipper: RecordShipper | None = None
+    workload_factory: object = None  # callable(base_url) -> Workload
+    _workloads: dict[str, Workload] = field(default_factory=dict)
+    _request_seq: itertools.count = field(default_factory=itertools.count)
+    _step_index: dict[tuple, itertools.count] = field(default_factory=dict)
+
+    def workload(self, base_url: str) -> Workload:
+        if base_url not in self._workloads:
+            self._workloads[base_url] = self.workload_factory(base_url)
+        return self._workloads[base_url]
+
+    def next_index(self, state: StepState) -> int:
+        """The k-th request of this worker in this step: the same k gets the same prompt in every variant."""
+        key = (state.run_id, state.variant, state.step)
+        return next(self._step_index.setdefault(key, itertools.count()))
+
+    def request_id(self) -> str:
+        return f"w{self.worker}-{next(self._request_seq)}"
+
+
+context = ProcessContext()
+
+
+class LLMUser(User):
+    abstract = True
+
+    def on_start(self) -> None:
+        self._clients: dict[str, StreamingClient] = {}
+
+    def client_for(self, base_url: str) -> StreamingClient:
+        if base_url not in self._clients:
+            self._clients[base_url] = StreamingClient(base_url, timeouts=context.timeouts,
+                                                      verify_tls=context.verify_tls,
+                                                      pool_size=max(16, context.max_inflight))
+        return self._clients[base_url]
+
+    def on_stop(self) -> None:
+        for client in self._clients.values():
+            client.close()
+
+    def new_record(self, state: StepState, t_intended: float = math.nan) -> RequestRecord:
+        return RequestRecord(run_id=state.run_id, variant=state.variant, level=state.level, step=state.step,
+                             phase=state.phase, mode=state.mode, worker=context.worker,
+                             request_id=context.request_id(), t_intended=t_intended, api=context.api)
+
+    def send(self, state: StepState, record: RequestRecord) -> None:
+        """One request from the workload, timed and recorded whatever happens."""
+        try:
+            item = context.workload(state.base_url).item(context.worker, state.step, context.next_index(state))
+            record.bucket, record.prompt_tokens = item.bucket, item.prompt_tokens
+            spec = RequestSpec(prompt=item.prompt, max_tokens=item.max_tokens, api=context.api,
+                               model=state.model or None, temperature=context.temperature,
+                               ignore_eos=context.ignore_eos, seed=state.seed,
+                               extra=request_extra(context.engine, item.max_tokens) if context.ignore_eos else {})
+            self.client_for(state.base_url).stream(spec, record)
+        except gevent.GreenletExit:
+            record.error_class = CANCELLED
+            record.error_message = "stream cancelled: the load was stopped before it finished"
+            self.emit(record)
+            raise
+        except Exception as exc:  # noqa: BLE001  (a failed request is data, never a crashed user)
+            record.error_class = record.error_class or R.CLIENT_ERROR
+            record.error_message = f"{type(exc).__name__}: {exc}"[:500]
+        self.emit(record)
+
+    def emit(self, record: RequestRecord) -> None:
+        if math.isnan(record.t_send):
+            record.t_send = now()
+        end = record.t_end if record.ok else now()
+        exception = None if record.ok else RuntimeError(f"{record.error_class}: {record.error_message}")
+        self.environment.events.request.fire(
+            request_type=record.api, name=f"{record.variant} @ {record.level:g}",
+            response_time=max(end - record.t_send, 0.0) * 1000.0, response_length=record.output_tokens,
+            exception=exception, context={"variant": record.variant, "level": record.level,
+                                          "step": record.step, "bucket": record.bucket},
+            response=None, start_time=time.time())
+        if context.shipper is not None:
+            context.shipper.add(record)
+
+
+def wait_active() -> StepState:
+    """Block until the shape has a step running with a healthy server."""
+    while not board.state.active:
+        board.changed.wait(timeout=1.0)
+    return board.state
+
+
+class ClosedLoopUser(LLMUser):
+    """Sends its next request when the previous one has finished (plus an optional think time)."""
+
+    def wait_time(self) -> float:
+        return context.think_time_s
+
+    @task
+    def one_request(self) -> None:
+        state = wait_active()
+        self.send(state, self.new_record(state))
+
+
+class ArrivalClock:
+    """Absolute arrival times for one step: t0 + cumulative gaps, seeded per (seed, worker, step)."""
+
+    def __init__(self, rate: float, t0: float, seed: tuple, kind: str, burstiness: float):
+        self.rate, self.t_next, self.kind, self.burstiness = rate, t0, kind, burstiness
+        self.rng = random.Random(repr(seed))
+
+    def gap(self) -> float:
+        if self.kind == "constant":
+            return 1.0 / self.rate
+        if self.kind == "gamma":
+            # Shape k = burstiness, mean 1/rate: k < 1 is burstier than Poisson, k > 1 smoother.
+            return self.rng.gammavariate(self.burstiness, 1.0 / (self.rate * self.burstiness))
+        return self.rng.expovariate(self.rate)
+
+    def next(self) -> float:
+        self.t_next += self.gap()
+        return self.t_next
+
+
+class OpenLoopUser(LLMUser):
+    """A dispatcher: arrivals at rate level/workers, independent of responses, each in its own greenlet.
+
+    The shape runs one of these per worker process. Hitting ``max_inflight`` records the arrival
+    as dropped (a failure), never silently skips it.
+    """
+
+    def wait_time(self) -> float:
+        return 0.0
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.inflight = gevent.pool.Pool(context.max_inflight)
+        self.clock: ArrivalClock | None = None
+        self.clock_key: tuple | None = None
+
+    @task
+    def arrive(self) -> None:
+        state = wait_active()
+        key = (state.run_id, state.variant, state.step)
+        if key != self.clock_key:
+            rate = state.level / max(state.workers, 1)
+            self.clock = ArrivalClock(rate, board.started_at, (state.seed, context.worker, state.step),
+                                      context.arrival, context.burstiness)
+            self.clock_key = key
+        t_intended = self.clock.next()
+        changed = board.changed
+        delay = t_intended - now()
+        if delay > 0 and changed.wait(timeout=delay):
+            return  # the step changed while waiting: the new step starts its own clock
+        state = board.state
+        if not state.active:
+            return
+        record = self.new_record(state, t_intended)
+        if self.inflight.full():
+            record.error_class = R.DROPPED
+            record.error_message = f"{context.max_inflight} requests already in flight; arrival not sent"
+            self.emit(record)
+            return
+        self.inflight.spawn(self.send, state, record)
+
+    def on_stop(self) -> None:
+        stop_timeout = self.environment.stop_timeout or 0
+        self.inflight.join(timeout=stop_timeout)
+        self.inflight.kill()
+        super().on_stop()

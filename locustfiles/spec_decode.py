@@ -1,0 +1,9 @@
+"""locust -f locustfiles/spec_decode.py [--headless] [--scenario scenarios/X.yaml] [--host URL]
+
+Thin on purpose: importing the plugin registers its arguments and listeners; the names below are
+the user classes and the ladder shape Locust picks up from this file.
+"""
+
+import locust_llm.plugin  # noqa: F401  (registers arguments and event listeners)
+from locust_llm.shapes import LadderShape  # noqa: F401
+from locust_llm.users import ClosedLoopUser, OpenLoopUser  # noqa: F401
