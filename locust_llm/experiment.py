@@ -22,7 +22,7 @@ from .records import now
 from .rundir import RunDir, host_info, package_versions
 from .scenario import LoadSpec, Scenario
 from .servers import ServerError, ServerProcess, launch_variant
-from .steps import STEP_MESSAGE, StepState, board
+from .steps import STEP_MESSAGE, StepState
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +141,6 @@ class Experiment:
     def send_state(self) -> None:
         # Sent every tick, so a worker that joins late still learns the current step.
         self.environment.runner.send_message(STEP_MESSAGE, self.state.to_dict())
-        if type(self.environment.runner).__name__ == "MasterRunner":
-            board.update(self.state, now())
 
     # -- servers --------------------------------------------------------------------------
     def start_server(self, variant: str) -> None:

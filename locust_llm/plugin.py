@@ -7,7 +7,6 @@ exposes the user classes and the ladder shape.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from locust import events
@@ -20,7 +19,7 @@ from .recorder import RECORDS_MESSAGE, RecordShipper
 from .records import now
 from .rundir import new_run_id
 from .scenario import ScenarioError, load_scenario
-from .steps import STEP_MESSAGE, StepState, board
+from .steps import STEP_MESSAGE, StepState
 from .workload import ServerTokenizer, Workload
 
 log = logging.getLogger(__name__)
@@ -102,7 +101,7 @@ def _is_plain(value) -> bool:
 
 
 def on_step_message(environment, msg, **_kw) -> None:
-    board.update(StepState(**msg.data), now())
+    users.context_of(environment).board.update(StepState(**msg.data), now())
 
 
 def on_records_message(environment, msg, **_kw) -> None:
@@ -140,13 +139,14 @@ def _setup_load_process(environment) -> None:
         return Workload.from_spec(spec, counter, plan_scenario.source.parent)
 
     t = load.timeouts
-    users.context = users.ProcessContext(
+    context = users.context_of(environment)
+    context.configure(
         worker=worker, engine=plan_scenario.server.engine if not environment.host else "external",
         timeouts=Timeouts(t.connect_s, t.first_token_s, t.idle_s, t.total_s), temperature=load.temperature,
         ignore_eos=load.ignore_eos, think_time_s=load.think_time_s, max_inflight=load.max_inflight,
         arrival=load.arrival, burstiness=load.burstiness, api=load.api,
         shipper=RecordShipper(runner, worker), workload_factory=workload_factory)
-    users.context.shipper.start()
+    context.shipper.start()
 
 
 def _fail(environment, message: str) -> None:
@@ -187,8 +187,9 @@ def on_test_start(environment, **_kw) -> None:
 
 @events.test_stop.add_listener
 def on_test_stop(environment, **_kw) -> None:
-    if not isinstance(environment.runner, MasterRunner) and users.context.shipper is not None:
-        users.context.shipper.stop()
+    shipper = users.context_of(environment).shipper
+    if not isinstance(environment.runner, MasterRunner) and shipper is not None:
+        shipper.stop()
     if session.experiment is not None:
         session.experiment.finish(final=False)
 

@@ -240,7 +240,9 @@ class Scenario(Strict):
             return None
         if tiny.dir:
             return self.resolve_path(tiny.dir)
-        name = f"tiny-{tiny.preset}-s{tiny.seed}" + (f"-r{tiny.residual_scale:g}" if tiny.residual_scale is not None else "")
+        name = f"tiny-{tiny.preset}-s{tiny.seed}"
+        if tiny.residual_scale is not None:
+            name += f"-r{tiny.residual_scale:g}"
         return cache_dir() / "models" / name
 
 

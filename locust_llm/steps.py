@@ -48,5 +48,3 @@ class StepBoard:
         woken, self.changed = self.changed, gevent.event.Event()
         woken.set()
 
-
-board = StepBoard()

@@ -22,7 +22,7 @@ from . import records as R
 from .client import RequestSpec, StreamingClient, Timeouts
 from .records import RequestRecord, now
 from .recorder import RecordShipper
-from .steps import StepState, board
+from .steps import StepBoard, StepState
 from .workload import Workload, request_extra
 
 log = logging.getLogger(__name__)
@@ -32,8 +32,9 @@ CANCELLED = "cancelled"
 
 @dataclass
 class ProcessContext:
-    """What every user of this process shares; set up by the plugin at test start."""
+    """What the users of one Locust environment share; configured by the plugin at test start."""
 
+    board: StepBoard = field(default_factory=StepBoard)
     worker: int = 0
     engine: str = "external"
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -51,6 +52,13 @@ class ProcessContext:
     _request_seq: itertools.count = field(default_factory=itertools.count)
     _step_index: dict[tuple, itertools.count] = field(default_factory=dict)
 
+    def configure(self, **settings) -> None:
+        """New run settings; the step board survives (the shape may have spoken before test_start)."""
+        for name, value in settings.items():
+            setattr(self, name, value)
+        self._workloads.clear()
+        self._step_index.clear()
+
     def workload(self, base_url: str) -> Workload:
         if base_url not in self._workloads:
             self._workloads[base_url] = self.workload_factory(base_url)
@@ -65,20 +73,26 @@ class ProcessContext:
         return f"w{self.worker}-{next(self._request_seq)}"
 
 
-context = ProcessContext()
+def context_of(environment) -> ProcessContext:
+    """The context of this environment (one per process, or per in-process node in tests)."""
+    context = getattr(environment, "llm_context", None)
+    if context is None:
+        context = environment.llm_context = ProcessContext()
+    return context
 
 
 class LLMUser(User):
     abstract = True
 
     def on_start(self) -> None:
+        self.context = context_of(self.environment)
         self._clients: dict[str, StreamingClient] = {}
 
     def client_for(self, base_url: str) -> StreamingClient:
         if base_url not in self._clients:
-            self._clients[base_url] = StreamingClient(base_url, timeouts=context.timeouts,
-                                                      verify_tls=context.verify_tls,
-                                                      pool_size=max(16, context.max_inflight))
+            self._clients[base_url] = StreamingClient(base_url, timeouts=self.context.timeouts,
+                                                      verify_tls=self.context.verify_tls,
+                                                      pool_size=max(16, self.context.max_inflight))
         return self._clients[base_url]
 
     def on_stop(self) -> None:
@@ -87,18 +101,19 @@ class LLMUser(User):
 
     def new_record(self, state: StepState, t_intended: float = math.nan) -> RequestRecord:
         return RequestRecord(run_id=state.run_id, variant=state.variant, level=state.level, step=state.step,
-                             phase=state.phase, mode=state.mode, worker=context.worker,
-                             request_id=context.request_id(), t_intended=t_intended, api=context.api)
+                             phase=state.phase, mode=state.mode, worker=self.context.worker,
+                             request_id=self.context.request_id(), t_intended=t_intended, api=self.context.api)
 
     def send(self, state: StepState, record: RequestRecord) -> None:
         """One request from the workload, timed and recorded whatever happens."""
         try:
-            item = context.workload(state.base_url).item(context.worker, state.step, context.next_index(state))
+            ctx = self.context
+            item = ctx.workload(state.base_url).item(ctx.worker, state.step, ctx.next_index(state))
             record.bucket, record.prompt_tokens = item.bucket, item.prompt_tokens
-            spec = RequestSpec(prompt=item.prompt, max_tokens=item.max_tokens, api=context.api,
-                               model=state.model or None, temperature=context.temperature,
-                               ignore_eos=context.ignore_eos, seed=state.seed,
-                               extra=request_extra(context.engine, item.max_tokens) if context.ignore_eos else {})
+            spec = RequestSpec(prompt=item.prompt, max_tokens=item.max_tokens, api=ctx.api,
+                               model=state.model or None, temperature=ctx.temperature,
+                               ignore_eos=ctx.ignore_eos, seed=state.seed,
+                               extra=request_extra(ctx.engine, item.max_tokens, ctx.ignore_eos))
             self.client_for(state.base_url).stream(spec, record)
         except gevent.GreenletExit:
             record.error_class = CANCELLED
@@ -121,11 +136,11 @@ class LLMUser(User):
             exception=exception, context={"variant": record.variant, "level": record.level,
                                           "step": record.step, "bucket": record.bucket},
             response=None, start_time=time.time())
-        if context.shipper is not None:
-            context.shipper.add(record)
+        if self.context.shipper is not None:
+            self.context.shipper.add(record)
 
 
-def wait_active() -> StepState:
+def wait_active(board: StepBoard) -> StepState:
     """Block until the shape has a step running with a healthy server."""
     while not board.state.active:
         board.changed.wait(timeout=1.0)
@@ -136,11 +151,11 @@ class ClosedLoopUser(LLMUser):
     """Sends its next request when the previous one has finished (plus an optional think time)."""
 
     def wait_time(self) -> float:
-        return context.think_time_s
+        return self.context.think_time_s
 
     @task
     def one_request(self) -> None:
-        state = wait_active()
+        state = wait_active(self.context.board)
         self.send(state, self.new_record(state))
 
 
@@ -176,31 +191,32 @@ class OpenLoopUser(LLMUser):
 
     def on_start(self) -> None:
         super().on_start()
-        self.inflight = gevent.pool.Pool(context.max_inflight)
+        self.inflight = gevent.pool.Pool(self.context.max_inflight)
         self.clock: ArrivalClock | None = None
         self.clock_key: tuple | None = None
 
     @task
     def arrive(self) -> None:
-        state = wait_active()
+        state = wait_active(self.context.board)
         key = (state.run_id, state.variant, state.step)
         if key != self.clock_key:
             rate = state.level / max(state.workers, 1)
-            self.clock = ArrivalClock(rate, board.started_at, (state.seed, context.worker, state.step),
-                                      context.arrival, context.burstiness)
+            ctx = self.context
+            self.clock = ArrivalClock(rate, ctx.board.started_at, (state.seed, ctx.worker, state.step),
+                                      ctx.arrival, ctx.burstiness)
             self.clock_key = key
         t_intended = self.clock.next()
-        changed = board.changed
+        changed = self.context.board.changed
         delay = t_intended - now()
         if delay > 0 and changed.wait(timeout=delay):
             return  # the step changed while waiting: the new step starts its own clock
-        state = board.state
+        state = self.context.board.state
         if not state.active:
             return
         record = self.new_record(state, t_intended)
         if self.inflight.full():
             record.error_class = R.DROPPED
-            record.error_message = f"{context.max_inflight} requests already in flight; arrival not sent"
+            record.error_message = f"{self.context.max_inflight} requests already in flight; arrival not sent"
             self.emit(record)
             return
         self.inflight.spawn(self.send, state, record)

@@ -3,7 +3,6 @@
 import json
 import socket
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -79,7 +78,8 @@ def test_llamacpp_command_line_uses_generated_draft(tmp_path, monkeypatch):
     pairs = dict(zip(argv, argv[1:]))
     assert Path(pairs["-m"]).name == "target.gguf" and Path(pairs["-md"]).name == "draft.gguf"
     assert Path(pairs["-md"]).exists() and Path(pairs["-m"]).exists()
-    assert (pairs["--spec-type"], pairs["--spec-draft-n-max"], pairs["--spec-draft-p-min"]) == ("draft-simple", "4", "0.0")
+    spec_flags = (pairs["--spec-type"], pairs["--spec-draft-n-max"], pairs["--spec-draft-p-min"])
+    assert spec_flags == ("draft-simple", "4", "0.0")
     assert "--metrics" in argv
     assert "-md" not in plan_variant(scenario, "baseline", port=8124).argv
 

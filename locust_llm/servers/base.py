@@ -58,8 +58,8 @@ def check_port_free(host: str, port: int) -> None:
         try:
             sock.bind((host, port))
         except OSError as exc:
-            raise PortInUseError(f"port {port} on {host} is already in use ({exc.strerror}); "
-                                 "stop whatever listens there or choose another port (or none for a free one)") from None
+            raise PortInUseError(f"port {port} on {host} is already in use ({exc.strerror}); stop whatever "
+                                 "listens there or choose another port (or none for a free one)") from None
 
 
 def find_executable(name: str, hint: str) -> str:
@@ -170,7 +170,8 @@ class ServerProcess:
                 last = type(exc).__name__
             time.sleep(0.25)
         raise ServerError(f"{self.plan.engine} server for variant {self.plan.variant!r} was not healthy after "
-                          f"{self.startup_timeout_s:.0f} s ({last}). Last log lines ({self.log_path}):\n{self.log_tail()}")
+                          f"{self.startup_timeout_s:.0f} s ({last}). Last log lines ({self.log_path}):\n"
+                          f"{self.log_tail()}")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
