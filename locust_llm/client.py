@@ -131,7 +131,7 @@ def count_tokens(events: list[_Event], tokenize: Callable[[str], int] | None) ->
     if tokenize is not None:
         try:
             return [tokenize(t) if t else 0 for t in texts], "tokenizer", final_total
-        except Exception:  # noqa: BLE001  (a failing tokenizer leaves counts unknown, below)
+        except Exception:  # a failing tokenizer leaves counts unknown, below
             pass
     return [0] * len(events), "unknown", final_total
 
@@ -201,7 +201,7 @@ class StreamingClient:
             record.error_class, record.error_message = R.MALFORMED, str(exc)[:500]
         except _ServerErrorEvent as exc:
             record.error_class, record.error_message = R.SERVER_ERROR_EVENT, str(exc)[:500]
-        except Exception as exc:  # noqa: BLE001  (anything else is still a counted failure, never a crash)
+        except Exception as exc:  # anything else is still a counted failure, never a crash
             record.error_class, record.error_message = R.CLIENT_ERROR, f"{type(exc).__name__}: {exc}"[:500]
         finally:
             total.close()

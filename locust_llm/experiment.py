@@ -19,12 +19,16 @@ import requests
 from .analysis.summary import write_summary
 from .recorder import Recorder
 from .records import now
-from .rundir import RunDir, host_info, package_versions
+from .consistency import greedy_outputs
+from .rundir import RunDir, host_info, package_versions, write_json
 from .scenario import LoadSpec, Scenario
 from .servers import ServerError, ServerProcess, launch_variant
 from .steps import STEP_MESSAGE, StepState
+from .workload import Workload, WorkloadError, counter_for
 
 log = logging.getLogger(__name__)
+
+CONSISTENCY_PROMPTS = 4
 
 
 @dataclass
@@ -61,6 +65,7 @@ class Experiment:
         self.state = StepState(run_id=plan.run_id, mode=plan.load.mode, seed=plan.load.seed)
         self.finished = False
         self.closed = False
+        self.consistency: dict[str, list[dict]] = {}
         self.run.env = {
             "run_id": plan.run_id, "scenario": plan.scenario.model_dump(mode="json"),
             "scenario_file": str(plan.scenario.source), "load": plan.load.model_dump(mode="json"),
@@ -81,6 +86,7 @@ class Experiment:
                 log.error("variant %s: %s", variant, exc)
                 self.run.note("server_start_failed", variant=variant, error=str(exc))
                 continue
+            self.check_consistency(variant)
             classes = [self.user_classes[load.mode]]
             for step, level in enumerate(load.ladder):
                 users = self.users_for(level)
@@ -157,6 +163,19 @@ class Experiment:
             self.run.env["servers"][variant] = {**process.describe(), "launched": True,
                                                 "speculative": self.speculative_of(variant)}
         self.run.write_env()
+
+    def check_consistency(self, variant: str) -> None:
+        """Fixed greedy prompts before the ladder; the analysis compares every variant with the baseline."""
+        server, load = self.server, self.plan.load
+        engine = "external" if self.plan.external_url else self.plan.scenario.server.engine
+        try:
+            workload = Workload.from_spec(load, counter_for(server.base_url), self.plan.scenario.source.parent)
+        except WorkloadError as exc:
+            self.run.note("consistency_skipped", variant=variant, error=str(exc))
+            return
+        prompts = workload.consistency_prompts(CONSISTENCY_PROMPTS, max_tokens=min(load.max_tokens, 64))
+        self.consistency[variant] = greedy_outputs(server.base_url, engine, server.model, prompts)
+        write_json(self.run.file("consistency.json"), self.consistency)
 
     def speculative_of(self, variant: str) -> dict | None:
         spec = self.plan.scenario.speculative(variant)

@@ -20,7 +20,7 @@ from .records import now
 from .rundir import new_run_id
 from .scenario import ScenarioError, load_scenario
 from .steps import STEP_MESSAGE, StepState
-from .workload import ServerTokenizer, Workload
+from .workload import Workload, counter_for
 
 log = logging.getLogger(__name__)
 
@@ -28,16 +28,6 @@ DEFAULT_SCENARIO = "scenarios/tiny-cpu.yaml"
 DEFAULT_STOP_TIMEOUT_S = 60.0
 
 
-class Session:
-    """This process's part of the current run (master, worker or both in local mode)."""
-
-    experiment: Experiment | None = None
-
-
-session = Session()
-
-
-@events.init_command_line_parser.add_listener
 def add_arguments(parser) -> None:
     group = parser.add_argument_group("locust-llm", "LLM load test (empty or 0 means: take it from the scenario)")
     group.add_argument("--scenario", type=str, default=DEFAULT_SCENARIO, help="scenario YAML file")
@@ -104,12 +94,17 @@ def on_step_message(environment, msg, **_kw) -> None:
     users.context_of(environment).board.update(StepState(**msg.data), now())
 
 
+def experiment_of(environment) -> Experiment | None:
+    """The experiment this (master or local) environment is running, if any."""
+    return getattr(environment, "llm_experiment", None)
+
+
 def on_records_message(environment, msg, **_kw) -> None:
-    if session.experiment is not None:
-        session.experiment.recorder.on_batch(msg.data)
+    experiment = experiment_of(environment)
+    if experiment is not None:
+        experiment.recorder.on_batch(msg.data)
 
 
-@events.init.add_listener
 def on_init(environment, runner=None, **_kw) -> None:
     if runner is None:
         return
@@ -126,26 +121,18 @@ def _setup_load_process(environment) -> None:
     """Worker side: what the users of this process share for the run."""
     runner = environment.runner
     worker = max(getattr(runner, "worker_index", 0), 0)
-    plan_scenario = load_scenario(environment.parsed_options.scenario or DEFAULT_SCENARIO)
-    load = plan_scenario.load
-    if environment.parsed_options.api:
-        load = load.model_copy(update={"api": environment.parsed_options.api})
-    options = environment.parsed_options
-
-    def workload_factory(base_url: str) -> Workload:
-        counter = ServerTokenizer(base_url) if ServerTokenizer.available(base_url) else None
-        spec = load.model_copy(update={k: v for k, v in (("prompt_tokens", options.prompt_tokens),
-                                                          ("max_tokens", options.max_tokens)) if v})
-        return Workload.from_spec(spec, counter, plan_scenario.source.parent)
-
+    plan = load_plan(environment)
+    load = plan.load
+    engine = "external" if plan.external_url else plan.scenario.server.engine
+    base_dir = plan.scenario.source.parent
     t = load.timeouts
     context = users.context_of(environment)
     context.configure(
-        worker=worker, engine=plan_scenario.server.engine if not environment.host else "external",
-        timeouts=Timeouts(t.connect_s, t.first_token_s, t.idle_s, t.total_s), temperature=load.temperature,
-        ignore_eos=load.ignore_eos, think_time_s=load.think_time_s, max_inflight=load.max_inflight,
-        arrival=load.arrival, burstiness=load.burstiness, api=load.api,
-        shipper=RecordShipper(runner, worker), workload_factory=workload_factory)
+        worker=worker, engine=engine, timeouts=Timeouts(t.connect_s, t.first_token_s, t.idle_s, t.total_s),
+        temperature=load.temperature, ignore_eos=load.ignore_eos, think_time_s=load.think_time_s,
+        max_inflight=load.max_inflight, arrival=load.arrival, burstiness=load.burstiness, api=load.api,
+        shipper=RecordShipper(runner, worker),
+        workload_factory=lambda base_url: Workload.from_spec(load, counter_for(base_url), base_dir))
     context.shipper.start()
 
 
@@ -160,22 +147,21 @@ def _fail(environment, message: str) -> None:
 
 def start_experiment(environment) -> Experiment | None:
     """Called by the shape's first tick of a run (before Locust fires test_start)."""
-    previous = session.experiment
+    previous = experiment_of(environment)
     if previous is not None:
         previous.finish(final=True)
+    environment.llm_experiment = None
     try:
         plan = load_plan(environment)
     except ScenarioError as exc:
-        session.experiment = None
         _fail(environment, str(exc))
         return None
     classes = {"closed": users.ClosedLoopUser, "open": users.OpenLoopUser}
-    session.experiment = Experiment(environment, plan, classes)
-    log.info("run %s -> %s", plan.run_id, session.experiment.run.path)
-    return session.experiment
+    environment.llm_experiment = Experiment(environment, plan, classes)
+    log.info("run %s -> %s", plan.run_id, environment.llm_experiment.run.path)
+    return environment.llm_experiment
 
 
-@events.test_start.add_listener
 def on_test_start(environment, **_kw) -> None:
     if isinstance(environment.runner, MasterRunner):
         return
@@ -185,18 +171,30 @@ def on_test_start(environment, **_kw) -> None:
         _fail(environment, str(exc))
 
 
-@events.test_stop.add_listener
 def on_test_stop(environment, **_kw) -> None:
     shipper = users.context_of(environment).shipper
     if not isinstance(environment.runner, MasterRunner) and shipper is not None:
         shipper.stop()
-    if session.experiment is not None:
-        session.experiment.finish(final=False)
+    experiment = experiment_of(environment)
+    if experiment is not None:
+        experiment.finish(final=False)
 
 
-@events.quitting.add_listener
 def on_quitting(environment, **_kw) -> None:
-    experiment, session.experiment = session.experiment, None
+    experiment = experiment_of(environment)
+    environment.llm_experiment = None
     if experiment is not None:
         path = experiment.finish(final=True)
         log.info("run directory: %s", path.parent)
+
+
+def register(events_hooks) -> None:
+    """Attach locust-llm to a set of Locust event hooks (``locust.events`` on import)."""
+    events_hooks.init_command_line_parser.add_listener(add_arguments)
+    events_hooks.init.add_listener(on_init)
+    events_hooks.test_start.add_listener(on_test_start)
+    events_hooks.test_stop.add_listener(on_test_stop)
+    events_hooks.quitting.add_listener(on_quitting)
+
+
+register(events)

@@ -18,6 +18,7 @@ import gevent
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .clientmon import ClientMonitor
 from .records import RequestRecord
 
 log = logging.getLogger(__name__)
@@ -37,17 +38,21 @@ SCHEMA = pa.schema([
     ("http_status", pa.int32()), ("draft_n", pa.int64()), ("draft_accepted", pa.int64()),
 ])
 
+CLIENT_SCHEMA = pa.schema([("t", pa.float64()), ("worker", pa.int32()), ("cpu_percent", pa.float64()),
+                           ("loop_lag_ms_max", pa.float64()), ("loop_lag_ms_mean", pa.float64())])
+
 
 def records_table(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
 class RecordShipper:
-    """Collects this process's records and sends them to the recorder in batches."""
+    """Collects this process's records (and its client samples) and sends them to the recorder in batches."""
 
     def __init__(self, runner, worker: int):
         self.runner = runner
         self.worker = worker
+        self.monitor = ClientMonitor(worker)
         self.buffer: list[dict] = []
         self.sent_total = 0
         self.users_running = 0
@@ -57,6 +62,7 @@ class RecordShipper:
         self.buffer.append(record.to_dict())
 
     def start(self) -> None:
+        self.monitor.start()
         if self._loop is None:
             self._loop = gevent.spawn(self._ship_forever)
 
@@ -67,21 +73,24 @@ class RecordShipper:
 
     def ship(self, final: bool = False) -> None:
         batch, self.buffer = self.buffer, []
+        client = self.monitor.drain()
         self.sent_total += len(batch)
         self.users_running = self.runner.user_count if not final else 0
         try:
             self.runner.send_message(RECORDS_MESSAGE, {
-                "worker": self.worker, "records": batch, "sent_total": self.sent_total,
+                "worker": self.worker, "records": batch, "client": client, "sent_total": self.sent_total,
                 "users_running": self.users_running, "final": final})
-        except Exception:  # noqa: BLE001  (keep the batch; the next ship retries it)
+        except Exception:  # keep the batch; the next ship retries it
             log.exception("could not send %d records to the master; will retry", len(batch))
             self.buffer = batch + self.buffer
+            self.monitor.samples = client + self.monitor.samples
             self.sent_total -= len(batch)
 
     def stop(self) -> None:
         if self._loop is not None:
             self._loop.kill()
             self._loop = None
+        self.monitor.stop()
         self.ship(final=True)
 
 
@@ -101,6 +110,7 @@ class Recorder:
         self.parts_dir = self.run_dir / "requests.parts"
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         self.buffer: list[dict] = []
+        self.client_samples: list[dict] = []
         self.tally: dict[int, WorkerTally] = {}
         self.part_count = 0
         self.rows_written = 0
@@ -113,6 +123,7 @@ class Recorder:
         tally.users_running = int(data["users_running"])
         tally.final = tally.final or bool(data.get("final"))
         self.buffer.extend(data["records"])
+        self.client_samples.extend(data.get("client") or [])
 
     def drained(self) -> bool:
         """Every worker idle and every record it sent received."""
@@ -141,6 +152,8 @@ class Recorder:
     def finalize(self) -> Path:
         """Merge all parts into ``requests.parquet`` (streamed row group by row group); idempotent."""
         self.flush()
+        # One small row per worker and second: kept in memory, written whole.
+        pq.write_table(pa.Table.from_pylist(self.client_samples, schema=CLIENT_SCHEMA), self.run_dir / "client.parquet")
         return merge_parts(self.run_dir)
 
     def close(self) -> Path:

@@ -204,6 +204,14 @@ class LoadSpec(Strict):
         return ladder
 
 
+class SloSpec(Strict):
+    """Per-request service levels for goodput: a request counts only if it succeeded and met each one set."""
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+
+
 class Scenario(Strict):
     name: str
     description: str = ""
@@ -211,6 +219,7 @@ class Scenario(Strict):
     variants: dict[str, Variant] = Field(min_length=1)
     baseline: str | None = None
     load: LoadSpec = LoadSpec()
+    slo: SloSpec = SloSpec()
     # Where the file came from; relative paths in it are resolved against its folder.
     source: Path = Field(default=Path("."), exclude=True)
 

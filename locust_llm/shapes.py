@@ -17,7 +17,7 @@ class LadderShape(LoadTestShape):
         self._program: Iterator[tuple] | None = None
 
     def tick(self) -> tuple | None:
-        experiment = plugin.session.experiment
+        experiment = plugin.experiment_of(self.runner.environment)
         if self._program is None or experiment is None or experiment.finished:
             experiment = plugin.start_experiment(self.runner.environment)
             if experiment is None:

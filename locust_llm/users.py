@@ -120,7 +120,7 @@ class LLMUser(User):
             record.error_message = "stream cancelled: the load was stopped before it finished"
             self.emit(record)
             raise
-        except Exception as exc:  # noqa: BLE001  (a failed request is data, never a crashed user)
+        except Exception as exc:  # a failed request is data, never a crashed user
             record.error_class = record.error_class or R.CLIENT_ERROR
             record.error_message = f"{type(exc).__name__}: {exc}"[:500]
         self.emit(record)

@@ -1,7 +1,15 @@
-import locust  # noqa: F401  (gevent must patch ssl/sockets before any test imports requests)
+import locust  # noqa: F401, I001  (gevent must patch ssl/sockets before any test imports requests)
 
+import json
 import os
+import select
 import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -19,15 +27,6 @@ def require_llama_server() -> None:
 
 # -- the reference streaming server (locust_llm.refserver) in a subprocess ---------------------
 
-import json  # noqa: E402
-import select  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
-from pathlib import Path  # noqa: E402
-
 REPO = Path(__file__).resolve().parents[1]
 REFSERVER_START_TIMEOUT_S = 30.0
 
@@ -37,7 +36,7 @@ class RefServerProcess:
 
     def __init__(self, *args: str):
         self.args = list(args)
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  (lives as long as the server)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(

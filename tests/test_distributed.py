@@ -10,11 +10,11 @@ from pathlib import Path
 import gevent
 import pandas as pd
 import pytest
-from locust import events
-from locust.argument_parser import parse_options
+from locust.argument_parser import get_parser
 from locust.env import Environment
+from locust.event import Events
 
-import locust_llm.plugin  # noqa: F401  (registers the listeners on locust.events)
+from locust_llm import plugin
 from locust_llm.shapes import LadderShape
 from locust_llm.users import ClosedLoopUser, OpenLoopUser
 
@@ -61,15 +61,22 @@ def test_in_process_master_and_two_workers(tmp_path, monkeypatch):
             "--report-dir", str(tmp_path)]
     port = free_port()
     classes = [ClosedLoopUser, OpenLoopUser]
-    master_env = Environment(user_classes=classes, shape_class=LadderShape(), events=events,
-                             parsed_options=parse_options(args))
+
+    def node_environment(**kwargs) -> Environment:
+        # Each node gets its own event hooks, as separate processes would, so Locust's stats travel as usual.
+        hooks = Events()
+        plugin.register(hooks)
+        return Environment(user_classes=classes, events=hooks, parsed_options=get_parser().parse_args(args),
+                           **kwargs)
+
+    master_env = node_environment(shape_class=LadderShape())
     master = master_env.create_master_runner("127.0.0.1", port)
-    events.init.fire(environment=master_env, runner=master, web_ui=None)
+    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
     workers = []
     for _ in range(2):
-        env = Environment(user_classes=classes, events=events, parsed_options=parse_options(args))
+        env = node_environment()
         worker = env.create_worker_runner("127.0.0.1", port)
-        events.init.fire(environment=env, runner=worker, web_ui=None)
+        env.events.init.fire(environment=env, runner=worker, web_ui=None)
         workers.append(worker)
 
     try:
@@ -80,7 +87,7 @@ def test_in_process_master_and_two_workers(tmp_path, monkeypatch):
         with gevent.Timeout(240):
             master.greenlet.join()  # the shape drains, then quits the master
     finally:
-        events.quitting.fire(environment=master_env, reverse=True)
+        master_env.events.quitting.fire(environment=master_env, reverse=True)
         for worker in workers:
             worker.quit()
     frame = pd.read_parquet(tmp_path / "inproc" / "requests.parquet")

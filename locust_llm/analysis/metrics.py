@@ -1,23 +1,10 @@
-"""Per-request metrics and their distribution summaries (DESIGN.md "Metric definitions"). Pure functions."""
+"""Per-request metrics (DESIGN.md "Metric definitions"). Pure functions."""
 
 from __future__ import annotations
 
-import math
-from typing import Iterable
+from collections.abc import Iterable
 
-import numpy as np
 import pandas as pd
-
-PERCENTILES = (50, 95, 99)
-
-
-def stats(values: Iterable[float]) -> dict:
-    """``{p50, p95, p99, mean, n}`` over the finite values; ``None`` figures when there are none."""
-    array = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    if array.size == 0:
-        return {"p50": None, "p95": None, "p99": None, "mean": None, "n": 0}
-    p50, p95, p99 = np.percentile(array, PERCENTILES)
-    return {"p50": float(p50), "p95": float(p95), "p99": float(p99), "mean": float(array.mean()), "n": int(array.size)}
 
 
 def request_metrics(frame: pd.DataFrame) -> pd.DataFrame:
@@ -55,16 +42,3 @@ def per_token_itl_ms(offsets: Iterable, tokens: Iterable) -> list[float]:
 def inter_chunk_ms(offsets: Iterable) -> list[float]:
     offsets = list(offsets)
     return [(offsets[j] - offsets[j - 1]) * 1000.0 for j in range(1, len(offsets))]
-
-
-def tokens_in_window(frame: pd.DataFrame, start: float, end: float) -> int:
-    """Output tokens whose arrival timestamps fall in ``[start, end)``, from any request."""
-    total = 0
-    for t_send, offsets, tokens in zip(frame["t_send"], frame["chunk_offsets"], frame["chunk_tokens"]):
-        if offsets is None or len(offsets) == 0:
-            continue
-        times = t_send + np.asarray(offsets, dtype=float)
-        mask = (times >= start) & (times < end)
-        if mask.any():
-            total += int(np.asarray(tokens)[mask].sum())
-    return total

@@ -1,23 +1,56 @@
-"""``summary.json`` from the run directory's files alone (requests.parquet, steps.json, env.json)."""
+"""``summary.json`` from the run directory's files alone: per step figures with CIs, per variant curves,
+baseline-vs-variant comparisons, the consistency check and client validity. No Locust imports.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .metrics import inter_chunk_ms, per_token_itl_ms, request_metrics, stats, tokens_in_window
+from .compare import crossover_level, ratio_ci, recommendation
+from .consistency import agreement
+from .curves import knee_level, saturation_level
+from .metrics import inter_chunk_ms, per_token_itl_ms, request_metrics
+from .stats import bootstrap_ci, percentile_stat, rate_samples, summarize
+from .steady import drift
+from .validity import client_validity
 
-LATENCY_FIELDS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "e2e_sched_ms", "decode_tps", "e2e_tps",
+REQUEST_FIELDS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "e2e_sched_ms", "decode_tps", "e2e_tps",
                   "schedule_lag_ms")
+OPEN_LOOP_ONLY = ("ttft_sched_ms", "e2e_sched_ms", "schedule_lag_ms")
+# Bootstrap work grows with n; per-token lists of long steps do not need 2000 resamples for a tight CI.
+N_BOOT = 1000
+N_BOOT_LARGE = 200
+LARGE = 20_000
+RATE_BIN_S = 1.0
+# In a closed loop latency past saturation grows in proportion to users (Little's law), so the knee is
+# where half of each load increase already goes into waiting; open loop uses proportional growth.
+KNEE_THRESHOLD = {"closed": 0.5, "open": 1.0}
+
+
+@dataclass
+class RunData:
+    """Everything the analysis reads, loaded from one run directory (or merged from several)."""
+
+    requests: pd.DataFrame
+    steps: list[dict]
+    events: list[dict] = field(default_factory=list)
+    env: dict = field(default_factory=dict)
+    client: pd.DataFrame = field(default_factory=pd.DataFrame)
+    consistency: dict = field(default_factory=dict)
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def load_requests(run_dir: Path) -> pd.DataFrame:
-    run_dir = Path(run_dir)
     path = run_dir / "requests.parquet"
     if path.exists():
         return pd.read_parquet(path)
@@ -27,70 +60,14 @@ def load_requests(run_dir: Path) -> pd.DataFrame:
     return pd.DataFrame()
 
 
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def step_summary(variant_frame: pd.DataFrame, step: dict) -> dict:
-    """Figures of one ladder step: requests sent in its steady window, tokens arriving in it."""
-    start, end = step["t_steady"], step["t_end"]
-    window = end - start if (math.isfinite(start) and math.isfinite(end)) else math.nan
-    sent = variant_frame[(variant_frame["step"] == step["step"]) & (variant_frame["phase"] == "steady")]
-    derived = request_metrics(sent) if len(sent) else pd.DataFrame(columns=LATENCY_FIELDS)
-    failed = sent["error_class"].notna()
-    itl, icl = [], []
-    for offsets, tokens, error in zip(sent["chunk_offsets"], sent["chunk_tokens"], sent["error_class"]):
-        if error is None or (isinstance(error, float) and math.isnan(error)):
-            itl.extend(per_token_itl_ms(offsets, tokens))
-            icl.extend(inter_chunk_ms(offsets))
-    tokens = tokens_in_window(variant_frame, start, end) if window and window > 0 else 0
-    summary = {
-        "step": step["step"], "level": step["level"], "mode": step["mode"], "users": step.get("users"),
-        "window_s": window, "requests": int(len(sent)), "errors": int(failed.sum()),
-        "error_rate": float(failed.mean()) if len(sent) else None,
-        "errors_by_class": {str(k): int(v) for k, v in sent.loc[failed, "error_class"].value_counts().items()},
-        "output_tokens": int(sent.loc[~failed, "output_tokens"].sum()),
-        "output_tps": tokens / window if window and window > 0 else None,
-        "request_rate": len(sent) / window if window and window > 0 else None,
-        "itl_ms": stats(itl), "icl_ms": stats(icl),
-        "token_sources": {str(k): int(v) for k, v in sent["token_source"].value_counts().items()},
-    }
-    for name in LATENCY_FIELDS:
-        summary[name] = stats(derived[name]) if name in derived else stats([])
-    if step["mode"] == "open":
-        summary["offered_rate"] = step["level"]
-        summary["achieved_rate"] = summary["request_rate"]
-    else:
-        for name in ("ttft_sched_ms", "e2e_sched_ms", "schedule_lag_ms"):
-            summary.pop(name)
-    drafted = sent["draft_n"].dropna().sum() if "draft_n" in sent else 0
-    if drafted:
-        accepted = sent["draft_accepted"].dropna().sum()
-        summary["acceptance_client"] = {"rate": float(accepted / drafted), "draft_tokens": int(drafted),
-                                        "accepted_tokens": int(accepted), "source": "client (per-request timings)"}
-    return summary
-
-
-def build_summary(run_dir: Path) -> dict:
+def load_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
-    frame = load_requests(run_dir)
     steps_doc = read_json(run_dir / "steps.json")
-    env = read_json(run_dir / "env.json")
-    variants: dict[str, dict] = {}
-    for step in steps_doc.get("steps", []):
-        step = {**step, "t_steady": _num(step.get("t_steady")), "t_end": _num(step.get("t_end"))}
-        variant_frame = frame[frame["variant"] == step["variant"]] if len(frame) else frame
-        entry = variants.setdefault(step["variant"], {"steps": []})
-        if len(variant_frame):
-            entry["steps"].append(step_summary(variant_frame, step))
-        else:
-            entry["steps"].append({"step": step["step"], "level": step["level"], "mode": step["mode"],
-                                   "requests": 0, "errors": 0})
-    return {
-        "run_id": env.get("run_id", run_dir.name), "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "baseline": env.get("baseline"), "records": int(len(frame)),
-        "variants": variants, "events": steps_doc.get("events", []),
-    }
+    client_path = run_dir / "client.parquet"
+    return RunData(requests=load_requests(run_dir), steps=steps_doc.get("steps", []),
+                   events=steps_doc.get("events", []), env=read_json(run_dir / "env.json"),
+                   client=pd.read_parquet(client_path) if client_path.exists() else pd.DataFrame(),
+                   consistency=read_json(run_dir / "consistency.json"))
 
 
 def _num(value) -> float:
@@ -100,22 +77,201 @@ def _num(value) -> float:
         return math.nan
 
 
+def _summarize(values) -> dict:
+    values = np.asarray(values, dtype=float)
+    return summarize(values, n_boot=N_BOOT_LARGE if values.size > LARGE else N_BOOT)
+
+
+@dataclass
+class StepSamples:
+    """Raw per-step arrays kept for the comparisons (not written to summary.json)."""
+
+    token_rates: np.ndarray
+    decode_tps: np.ndarray
+    tpot_ms: np.ndarray
+    ttft_ms: np.ndarray
+
+
+def token_arrivals(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Arrival time and token count of every chunk of every request in ``frame``."""
+    times, counts = [], []
+    for t_send, offsets, tokens in zip(frame["t_send"], frame["chunk_offsets"], frame["chunk_tokens"]):
+        if offsets is not None and len(offsets):
+            times.append(t_send + np.asarray(offsets, dtype=float))
+            counts.append(np.asarray(tokens, dtype=float))
+    if not times:
+        return np.empty(0), np.empty(0)
+    return np.concatenate(times), np.concatenate(counts)
+
+
+def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict) -> pd.Series:
+    """Requests that succeeded and met every SLO that is set; failures are never good."""
+    good = sent["error_class"].isna()
+    for key, column in (("ttft_ms", "ttft_ms"), ("tpot_ms", "tpot_ms"), ("e2e_ms", "e2e_ms")):
+        limit = slo.get(key)
+        if limit is not None:
+            good &= derived[column].fillna(math.inf) <= limit
+    return good
+
+
+def step_summary(run: RunData, variant_frame: pd.DataFrame, step: dict, slo: dict) -> tuple[dict, StepSamples]:
+    """Figures of one ladder step: requests sent in its steady window, tokens arriving in it."""
+    start, end = _num(step.get("t_steady")), _num(step.get("t_end"))
+    window = end - start if math.isfinite(start) and math.isfinite(end) and end > start else math.nan
+    sent = variant_frame[(variant_frame["step"] == step["step"]) & (variant_frame["phase"] == "steady")]
+    derived = request_metrics(sent)
+    failed = sent["error_class"].notna()
+    ok_rows = sent[~failed]
+    itl = [v for offsets, tokens in zip(ok_rows["chunk_offsets"], ok_rows["chunk_tokens"])
+           for v in per_token_itl_ms(offsets, tokens)]
+    icl = [v for offsets in ok_rows["chunk_offsets"] for v in inter_chunk_ms(offsets)]
+    times, counts = token_arrivals(variant_frame)
+    rates = rate_samples(times, counts, start, end, RATE_BIN_S)
+    output_tps = float(rates.mean()) if rates.size else None
+    good = good_requests(sent, derived, slo)
+    summary = {
+        "step": step["step"], "level": step["level"], "mode": step["mode"], "users": step.get("users"),
+        "window_s": window if math.isfinite(window) else None,
+        "requests": int(len(sent)), "errors": int(failed.sum()),
+        "error_rate": float(failed.mean()) if len(sent) else None,
+        "errors_by_class": {str(k): int(v) for k, v in sent.loc[failed, "error_class"].value_counts().items()},
+        "output_tokens": int(ok_rows["output_tokens"].sum()),
+        "output_tps": output_tps,
+        "output_tps_ci95": _ci(bootstrap_ci(rates, np.mean, n_boot=N_BOOT)),
+        "request_rate": len(sent) / window if math.isfinite(window) else None,
+        "goodput_rps": float(good.sum()) / window if math.isfinite(window) else None,
+        "itl_ms": _summarize(itl), "icl_ms": _summarize(icl),
+        "token_sources": {str(k): int(v) for k, v in sent["token_source"].value_counts().items()},
+    }
+    for name in REQUEST_FIELDS:
+        if step["mode"] == "open" or name not in OPEN_LOOP_ONLY:
+            summary[name] = _summarize(derived[name])
+    if step["mode"] == "open":
+        arrivals = variant_frame["t_intended"].between(start, end, inclusive="left") if math.isfinite(window) \
+            else pd.Series(False, index=variant_frame.index)
+        summary["offered_rate"] = step["level"]
+        summary["scheduled_rate"] = float(arrivals.sum()) / window if math.isfinite(window) else None
+        summary["achieved_rate"] = float((sent["t_send"].notna() & (sent["error_class"] != "dropped_inflight_cap"))
+                                         .sum()) / window if math.isfinite(window) else None
+    drafted = sent["draft_n"].dropna().sum()
+    if drafted:
+        accepted = sent["draft_accepted"].dropna().sum()
+        summary["acceptance_client"] = {"rate": float(accepted / drafted), "draft_tokens": int(drafted),
+                                        "accepted_tokens": int(accepted), "source": "client (per-request timings)"}
+    ok_tokens = ok_rows["chunk_tokens"].map(len)
+    if len(ok_rows):
+        summary["tokens_per_chunk"] = {"value": float(ok_rows["output_tokens"].sum() / max(ok_tokens.sum(), 1)),
+                                       "source": "client (tokens / token-carrying chunks)"}
+    summary.update(steadiness(rates, start, ok_rows, derived.loc[ok_rows.index, "tpot_ms"]))
+    summary.update(client_validity(run.client, summary, start, end))
+    samples = StepSamples(token_rates=rates, decode_tps=derived["decode_tps"].to_numpy(dtype=float),
+                          tpot_ms=derived["tpot_ms"].to_numpy(dtype=float),
+                          ttft_ms=derived["ttft_ms"].to_numpy(dtype=float))
+    return summary, samples
+
+
+def steadiness(rates: np.ndarray, start: float, ok_rows: pd.DataFrame, tpot_ms: pd.Series) -> dict:
+    """Drift of throughput (per-second bins) and TPOT (per request, by send time) within the steady window."""
+    throughput = drift(start + RATE_BIN_S * (np.arange(rates.size) + 0.5), rates) if rates.size >= 3 else None
+    mask = tpot_ms.notna().to_numpy()
+    tpot = drift(ok_rows["t_send"].to_numpy()[mask], tpot_ms.to_numpy()[mask]) if mask.sum() >= 3 else None
+    verdicts = [d["steady"] for d in (throughput, tpot) if d is not None and d["steady"] is not None]
+    return {"steady": all(verdicts) if verdicts else None, "steady_check": {"throughput": throughput, "tpot": tpot}}
+
+
+def _ci(interval) -> list | None:
+    return [float(interval[0]), float(interval[1])] if interval else None
+
+
+def variant_curves(steps: list[dict], mode: str) -> dict:
+    levels = [s["level"] for s in steps]
+    throughput = [(s.get("output_tps"), *(s.get("output_tps_ci95") or (None, None))) for s in steps]
+    threshold = KNEE_THRESHOLD.get(mode, 1.0)
+    knees = {name: knee_level(levels, [(s.get(name) or {}).get("p95") for s in steps], threshold)
+             for name in ("tpot_ms", "ttft_ms")}
+    found = [k for k in knees.values() if k is not None]
+    return {"saturation_level": saturation_level(levels, throughput), "knee_level": min(found) if found else None,
+            "knee_by_metric": knees,
+            "rules": {"saturation": "first level that no higher level beats by >5% with non-overlapping 95% CIs",
+                      "knee": f"first level after which P95 TPOT or TTFT grows with log-log slope > {threshold}"}}
+
+
+def comparison(baseline: str, variant: str, base: dict[float, StepSamples], other: dict[float, StepSamples],
+               mode: str) -> dict:
+    steps = []
+    for i, level in enumerate(sorted(set(base) & set(other))):
+        b, v = base[level], other[level]
+        seed = i
+        steps.append({
+            "level": level,
+            "output_tps_speedup": ratio_ci(v.token_rates, b.token_rates, np.mean, True, N_BOOT, seed),
+            "decode_tps_speedup": ratio_ci(v.decode_tps, b.decode_tps, np.mean, True, N_BOOT, seed),
+            "tpot_p50_speedup": ratio_ci(v.tpot_ms, b.tpot_ms, percentile_stat(50), False, N_BOOT, seed),
+            "tpot_p95_speedup": ratio_ci(v.tpot_ms, b.tpot_ms, percentile_stat(95), False, N_BOOT, seed),
+            "ttft_p95_speedup": ratio_ci(v.ttft_ms, b.ttft_ms, percentile_stat(95), False, N_BOOT, seed),
+        })
+    headline = [{"level": s["level"], "speedup": s["output_tps_speedup"]} for s in steps]
+    crossover = crossover_level(headline)
+    unit = "req/s" if mode == "open" else "concurrent streams"
+    return {"baseline": baseline, "variant": variant, "metric": "output_tps", "steps": steps,
+            "crossover_level": crossover, "recommendation": recommendation(variant, baseline, headline, crossover, unit)}
+
+
+def build_summary(run: RunData) -> dict:
+    frame = run.requests
+    slo = (run.env.get("scenario") or {}).get("slo") or {}
+    baseline = run.env.get("baseline")
+    variants: dict[str, dict] = {}
+    samples: dict[str, dict[float, StepSamples]] = {}
+    modes: dict[str, str] = {}
+    for step in run.steps:
+        name = step["variant"]
+        variant_frame = frame[frame["variant"] == name] if len(frame) else frame
+        entry = variants.setdefault(name, {"steps": []})
+        modes[name] = step["mode"]
+        if not len(variant_frame):
+            entry["steps"].append({"step": step["step"], "level": step["level"], "mode": step["mode"],
+                                   "requests": 0, "errors": 0})
+            continue
+        figures, step_samples = step_summary(run, variant_frame, step, slo)
+        entry["steps"].append(figures)
+        samples.setdefault(name, {})[float(step["level"])] = step_samples
+    for name, entry in variants.items():
+        entry.update(variant_curves([s for s in entry["steps"] if "output_tps" in s], modes[name]))
+    comparisons = []
+    if baseline in samples:
+        comparisons = [comparison(baseline, name, samples[baseline], samples[name], modes[name])
+                       for name in samples if name != baseline]
+    consistency = {}
+    if baseline in run.consistency:
+        consistency = {name: agreement(run.consistency[baseline], outputs)
+                       for name, outputs in run.consistency.items() if name != baseline}
+    return {
+        "run_id": run.env.get("run_id"), "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "baseline": baseline, "records": int(len(frame)), "slo": slo, "variants": variants,
+        "comparisons": comparisons, "consistency": consistency, "events": run.events,
+    }
+
+
 def _json_safe(value):
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
-    if isinstance(value, (np.integer,)):
+    if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, (float, np.floating)):
         return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.bool_):
+        return bool(value)
     return value
 
 
-def write_summary(run_dir: Path) -> Path:
+def write_summary(run_dir: Path, run: RunData | None = None) -> Path:
     run_dir = Path(run_dir)
+    run = run if run is not None else load_run(run_dir)
     path = run_dir / "summary.json"
     tmp = path.with_name("summary.json.tmp")
-    tmp.write_text(json.dumps(_json_safe(build_summary(run_dir)), indent=2))
+    tmp.write_text(json.dumps(_json_safe(build_summary(run)), indent=2))
     tmp.replace(path)
     return path

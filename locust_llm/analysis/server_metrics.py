@@ -1,0 +1,487 @@
+"""Per-step server figures from ``telemetry.parquet`` (+ ``telemetry.json``) and the steps' steady windows.
+
+Pure (pandas/numpy; no Locust). For every variant and step window ``[t_steady, t_end]``:
+
+* **acceptance** (``source: "server"``) from counter deltas: rate = Δaccepted / Δdraft_tokens, mean acceptance
+  length = 1 + Δaccepted / Δdrafts, per position i = Δaccepted_pos_i / Δdrafts (DESIGN.md). A delta uses,
+  per series, the samples nearest the window edges (each must lie within ``edge_tolerance_s`` of its edge)
+  and sums the increments between them, so a counter reset (server restart) does not go negative. SGLang
+  has no counters for this, only *interval gauges*: their mean over the window is reported, flagged as such,
+  never differenced.
+* requests running / waiting and KV-cache use (mean, max over the samples in the window), preemptions
+  (delta), the server's own TTFT / ITL / TPOT / e2e / queue / prefill / decode histograms (Δsum / Δcount);
+* GPU utilisation, memory (mean and peak), power, SM clock, temperature and the DCGM profiling ratios when a
+  GPU source exists; otherwise the server process's CPU cores and resident memory;
+* per variant: acceptance versus load, and memory growth over the whole run as a slope with its 95% CI;
+* ``missing``: every figure that could not be computed, with the reason (not exposed, gap, no sample near an
+  edge, nothing observed), and ``partial``: figures computed over a window that a telemetry gap overlaps.
+
+A metric absent from the telemetry is missing, never zero.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..telemetry.maps import CANONICAL, COUNTER, histogram_parts
+from .steady import drift
+
+TELEMETRY_FILE = "telemetry.parquet"
+META_FILE = "telemetry.json"
+PARTS_DIR = "telemetry.parts"
+
+# When two sources carry the same canonical metric, the first listed wins.
+SOURCE_PRIORITY = ("scrape", "prometheus", "nvml", "dcgm", "process")
+
+HISTOGRAM_FIGURES = {"ttft_ms": "ttft_seconds", "itl_ms": "itl_seconds", "tpot_ms": "tpot_seconds",
+                     "e2e_ms": "e2e_seconds", "queue_ms": "queue_seconds", "prefill_ms": "prefill_seconds",
+                     "decode_ms": "decode_seconds"}
+GPU_FIGURES = {"util": "gpu_util", "mem_used_mib": "gpu_mem_used_mib", "power_w": "gpu_power_w",
+               "sm_clock_mhz": "gpu_sm_clock_mhz", "temp_c": "gpu_temp_c", "mem_copy_util": "gpu_mem_copy_util",
+               "gr_engine_active": "gpu_gr_engine_active", "sm_active": "gpu_sm_active",
+               "tensor_active": "gpu_tensor_active", "dram_active": "gpu_dram_active"}
+OPTIONAL_GPU = {"mem_copy_util", "gr_engine_active", "sm_active", "tensor_active", "dram_active"}
+
+SGLANG_GAUGE_NOTE = ("SGLang exposes acceptance only as interval gauges (last decode-log window of batches): "
+                     "this is the mean of the samples in the window, not a counter delta; spec_accept_rate "
+                     "includes the bonus token and is not comparable with accepted/drafted")
+ITL_NOTE = ("vLLM's inter_token_latency is per engine step (several tokens under speculation); "
+            "SGLang's is per token")
+
+
+# -- loading ------------------------------------------------------------------------------------
+def load_telemetry(run_dir: str | Path) -> tuple[pd.DataFrame, dict]:
+    """``(rows, meta)``; the part files when the run died before its merge; empty frame if none."""
+    run_dir = Path(run_dir)
+    path = run_dir / TELEMETRY_FILE
+    if path.exists():
+        frame = pd.read_parquet(path)
+    else:
+        parts = sorted((run_dir / PARTS_DIR).glob("part-*.parquet"))
+        frame = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True) if parts else pd.DataFrame(
+            columns=["t", "variant", "source", "metric", "labels", "value"])
+    meta_path = run_dir / META_FILE
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    return frame, meta
+
+
+def load_windows(run_dir: str | Path) -> list[dict]:
+    path = Path(run_dir) / "steps.json"
+    if not path.exists():
+        return []
+    return list(json.loads(path.read_text()).get("steps", []))
+
+
+# -- small helpers ------------------------------------------------------------------------------
+def _num(value) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return out
+
+
+def _clean(value):
+    if value is None:
+        return None
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _stat(values: np.ndarray) -> dict:
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return {"mean": None, "max": None, "min": None, "n": 0}
+    return {"mean": float(values.mean()), "max": float(values.max()), "min": float(values.min()), "n": int(values.size)}
+
+
+def _group_key(labels: str, group_by: str | None) -> str | None:
+    if group_by is None:
+        return None
+    try:
+        return str(json.loads(labels).get(group_by))
+    except (ValueError, AttributeError):
+        return None
+
+
+class VariantTelemetry:
+    """One variant's rows, indexed by canonical metric (the preferred source only)."""
+
+    def __init__(self, frame: pd.DataFrame, meta: dict, variant: str):
+        self.variant = variant
+        self.meta = meta
+        rows = frame[frame["variant"] == variant] if len(frame) else frame
+        self.rows = rows
+        self._source_times: dict[str, np.ndarray] = {}
+        self.by_metric: dict[str, pd.DataFrame] = {}
+        self.source_of: dict[str, str] = {}
+        for metric, group in rows.groupby("metric", sort=False):
+            sources = list(group["source"].unique())
+            ranked = sorted(sources, key=lambda s: SOURCE_PRIORITY.index(s) if s in SOURCE_PRIORITY else 99)
+            chosen = ranked[0]
+            self.source_of[metric] = chosen
+            self.by_metric[metric] = group[group["source"] == chosen].sort_values("t", kind="stable")
+        interval = _num(meta.get("interval_s", 1.0))
+        timeout = _num(meta.get("timeout_s", interval))
+        interval = interval if math.isfinite(interval) else 1.0
+        timeout = timeout if math.isfinite(timeout) else interval
+        # A sample counts as "at" a window edge when it lies within two poll periods plus a timeout of it.
+        self.edge_tolerance_s = 2.0 * interval + timeout
+        self.gaps = [g for g in meta.get("gaps", []) if g.get("variant") == variant]
+        self.attachments = [a for a in meta.get("attachments", []) if a.get("variant") == variant]
+        self.engine = self.attachments[0].get("engine") if self.attachments else None
+        self.spans: dict[str, tuple[float, float]] = {}  # metric -> times of the edge samples last used
+
+    def source_times(self, source: str) -> np.ndarray:
+        """Every instant at which ``source`` answered (any metric), sorted."""
+        if source not in self._source_times:
+            rows = self.rows[self.rows["source"] == source] if len(self.rows) else self.rows
+            self._source_times[source] = np.unique(rows["t"].to_numpy(dtype=float)) if len(rows) else np.array([])
+        return self._source_times[source]
+
+    def has(self, metric: str) -> bool:
+        return metric in self.by_metric and len(self.by_metric[metric]) > 0
+
+    # -- counters -------------------------------------------------------------------------
+    def counter_delta(self, metric: str, t0: float, t1: float) -> tuple[dict | None, str | None]:
+        """``({group: delta}, None)`` or ``(None, reason)``; group is None unless the metric is grouped."""
+        if not self.has(metric):
+            return None, "not exposed"
+        spec = CANONICAL.get(metric)
+        group_by = spec.group_by if spec is not None and spec.kind == COUNTER else None
+        out: dict = {}
+        span: list[float] = []
+        source_times = self.source_times(self.source_of[metric])
+        for labels, series in self.by_metric[metric].groupby("labels", sort=False):
+            t = series["t"].to_numpy(dtype=float)
+            v = series["value"].to_numpy(dtype=float)
+            if t[0] > t0 - self.edge_tolerance_s:
+                # The series appeared after the source had already answered without it (llama.cpp creates
+                # its per-position counters at the first speculative request): it was 0 then, not missing.
+                earlier = source_times[source_times < t[0]]
+                if earlier.size:
+                    t, v = np.concatenate([[earlier[-1]], t]), np.concatenate([[0.0], v])
+            i0 = int(np.argmin(np.abs(t - t0)))
+            i1 = int(np.argmin(np.abs(t - t1)))
+            if abs(t[i0] - t0) > self.edge_tolerance_s:
+                return None, f"no sample within {self.edge_tolerance_s:.1f} s of the window start"
+            if abs(t[i1] - t1) > self.edge_tolerance_s:
+                return None, f"no sample within {self.edge_tolerance_s:.1f} s of the window end"
+            if i1 <= i0:
+                return None, "the same sample is nearest both window edges (window shorter than the poll interval)"
+            vals = v[i0:i1 + 1]
+            steps = np.diff(vals)
+            increments = np.where(steps >= 0, steps, vals[1:])  # a drop is a reset: count from zero
+            key = _group_key(labels, group_by)
+            out[key] = out.get(key, 0.0) + float(increments.sum())
+            span.extend([t[i0], t[i1]])
+        self.spans[metric] = (min(span), max(span))
+        return out, None
+
+    def total_delta(self, metric: str, t0: float, t1: float) -> tuple[float | None, str | None]:
+        deltas, reason = self.counter_delta(metric, t0, t1)
+        if deltas is None:
+            return None, reason
+        return float(sum(deltas.values())), None
+
+    # -- gauges ---------------------------------------------------------------------------
+    def gauge_values(self, metric: str, t0: float, t1: float) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
+        """Values per sampling instant in [t0, t1], series combined by the metric's rule."""
+        if not self.has(metric):
+            return None, None, "not exposed"
+        rows = self.by_metric[metric]
+        rows = rows[(rows["t"] >= t0) & (rows["t"] <= t1)]
+        if not len(rows):
+            return None, None, "no sample inside the window"
+        spec = CANONICAL.get(metric)
+        how = spec.combine if spec is not None else "sum"
+        combined = rows.groupby("t", sort=True)["value"].agg(how)
+        return combined.index.to_numpy(dtype=float), combined.to_numpy(dtype=float), None
+
+    def gauge_stat(self, metric: str, t0: float, t1: float) -> tuple[dict | None, str | None]:
+        _, values, reason = self.gauge_values(metric, t0, t1)
+        if values is None:
+            return None, reason
+        stat = _stat(values)
+        return (stat, None) if stat["n"] else (None, "no finite sample inside the window")
+
+    # -- gaps -----------------------------------------------------------------------------
+    def gaps_in(self, t0: float, t1: float, source: str | None = None) -> list[dict]:
+        out = []
+        for gap in self.gaps:
+            start = _num(gap.get("start"))
+            end = _num(gap.get("end"))
+            end = end if math.isfinite(end) else math.inf
+            if start < t1 and end > t0 and (source is None or gap.get("source") == source):
+                out.append(gap)
+        return out
+
+    def coverage(self, metric: str, t0: float, t1: float) -> float:
+        """Fraction of the window not inside a gap of the metric's source."""
+        source = self.source_of.get(metric)
+        if source is None or not (t1 > t0):
+            return 0.0
+        covered = t1 - t0
+        for gap in self.gaps_in(t0, t1, source):
+            end = _num(gap.get("end"))
+            end = end if math.isfinite(end) else t1
+            covered -= max(0.0, min(end, t1) - max(_num(gap.get("start")), t0))
+        return max(0.0, covered / (t1 - t0))
+
+
+# -- per-step figures ---------------------------------------------------------------------------
+def acceptance(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dict | None:
+    if vt.has("spec_draft_tokens") or vt.has("spec_accepted_tokens") or vt.has("spec_drafts"):
+        out: dict = {"source": "server", "method": "counter deltas"}
+        accepted, r_acc = vt.total_delta("spec_accepted_tokens", t0, t1)
+        draft_tokens, r_dt = vt.total_delta("spec_draft_tokens", t0, t1)
+        drafts, r_dr = vt.total_delta("spec_drafts", t0, t1)
+        out.update({"accepted_tokens": accepted, "draft_tokens": draft_tokens, "drafts": drafts,
+                    "rate": None, "mean_length": None, "per_position": None})
+        if accepted is None or draft_tokens is None:
+            missing.append({"figure": "acceptance.rate", "reason": r_acc or r_dt})
+        elif draft_tokens <= 0:
+            missing.append({"figure": "acceptance.rate",
+                            "reason": "no draft tokens in the window (speculation inactive)"})
+        else:
+            out["rate"] = accepted / draft_tokens
+        if accepted is None or drafts is None:
+            missing.append({"figure": "acceptance.mean_length", "reason": r_acc or r_dr})
+        elif drafts <= 0:
+            missing.append({"figure": "acceptance.mean_length", "reason": "no drafts in the window"})
+        else:
+            out["mean_length"] = 1.0 + accepted / drafts
+        if vt.has("spec_accepted_per_pos") and drafts:
+            per_pos, reason = vt.counter_delta("spec_accepted_per_pos", t0, t1)
+            if per_pos is None:
+                missing.append({"figure": "acceptance.per_position", "reason": reason})
+            else:
+                positions = sorted((k for k in per_pos if k is not None and k != "None"), key=_position_key)
+                out["per_position"] = [per_pos[p] / drafts for p in positions]
+                out["positions"] = positions
+        elif not vt.has("spec_accepted_per_pos"):
+            missing.append({"figure": "acceptance.per_position", "reason": "not exposed"})
+        if drafts is not None and drafts > 0 and draft_tokens is not None:
+            out["mean_draft_length"] = draft_tokens / drafts
+        if accepted is not None and "spec_accepted_tokens" in vt.spans:
+            out["t_from"], out["t_to"] = vt.spans["spec_accepted_tokens"]
+        return out
+    if vt.has("spec_accept_length_gauge") or vt.has("spec_accept_rate_gauge"):
+        out = {"source": "server", "method": "interval gauges (mean over the window)", "note": SGLANG_GAUGE_NOTE,
+               "rate": None, "per_position": None}
+        length, r_len = vt.gauge_stat("spec_accept_length_gauge", t0, t1)
+        rate, r_rate = vt.gauge_stat("spec_accept_rate_gauge", t0, t1)
+        out["mean_length"] = length["mean"] if length else None
+        out["mean_length_gauge"] = length
+        out["accept_rate_gauge"] = rate
+        if length is None:
+            missing.append({"figure": "acceptance.mean_length", "reason": r_len})
+        if rate is None:
+            missing.append({"figure": "acceptance.accept_rate_gauge", "reason": r_rate})
+        missing.append({"figure": "acceptance.rate", "reason": "SGLang exposes no draft-token counters"})
+        missing.append({"figure": "acceptance.per_position", "reason": "not exposed by SGLang"})
+        verify, _ = vt.total_delta("spec_verify_calls", t0, t1)
+        generated, _ = vt.total_delta("generation_tokens", t0, t1)
+        if verify and generated is not None:
+            out["mean_length_counters"] = generated / verify
+            out["mean_length_counters_note"] = ("Δgeneration_tokens / Δspec_verify_calls; both counted when requests "
+                                                "finish, the numerator includes each request's prefill token")
+        return out
+    for figure in ("acceptance.rate", "acceptance.mean_length", "acceptance.per_position"):
+        missing.append({"figure": figure, "reason": "not exposed (no speculative-decoding metrics on this server)"})
+    return None
+
+
+def _position_key(position: str):
+    try:
+        return (0, int(position))
+    except (TypeError, ValueError):
+        return (1, str(position))
+
+
+def histograms(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dict:
+    out = {}
+    for figure, metric in HISTOGRAM_FIGURES.items():
+        sum_name, count_name = histogram_parts(metric)
+        total, r_sum = vt.total_delta(sum_name, t0, t1)
+        count, r_count = vt.total_delta(count_name, t0, t1)
+        if total is None or count is None:
+            missing.append({"figure": f"server_latency.{figure}", "reason": r_sum or r_count})
+            continue
+        if count <= 0:
+            missing.append({"figure": f"server_latency.{figure}", "reason": "no observations in the window"})
+            continue
+        entry = {"mean": 1000.0 * total / count, "n": int(round(count))}
+        if figure == "itl_ms":
+            entry["note"] = ITL_NOTE
+        out[figure] = entry
+    return out
+
+
+def hardware(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> tuple[dict | None, dict | None]:
+    gpu = None
+    if any(vt.has(m) for m in GPU_FIGURES.values()):
+        gpu = {"source": next(vt.source_of[m] for m in GPU_FIGURES.values() if vt.has(m))}
+        devices = set()
+        for figure, metric in GPU_FIGURES.items():
+            stat, reason = vt.gauge_stat(metric, t0, t1)
+            if stat is None:
+                if figure not in OPTIONAL_GPU or vt.has(metric):
+                    missing.append({"figure": f"gpu.{figure}", "reason": reason})
+                continue
+            gpu[figure] = stat
+            rows = vt.by_metric[metric]
+            devices.update(_group_key(lbl, "gpu") for lbl in rows["labels"].unique())
+        if "mem_used_mib" in gpu:
+            gpu["mem_peak_mib"] = gpu["mem_used_mib"]["max"]
+        gpu["devices"] = len(devices)
+    process = None
+    if vt.has("process_rss_mib") or vt.has("process_cpu_cores"):
+        process = {"source": "process"}
+        for figure, metric in (("cpu_cores", "process_cpu_cores"), ("rss_mib", "process_rss_mib")):
+            stat, reason = vt.gauge_stat(metric, t0, t1)
+            if stat is None:
+                missing.append({"figure": f"process.{figure}", "reason": reason})
+            else:
+                process[figure] = stat
+    if gpu is None:
+        missing.append({"figure": "gpu", "reason": vt.meta.get("gpu") or "no GPU telemetry"})
+        if process is None:
+            missing.append({"figure": "process", "reason": "server process not known (external server?)"})
+    return gpu, process
+
+
+def step_figures(vt: VariantTelemetry, window: dict) -> dict:
+    t0, t1 = _num(window.get("t_steady")), _num(window.get("t_end"))
+    base = {"step": window.get("step"), "level": window.get("level"), "window": [_clean(t0), _clean(t1)],
+            "source": "server", "sources": sorted(set(vt.source_of.values()))}
+    missing: list[dict] = []
+    if not (math.isfinite(t0) and math.isfinite(t1) and t1 > t0):
+        return {**base, "missing": [{"figure": "all", "reason": "the step has no steady window"}], "partial": []}
+    figures: dict = {"acceptance": acceptance(vt, t0, t1, missing)}
+    for figure, metric in (("requests_running", "requests_running"), ("requests_waiting", "requests_waiting"),
+                           ("kv_cache_usage", "kv_cache_usage"), ("busy_slots_per_decode", "busy_slots_per_decode")):
+        stat, reason = vt.gauge_stat(metric, t0, t1)
+        figures[figure] = stat
+        if stat is None:
+            missing.append({"figure": figure, "reason": reason})
+    preempt, reason = vt.total_delta("preemptions", t0, t1)
+    figures["preemptions"] = preempt
+    if preempt is None:
+        missing.append({"figure": "preemptions", "reason": reason})
+    generated, reason = vt.total_delta("generation_tokens", t0, t1)
+    figures["generation_tokens"] = generated
+    figures["server_latency"] = histograms(vt, t0, t1, missing)
+    figures["gpu"], figures["process"] = hardware(vt, t0, t1, missing)
+    gaps = vt.gaps_in(t0, t1)
+    partial = []
+    if gaps:
+        for metric in sorted(vt.source_of):
+            cover = vt.coverage(metric, t0, t1)
+            if cover < 1.0:
+                partial.append({"metric": metric, "coverage": round(cover, 4)})
+        for entry in missing:
+            if str(entry["reason"]).startswith("no sample"):
+                entry["reason"] += f" (telemetry gap: {gaps[0].get('error', '')})"
+    return {**base, **figures, "gaps": [_gap_view(g) for g in gaps], "missing": missing, "partial": partial}
+
+
+def _gap_view(gap: dict) -> dict:
+    return {"source": gap.get("source"), "start": gap.get("start"), "end": gap.get("end"),
+            "recovered": gap.get("recovered"), "error": gap.get("error")}
+
+
+def memory_trend(vt: VariantTelemetry) -> dict | None:
+    """Memory growth over the variant's whole telemetry: OLS slope (MiB/min) with its 95% CI."""
+    for metric in ("gpu_mem_used_mib", "process_rss_mib"):
+        if not vt.has(metric):
+            continue
+        rows = vt.by_metric[metric]
+        times, values, _ = vt.gauge_values(metric, float(rows["t"].min()), float(rows["t"].max()))
+        if times is None:
+            continue
+        fit = drift(times, values)
+        slope = fit["slope"]
+        ci = fit["ci95"]
+        return {"metric": metric, "unit": "MiB/min", "source": vt.source_of[metric],
+                "slope": None if slope is None else 60.0 * slope,
+                "ci95": None if ci is None else [60.0 * ci[0], 60.0 * ci[1]],
+                "growing": None if ci is None else bool(ci[0] > 0),
+                "start_mib": float(values[0]), "end_mib": float(values[-1]), "peak_mib": float(values.max()),
+                "n": fit["n"], "window_s": fit["window_s"]}
+    return None
+
+
+def server_figures(frame: pd.DataFrame, meta: dict, windows: list[dict]) -> dict:
+    variants: dict[str, dict] = {}
+    names = list(dict.fromkeys([w.get("variant") for w in windows] +
+                               [a.get("variant") for a in meta.get("attachments", [])]))
+    for variant in names:
+        if variant is None:
+            continue
+        vt = VariantTelemetry(frame, meta, variant)
+        steps = [step_figures(vt, w) for w in windows if w.get("variant") == variant]
+        variants[variant] = {
+            "engine": vt.engine, "sources": sorted(set(vt.source_of.values())),
+            "steps": steps,
+            "acceptance_vs_load": [
+                {"step": s["step"], "level": s["level"],
+                 "rate": (s.get("acceptance") or {}).get("rate"),
+                 "mean_length": (s.get("acceptance") or {}).get("mean_length"),
+                 "requests_running": (s.get("requests_running") or {}).get("mean")}
+                for s in steps],
+            "memory_trend": memory_trend(vt),
+            "gaps": [_gap_view(g) for g in vt.gaps],
+        }
+    return _json_safe({"source": "server", "gpu": meta.get("gpu"), "interval_s": meta.get("interval_s"),
+                       "variants": variants, "notes": meta.get("notes", [])})
+
+
+def server_summary(run_dir: str | Path, windows: list[dict] | None = None) -> dict:
+    """Everything above for a run directory (windows default to ``steps.json``)."""
+    frame, meta = load_telemetry(run_dir)
+    return server_figures(frame, meta, load_windows(run_dir) if windows is None else windows)
+
+
+def cross_check(server_step: dict, client_step: dict, tolerance: float = 0.25) -> dict:
+    """Server vs client for one step: acceptance (both sources side by side) and TTFT (gap flagged).
+
+    ``client_step`` is the summary's step dict (``ttft_ms``, ``itl_ms``, ``acceptance_client``). A client TTFT
+    mean more than ``tolerance`` (relative) above the server's is flagged: time spent in the network, the
+    client or a queue in front of the server that the server does not see.
+    """
+    out: dict = {}
+    server_acc = server_step.get("acceptance") or {}
+    client_acc = client_step.get("acceptance_client") or {}
+    if server_acc.get("rate") is not None and client_acc.get("rate") is not None:
+        out["acceptance_rate"] = {"server": server_acc["rate"], "client": client_acc["rate"],
+                                  "difference": client_acc["rate"] - server_acc["rate"]}
+    for figure in ("ttft_ms", "tpot_ms"):
+        server = (server_step.get("server_latency") or {}).get(figure, {}).get("mean")
+        client = (client_step.get(figure) or {}).get("mean")
+        if server is not None and client is not None and server > 0:
+            ratio = client / server
+            out[figure] = {"server_mean": server, "client_mean": client, "ratio": ratio,
+                           "flag": ratio > 1.0 + tolerance or ratio < 1.0 - tolerance}
+    return _json_safe(out)
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value

@@ -1,0 +1,243 @@
+"""Distribution summaries with bootstrap confidence intervals, throughput rate samples, Student's t quantile.
+
+Pure functions over numpy (no Locust, no scipy). Every random step takes an explicit ``seed`` so a report
+re-rendered from the same run directory shows the same intervals.
+
+Conventions
+-----------
+* Percentiles are ``np.percentile``'s default (``method="linear"``, i.e. type 7 of Hyndman & Fan): the same
+  numbers every summary reports, so a figure and its CI always talk about the same estimator.
+* Non-finite values and ``None`` are dropped before anything is computed (failed requests carry NaN latencies;
+  they are counted elsewhere, never silently averaged in here).
+* Bootstrap intervals are percentile intervals: the ``alpha/2`` and ``1 - alpha/2`` quantiles (linear) of the
+  statistic over ``n_boot`` resamples drawn with replacement, the same size as the sample.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterable
+from statistics import NormalDist
+
+import numpy as np
+
+PERCENTILES = (50, 95, 99)
+DEFAULT_N_BOOT = 2000
+# Resample matrices are built in chunks of at most this many elements (about 16 MB of float64), so a
+# 100 000-request step does not allocate n_boot x n at once.
+_CHUNK_ELEMENTS = 2_000_000
+
+
+def finite(values: Iterable[float] | np.ndarray | None) -> np.ndarray:
+    """The finite values as a 1-D float array (``None``, NaN and +-inf dropped)."""
+    if values is None:
+        return np.empty(0)
+    if isinstance(values, np.ndarray) and values.dtype.kind in "fiu":
+        array = values.astype(float, copy=False).ravel()
+    else:
+        array = np.asarray([v for v in values if v is not None], dtype=float).ravel()
+    return array[np.isfinite(array)]
+
+
+def percentile_stat(q: float) -> Callable[..., float]:
+    """A statistic computing the ``q``-th percentile exactly like ``np.percentile`` (linear), vectorisable.
+
+    It accepts ``axis=``, so :func:`bootstrap_ci` evaluates all resamples in one call.
+    """
+    return functools.partial(np.percentile, q=q)
+
+
+def _resample_chunks(n: int, n_boot: int, rng: np.random.Generator):
+    """Index matrices ``(rows, n)`` drawn with replacement, ``n_boot`` rows in total."""
+    rows_per_chunk = max(1, _CHUNK_ELEMENTS // max(n, 1))
+    done = 0
+    while done < n_boot:
+        rows = min(rows_per_chunk, n_boot - done)
+        yield rng.integers(0, n, size=(rows, n))
+        done += rows
+
+
+def _apply(statistic: Callable, samples: np.ndarray) -> np.ndarray:
+    """``statistic`` of every row of ``samples``: one vectorised call when it takes ``axis``, else a loop."""
+    try:
+        out = np.asarray(statistic(samples, axis=1), dtype=float)
+        if out.shape == (samples.shape[0],):
+            return out
+    except TypeError:
+        pass
+    return np.fromiter((statistic(row) for row in samples), dtype=float, count=samples.shape[0])
+
+
+def bootstrap_distribution(values, statistic: Callable[[np.ndarray], float], n_boot: int = DEFAULT_N_BOOT,
+                           rng: np.random.Generator | int | None = 0) -> np.ndarray:
+    """``n_boot`` bootstrap replicates of ``statistic`` over the finite ``values`` (empty array if none).
+
+    ``statistic`` receives a 1-D array; if it also accepts ``axis=`` (``np.mean``, ``np.median``,
+    :func:`percentile_stat`) it is called once per chunk of resamples with ``axis=1`` instead.
+    """
+    array = finite(values)
+    if array.size == 0 or n_boot <= 0:
+        return np.empty(0)
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    parts = [_apply(statistic, array[idx]) for idx in _resample_chunks(array.size, n_boot, rng)]
+    return np.concatenate(parts)
+
+
+def percentile_interval(replicates: np.ndarray, alpha: float = 0.05) -> tuple[float, float] | None:
+    """The ``(alpha/2, 1 - alpha/2)`` quantiles of bootstrap replicates; None if there are none."""
+    replicates = np.asarray(replicates, dtype=float)
+    replicates = replicates[~np.isnan(replicates)]
+    if replicates.size == 0:
+        return None
+    lo, hi = np.quantile(replicates, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def bootstrap_ci(values, statistic: Callable[[np.ndarray], float], n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
+                 alpha: float = 0.05) -> tuple[float, float] | None:
+    """Percentile-bootstrap ``1 - alpha`` confidence interval of ``statistic(values)``.
+
+    Resamples the finite values with replacement ``n_boot`` times (numpy ``default_rng(seed)``), and returns
+    the ``alpha/2`` and ``1 - alpha/2`` quantiles of the replicated statistic as ``(lo, hi)``.
+    None when fewer than 2 finite values remain (a single value has no sampling distribution to speak of).
+    """
+    array = finite(values)
+    if array.size < 2:
+        return None
+    return percentile_interval(bootstrap_distribution(array, statistic, n_boot, seed), alpha)
+
+
+def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float = 0.05) -> dict:
+    """``{p50, p95, p99, mean, n, ci95: {p50: [lo, hi], p95: [...], p99: [...], mean: [...]}}``.
+
+    Point figures are computed on the finite values exactly as ``np.percentile`` (linear) and ``np.mean`` do.
+    The four intervals come from the same ``n_boot`` resamples (percentile bootstrap, ``seed``); the key is
+    called ``ci95`` whatever ``alpha`` is, because the report and summary.json say so. With no finite values
+    every figure is None and ``n`` is 0; with one value the point figures are that value and intervals None.
+    """
+    array = finite(values)
+    names = ("p50", "p95", "p99", "mean")
+    if array.size == 0:
+        return {"p50": None, "p95": None, "p99": None, "mean": None, "n": 0, "ci95": {k: None for k in names}}
+    p50, p95, p99 = (float(x) for x in np.percentile(array, PERCENTILES))
+    out = {"p50": p50, "p95": p95, "p99": p99, "mean": float(array.mean()), "n": int(array.size)}
+    if array.size < 2:
+        out["ci95"] = {k: None for k in names}
+        return out
+    rng = np.random.default_rng(seed)
+    reps = []
+    for idx in _resample_chunks(array.size, n_boot, rng):
+        samples = array[idx]
+        pct = np.percentile(samples, PERCENTILES, axis=1)  # shape (3, rows)
+        reps.append(np.vstack([pct, samples.mean(axis=1)]))
+    replicates = np.concatenate(reps, axis=1)
+    out["ci95"] = {}
+    for name, row in zip(names, replicates):
+        lo, hi = percentile_interval(row, alpha)
+        out["ci95"][name] = [lo, hi]
+    return out
+
+
+def rate_samples(event_times, event_counts, start: float, end: float, bin_s: float = 1.0) -> np.ndarray:
+    """Per-bin rates (count per second) of events whose time falls in ``[start, end)``.
+
+    The window is cut into ``k = max(1, round((end - start) / bin_s))`` bins of equal width
+    ``w = (end - start) / k`` (so ``w`` is ``bin_s`` up to rounding, and no partial bin is dropped or
+    over-weighted); bin ``j`` is ``[start + j*w, start + (j+1)*w)``. ``event_counts`` gives each event's weight
+    (e.g. tokens in a chunk); ``None`` counts each event once. The mean of the returned rates is exactly the
+    aggregate rate ``sum(counts in window) / (end - start)``, so ``bootstrap_ci(rates, np.mean)`` is a CI of
+    the step's aggregate throughput (DESIGN.md "Aggregate output tok/s"). Bootstrapping bins treats them as
+    exchangeable; choose ``bin_s`` longer than a request's decode time when the output is bursty.
+    An empty array when the window is empty or not finite.
+    """
+    if not (math.isfinite(start) and math.isfinite(end)) or end <= start or bin_s <= 0:
+        return np.empty(0)
+    times = np.asarray(event_times, dtype=float).ravel()
+    counts = np.ones_like(times) if event_counts is None else np.asarray(event_counts, dtype=float).ravel()
+    if counts.shape != times.shape:
+        raise ValueError(f"event_counts has {counts.size} entries but event_times has {times.size}")
+    k = max(1, round((end - start) / bin_s))
+    width = (end - start) / k
+    inside = (times >= start) & (times < end) & np.isfinite(counts)
+    index = np.minimum(((times[inside] - start) / width).astype(np.int64), k - 1)  # clip float round-off
+    return np.bincount(index, weights=counts[inside], minlength=k) / width
+
+
+# -- Student's t quantile (scipy is not a dependency) -------------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 100_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta ``I_x(a, b)``."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """Upper tail ``P(T > t)`` of Student's t with ``df`` degrees of freedom (``t >= 0``)."""
+    return 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df > 0`` degrees of freedom (non-integer df allowed).
+
+    Inverts the exact distribution function, written through the regularised incomplete beta function
+    (continued fraction, relative tolerance 1e-15), by bisection to 1e-13 relative in t: the result agrees with
+    the closed forms for df = 1 and 2 and with published tables to better than 1e-9 (df=10, p=0.975 gives
+    2.228139; df=30 gives 2.042272). For ``df > 1e7`` the normal quantile is returned (error below 1e-6).
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if not df > 0:
+        raise ValueError(f"df must be positive, got {df}")
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    if df > 1e7:
+        return NormalDist().inv_cdf(p)
+    tail = 1.0 - p
+    lo, hi = 0.0, max(2.0, NormalDist().inv_cdf(p))
+    while t_sf(hi, df) > tail:
+        lo, hi = hi, hi * 2.0
+    for _ in range(400):
+        mid = 0.5 * (lo + hi)
+        if t_sf(mid, df) > tail:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-13 * hi:
+            break
+    return 0.5 * (lo + hi)
