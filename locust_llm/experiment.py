@@ -86,6 +86,7 @@ class Experiment:
                 log.error("variant %s: %s", variant, exc)
                 self.run.note("server_start_failed", variant=variant, error=str(exc))
                 continue
+            self.broadcast(variant, -1, math.nan, "starting")
             self.check_consistency(variant)
             classes = [self.user_classes[load.mode]]
             for step, level in enumerate(load.ladder):

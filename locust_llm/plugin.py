@@ -91,7 +91,12 @@ def _is_plain(value) -> bool:
 
 
 def on_step_message(environment, msg, **_kw) -> None:
-    users.context_of(environment).board.update(StepState(**msg.data), now())
+    context = users.context_of(environment)
+    state = StepState(**msg.data)
+    context.board.update(state, now())
+    if state.base_url and context.workload_factory is not None:
+        # Tokenizing the prompt set takes a moment: start it as soon as the server is known.
+        context.prepare(state.base_url)
 
 
 def experiment_of(environment) -> Experiment | None:

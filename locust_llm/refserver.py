@@ -37,6 +37,8 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   "after N" happens at the time slot of token chunk N+1.
 - ``stall_once_s``: the first completion request this process receives is stalled this much longer
   before its first chunk; later requests are not.
+- ``pause_once_s``: the first completion request this process receives starts a server-wide pause
+  of this length: no chunk of any stream is written until it ends (a GC pause or a preemption).
 - ``headers_early``: send the HTTP response headers as soon as the request arrives (vLLM, SGLang;
   default true) or only with the first chunk (false).
 - ``id``: a name for the stream's server-side log.
@@ -77,6 +79,7 @@ DEFAULTS: dict[str, Any] = {
     "llamacpp": False,
     "fault": "none",
     "stall_once_s": 0.0,
+    "pause_once_s": 0.0,
     "headers_early": True,
     "draft_n": 0,
     "draft_accepted": 0,
@@ -115,7 +118,7 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     unknown = set(cfg) - set(DEFAULTS)
     if unknown:
         raise BadRequest(f"unknown ref keys {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-    for key in ("ttft_s", "gap_s", "stall_once_s"):
+    for key in ("ttft_s", "gap_s", "stall_once_s", "pause_once_s"):
         if not isinstance(cfg[key], (int, float)) or cfg[key] < 0:
             raise BadRequest(f"ref.{key} must be a number >= 0, got {cfg[key]!r}")
     tpc = cfg["tokens_per_chunk"]
@@ -178,6 +181,7 @@ class RefServer:
         validate(dict(self.defaults))
         self.model = model
         self.completions_seen = 0
+        self.paused_until = 0.0
         self.log: OrderedDict[str, dict] = OrderedDict()
         self._anon = itertools.count()
 
@@ -244,6 +248,8 @@ class RefServer:
             raise BadRequest(f"max_tokens must be an int >= 0, got {max_tokens!r}")
         self.completions_seen += 1
         stall = cfg["stall_once_s"] if self.completions_seen == 1 else 0.0
+        if self.completions_seen == 1 and cfg["pause_once_s"]:
+            self.paused_until = t_recv + cfg["pause_once_s"]
         stream_id = str(cfg["id"]) if cfg["id"] is not None else f"anon-{next(self._anon)}"
         if api == "chat":
             messages = body.get("messages") or []
@@ -311,9 +317,8 @@ class _Stream:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
                 "total_tokens": self.prompt_tokens + completion}
 
-    @staticmethod
-    def _sleep_until(t: float) -> None:
-        delay = t - time.perf_counter()
+    def _sleep_until(self, t: float) -> None:
+        delay = max(t, self.server.paused_until) - time.perf_counter()
         if delay > 0:
             gevent.sleep(delay)
 
@@ -417,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llamacpp", action="store_true")
     parser.add_argument("--fault", default="none")
     parser.add_argument("--stall-once-s", type=float, default=0.0)
+    parser.add_argument("--pause-once-s", type=float, default=0.0)
     parser.add_argument("--headers-late", action="store_true", help="send headers with the first chunk, not at once")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--access-log", action="store_true")
@@ -427,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--tokens-per-chunk: not an int list: {args.tokens_per_chunk!r}")
     defaults = {"ttft_s": args.ttft_s, "gap_s": args.gap_s, "tokens_per_chunk": tpc if len(tpc) > 1 else tpc[0],
                 "usage": args.usage, "llamacpp": args.llamacpp, "fault": args.fault,
-                "stall_once_s": args.stall_once_s, "headers_early": not args.headers_late}
+                "stall_once_s": args.stall_once_s, "pause_once_s": args.pause_once_s,
+                "headers_early": not args.headers_late}
     try:
         server = make_server(args.port, defaults, args.model, args.access_log)
     except BadRequest as exc:

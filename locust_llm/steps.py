@@ -16,7 +16,7 @@ class StepState:
     variant: str = ""
     step: int = -1
     level: float = math.nan
-    phase: str = "idle"  # idle | warmup | steady | drain
+    phase: str = "idle"  # idle | starting | warmup | steady | drain
     mode: str = "closed"
     base_url: str = ""
     model: str = ""
@@ -40,6 +40,8 @@ class StepBoard:
         self.started_at = 0.0  # records.now() when this process received the step
 
     def update(self, state: StepState, received_at: float) -> None:
+        if state == self.state:
+            return  # the shape repeats its state every tick for late joiners; nothing changed
         new_step = (state.run_id, state.variant, state.step) != (self.state.run_id, self.state.variant, self.state.step)
         self.state = state
         if new_step:

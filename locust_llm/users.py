@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 import gevent
+import gevent.lock
 import gevent.pool
 from locust import User, task
 
@@ -49,6 +50,7 @@ class ProcessContext:
     shipper: RecordShipper | None = None
     workload_factory: object = None  # callable(base_url) -> Workload
     _workloads: dict[str, Workload] = field(default_factory=dict)
+    _workload_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
     _request_seq: itertools.count = field(default_factory=itertools.count)
     _step_index: dict[tuple, itertools.count] = field(default_factory=dict)
 
@@ -60,14 +62,19 @@ class ProcessContext:
         self._step_index.clear()
 
     def workload(self, base_url: str) -> Workload:
-        if base_url not in self._workloads:
-            self._workloads[base_url] = self.workload_factory(base_url)
+        """Built once per server (it tokenizes its prompts); concurrent callers wait for that one build."""
+        with self._workload_lock:
+            if base_url not in self._workloads:
+                self._workloads[base_url] = self.workload_factory(base_url)
         return self._workloads[base_url]
+
+    def prepare(self, base_url: str) -> None:
+        if base_url not in self._workloads and not self._workload_lock.locked():
+            gevent.spawn(self.workload, base_url)
 
     def next_index(self, state: StepState) -> int:
         """The k-th request of this worker in this step: the same k gets the same prompt in every variant."""
-        key = (state.run_id, state.variant, state.step)
-        return next(self._step_index.setdefault(key, itertools.count()))
+        return next(self._step_index.setdefault(step_key(state), itertools.count()))
 
     def request_id(self) -> str:
         return f"w{self.worker}-{next(self._request_seq)}"
@@ -159,6 +166,10 @@ class ClosedLoopUser(LLMUser):
         self.send(state, self.new_record(state))
 
 
+def step_key(state: StepState) -> tuple:
+    return state.run_id, state.variant, state.step
+
+
 class ArrivalClock:
     """Absolute arrival times for one step: t0 + cumulative gaps, seeded per (seed, worker, step)."""
 
@@ -198,19 +209,21 @@ class OpenLoopUser(LLMUser):
     @task
     def arrive(self) -> None:
         state = wait_active(self.context.board)
-        key = (state.run_id, state.variant, state.step)
+        key = step_key(state)
         if key != self.clock_key:
-            rate = state.level / max(state.workers, 1)
             ctx = self.context
-            self.clock = ArrivalClock(rate, ctx.board.started_at, (state.seed, ctx.worker, state.step),
+            ctx.workload(state.base_url)  # ready before the first arrival, so set-up is not schedule lag
+            rate = state.level / max(state.workers, 1)
+            self.clock = ArrivalClock(rate, max(ctx.board.started_at, now()), (state.seed, ctx.worker, state.step),
                                       ctx.arrival, ctx.burstiness)
             self.clock_key = key
         t_intended = self.clock.next()
-        changed = self.context.board.changed
-        delay = t_intended - now()
-        if delay > 0 and changed.wait(timeout=delay):
-            return  # the step changed while waiting: the new step starts its own clock
-        state = self.context.board.state
+        board = self.context.board
+        while (delay := t_intended - now()) > 0:
+            changed = board.changed
+            if changed.wait(timeout=delay) and step_key(board.state) != key:
+                return  # a new step starts its own clock; this arrival belonged to the old one
+        state = board.state
         if not state.active:
             return
         record = self.new_record(state, t_intended)

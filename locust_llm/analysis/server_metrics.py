@@ -139,6 +139,9 @@ class VariantTelemetry:
         self.engine = self.attachments[0].get("engine") if self.attachments else None
         self.spans: dict[str, tuple[float, float]] = {}  # metric -> times of the edge samples last used
 
+    def absent(self) -> str:
+        return f"not exposed by the {self.engine} server" if self.engine else "not exposed"
+
     def source_times(self, source: str) -> np.ndarray:
         """Every instant at which ``source`` answered (any metric), sorted."""
         if source not in self._source_times:
@@ -153,7 +156,7 @@ class VariantTelemetry:
     def counter_delta(self, metric: str, t0: float, t1: float) -> tuple[dict | None, str | None]:
         """``({group: delta}, None)`` or ``(None, reason)``; group is None unless the metric is grouped."""
         if not self.has(metric):
-            return None, "not exposed"
+            return None, self.absent()
         spec = CANONICAL.get(metric)
         group_by = spec.group_by if spec is not None and spec.kind == COUNTER else None
         out: dict = {}
@@ -195,7 +198,7 @@ class VariantTelemetry:
     def gauge_values(self, metric: str, t0: float, t1: float) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
         """Values per sampling instant in [t0, t1], series combined by the metric's rule."""
         if not self.has(metric):
-            return None, None, "not exposed"
+            return None, None, self.absent()
         rows = self.by_metric[metric]
         rows = rows[(rows["t"] >= t0) & (rows["t"] <= t1)]
         if not len(rows):
@@ -318,7 +321,7 @@ def histograms(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dic
         if count <= 0:
             missing.append({"figure": f"server_latency.{figure}", "reason": "no observations in the window"})
             continue
-        entry = {"mean": 1000.0 * total / count, "n": int(round(count))}
+        entry = {"mean": 1000.0 * total / count, "n": round(count)}
         if figure == "itl_ms":
             entry["note"] = ITL_NOTE
         out[figure] = entry

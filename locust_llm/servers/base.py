@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import locust  # noqa: F401  (gevent must patch sockets before requests is imported)
+import psutil
 import requests
 
 from ..scenario import Scenario
@@ -75,6 +76,33 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    """Signals are delivered asynchronously: wait until no live member of the group is left."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            members = [p for p in psutil.process_iter(["pid"]) if _pgid(p.pid) == pgid]
+        except psutil.Error:
+            members = []
+        if all(_is_zombie(p) for p in members):
+            return
+        time.sleep(0.05)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _is_zombie(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 _RUNNING: set["ServerProcess"] = set()
@@ -196,6 +224,7 @@ class ServerProcess:
         except ProcessLookupError:
             pass
         proc.wait()
+        _wait_group_gone(proc.pid, timeout_s=5.0)
 
     def describe(self) -> dict:
         return {"engine": self.plan.engine, "variant": self.plan.variant, "command": self.plan.argv,
