@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 from pathlib import Path
 
 
@@ -48,6 +49,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.stop()
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .analysis.merge import merge_runs
+    from .analysis.summary import load_run, write_summary
+
+    missing = [d for d in args.run_dirs if not (d / "steps.json").exists()]
+    if missing:
+        print(f"error: not a run directory (no steps.json): {', '.join(map(str, missing))}", file=sys.stderr)
+        return 2
+    if len(args.run_dirs) == 1 and args.out is None:
+        print(write_summary(args.run_dirs[0]))
+        return 0
+    out = args.out or Path("reports") / ("merged-" + time.strftime("%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    merged = merge_runs([load_run(d) for d in args.run_dirs], [d.name for d in args.run_dirs])
+    print(write_summary(out, merged))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="locust-llm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -67,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None, help="default: the scenario's port, else a free one")
     serve.add_argument("--log-dir", type=Path, default=Path("reports/serve"))
     serve.set_defaults(func=cmd_serve)
+
+    report = sub.add_parser("report", help="recompute summary.json from run directories (several: one comparison)")
+    report.add_argument("run_dirs", nargs="+", type=Path)
+    report.add_argument("--out", type=Path, default=None,
+                        help="where a merged comparison goes (default: reports/merged-<time>)")
+    report.set_defaults(func=cmd_report)
     return parser
 
 

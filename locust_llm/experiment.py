@@ -21,9 +21,11 @@ from .recorder import Recorder
 from .records import now
 from .consistency import greedy_outputs
 from .rundir import RunDir, host_info, package_versions, write_json
-from .scenario import LoadSpec, Scenario
+from .scenario import LoadSpec, Scenario, TelemetrySpec
 from .servers import ServerError, ServerProcess, launch_variant
 from .steps import STEP_MESSAGE, StepState
+from .telemetry.poller import TelemetryPoller
+from .telemetry.prometheus_server import PrometheusError, PrometheusServer, prometheus_binary
 from .workload import Workload, WorkloadError, counter_for
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ class Plan:
 
     scenario: Scenario
     load: LoadSpec
+    telemetry: TelemetrySpec
     variants: list[str]
     external_url: str | None
     model: str
@@ -75,6 +78,20 @@ class Experiment:
         }
         self.run.write_env()
         self.run.write_steps()
+        self.telemetry = TelemetryPoller(self.run.path, interval_s=plan.telemetry.interval_s)
+        self.prometheus = self.start_prometheus()
+
+    def start_prometheus(self) -> PrometheusServer | None:
+        spec = self.plan.telemetry
+        if spec.prometheus == "off" or (spec.prometheus == "auto" and not prometheus_binary()):
+            return None
+        try:
+            return PrometheusServer(scrape_interval_s=min(spec.interval_s, 1.0), dcgm_url=spec.dcgm_url,
+                                    log_path=self.run.file("prometheus.log")).start()
+        except PrometheusError as exc:
+            log.warning("no Prometheus of our own (%s); scraping /metrics directly", exc)
+            self.run.note("prometheus_unavailable", error=str(exc))
+            return None
 
     # -- load shape program ---------------------------------------------------------------
     def program(self) -> Iterator[tuple]:
@@ -164,6 +181,19 @@ class Experiment:
             self.run.env["servers"][variant] = {**process.describe(), "launched": True,
                                                 "speculative": self.speculative_of(variant)}
         self.run.write_env()
+        self.attach_telemetry(variant)
+
+    def attach_telemetry(self, variant: str) -> None:
+        server, spec = self.server, self.plan.telemetry
+        prometheus_url, selector = spec.prometheus_url, None
+        if self.prometheus is not None:
+            self.prometheus.set_server(variant, server.base_url)
+            self.prometheus.wait_for_target(variant)
+            prometheus_url, selector = self.prometheus.url, self.prometheus.selector(variant)
+        engine = "external" if server.process is None else self.plan.scenario.server.engine
+        pid = server.process.proc.pid if server.process is not None and server.process.proc else None
+        self.telemetry.attach(variant, engine, server.base_url, server_pid=pid, prometheus_url=prometheus_url,
+                              dcgm_url=spec.dcgm_url, prometheus_selector=selector)
 
     def check_consistency(self, variant: str) -> None:
         """Fixed greedy prompts before the ladder; the analysis compares every variant with the baseline."""
@@ -194,7 +224,10 @@ class Experiment:
         return False
 
     def stop_server(self) -> None:
-        if self.server is not None and self.server.process is not None:
+        if self.server is None:
+            return
+        self.telemetry.detach()  # a last sample while the server still answers
+        if self.server.process is not None:
             self.server.process.stop()
         self.server = None
 
@@ -214,6 +247,10 @@ class Experiment:
             self.run.note("records_missing", missing=missing)
         self.run.write_steps()
         requests_path = self.recorder.close() if final else self.recorder.finalize()
+        if final:
+            self.telemetry.close()
+            if self.prometheus is not None:
+                self.prometheus.stop()
         write_summary(self.run.path)
         return requests_path
 

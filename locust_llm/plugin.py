@@ -42,6 +42,8 @@ def add_arguments(parser) -> None:
     group.add_argument("--model", type=str, default="", help="model name to request (default: the server's)")
     group.add_argument("--report-dir", type=str, default="reports", help="where run directories are written")
     group.add_argument("--run-id", type=str, default="", help="run directory name (default: time + scenario)")
+    group.add_argument("--prometheus-url", type=str, default="",
+                       help="query this Prometheus for server/GPU metrics (default: scrape /metrics directly)")
 
 
 def load_plan(environment) -> Plan:
@@ -81,7 +83,11 @@ def load_plan(environment) -> Plan:
     else:
         baseline = scenario.baseline_variant
         variants = [baseline] + [v for v in scenario.variants if v != baseline]
-    return Plan(scenario=scenario, load=load, variants=variants, external_url=external, model=options.model,
+    telemetry = scenario.telemetry
+    if options.prometheus_url:
+        telemetry = telemetry.model_copy(update={"prometheus_url": options.prometheus_url, "prometheus": "off"})
+    return Plan(scenario=scenario, load=load, telemetry=telemetry, variants=variants, external_url=external,
+                model=options.model,
                 report_dir=Path(options.report_dir), run_id=options.run_id or new_run_id(scenario.name),
                 options={k: v for k, v in vars(options).items() if _is_plain(v)})
 

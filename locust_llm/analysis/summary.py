@@ -17,6 +17,7 @@ from .compare import crossover_level, ratio_ci, recommendation
 from .consistency import agreement
 from .curves import knee_level, saturation_level
 from .metrics import inter_chunk_ms, per_token_itl_ms, request_metrics
+from .server_metrics import cross_check, server_summary
 from .stats import bootstrap_ci, percentile_stat, rate_samples, summarize
 from .steady import drift
 from .validity import client_validity
@@ -44,6 +45,7 @@ class RunData:
     env: dict = field(default_factory=dict)
     client: pd.DataFrame = field(default_factory=pd.DataFrame)
     consistency: dict = field(default_factory=dict)
+    server: dict = field(default_factory=dict)  # analysis.server_metrics.server_summary of the telemetry
 
 
 def read_json(path: Path) -> dict:
@@ -67,7 +69,7 @@ def load_run(run_dir: Path) -> RunData:
     return RunData(requests=load_requests(run_dir), steps=steps_doc.get("steps", []),
                    events=steps_doc.get("events", []), env=read_json(run_dir / "env.json"),
                    client=pd.read_parquet(client_path) if client_path.exists() else pd.DataFrame(),
-                   consistency=read_json(run_dir / "consistency.json"))
+                   consistency=read_json(run_dir / "consistency.json"), server=server_summary(run_dir))
 
 
 def _num(value) -> float:
@@ -183,6 +185,26 @@ def _ci(interval) -> list | None:
     return [float(interval[0]), float(interval[1])] if interval else None
 
 
+def attach_server_figures(entry: dict, server: dict | None) -> None:
+    """The server's view of each step beside the client's: acceptance from both sources, the cross-check."""
+    if not server:
+        entry["telemetry"] = {"missing": "no telemetry recorded for this variant"}
+        return
+    by_step = {s["step"]: s for s in server.get("steps", [])}
+    for step in entry["steps"]:
+        figures = by_step.get(step["step"])
+        if figures is None:
+            continue
+        step["server"] = figures
+        step["acceptance"] = {"server": figures.get("acceptance"), "client": step.get("acceptance_client"),
+                              "tokens_per_chunk": step.get("tokens_per_chunk")}
+        step["server_vs_client"] = cross_check(figures, step)
+    entry["acceptance_vs_load"] = server.get("acceptance_vs_load")
+    entry["memory_trend"] = server.get("memory_trend")
+    entry["telemetry"] = {"engine": server.get("engine"), "sources": server.get("sources"),
+                          "gaps": server.get("gaps")}
+
+
 def variant_curves(steps: list[dict], mode: str) -> dict:
     levels = [s["level"] for s in steps]
     throughput = [(s.get("output_tps"), *(s.get("output_tps_ci95") or (None, None))) for s in steps]
@@ -238,6 +260,7 @@ def build_summary(run: RunData) -> dict:
         samples.setdefault(name, {})[float(step["level"])] = step_samples
     for name, entry in variants.items():
         entry.update(variant_curves([s for s in entry["steps"] if "output_tps" in s], modes[name]))
+        attach_server_figures(entry, (run.server.get("variants") or {}).get(name))
     comparisons = []
     if baseline in samples:
         comparisons = [comparison(baseline, name, samples[baseline], samples[name], modes[name])

@@ -1,0 +1,127 @@
+"""summary.json from synthetic run directories with known answers, through `locust-llm report`."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from locust_llm.recorder import records_table
+from locust_llm.records import RequestRecord
+
+WINDOW_S = 20.0
+TOKENS = 50
+LEVELS = [1, 2, 4, 8]
+# Per-token time (s) of each variant at each level: spec-k4 is 2x faster at 1 and 2, 0.8x from 8.
+TPOT_S = {"baseline": {1: 0.010, 2: 0.010, 4: 0.012, 8: 0.016},
+          "spec-k4": {1: 0.005, 2: 0.005, 4: 0.010, 8: 0.020}}
+TTFT_S = 0.050
+
+
+def synthetic_run(path, rng):
+    """Closed loop: `level` streams back to back per step; jittered per-token gaps of known mean."""
+    rows, steps, t = [], [], 1_000_000.0
+    for variant, per_level in TPOT_S.items():
+        for step, level in enumerate(LEVELS):
+            steady = t + 2.0
+            steps.append({"variant": variant, "step": step, "level": level, "mode": "closed", "users": level,
+                          "t_start": t, "t_steady": steady, "t_end": steady + WINDOW_S})
+            for stream in range(level):
+                send = t + 0.01 * stream
+                while send < steady + WINDOW_S:
+                    gaps = rng.uniform(0.5, 1.5, TOKENS - 1) * per_level[level]
+                    offsets = TTFT_S + np.concatenate([[0.0], np.cumsum(gaps)])
+                    phase = "steady" if steady <= send < steady + WINDOW_S else "warmup"
+                    rows.append(RequestRecord(
+                        run_id="synthetic", variant=variant, level=level, step=step, phase=phase,
+                        request_id=f"{variant}-{step}-{len(rows)}", output_tokens=TOKENS, token_source="usage_deltas",
+                        t_send=send, t_first=send + offsets[0], t_end=send + offsets[-1],
+                        chunk_offsets=offsets.tolist(), chunk_tokens=[1] * TOKENS, finish_reason="length",
+                        http_status=200).to_dict())
+                    send += offsets[-1]
+            t = steady + WINDOW_S + 5.0
+    # one failure at level 1 of the baseline: it must be counted, not dropped
+    rows.append(RequestRecord(run_id="synthetic", variant="baseline", level=1, step=0, phase="steady",
+                              request_id="failed", t_send=steps[0]["t_steady"] + 1.0, error_class="http_error",
+                              http_status=500).to_dict())
+    pq.write_table(records_table(rows), path / "requests.parquet")
+    (path / "steps.json").write_text(json.dumps({"steps": steps, "events": []}))
+    (path / "env.json").write_text(json.dumps({"run_id": "synthetic", "baseline": "baseline",
+                                               "scenario": {"slo": {"tpot_ms": 15.0}}}))
+
+
+@pytest.fixture(scope="module")
+def summary(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("synthetic")
+    synthetic_run(run_dir, np.random.default_rng(7))
+    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(run_dir)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads((run_dir / "summary.json").read_text()), run_dir
+
+
+def test_percentiles_are_numpys(summary):
+    data, run_dir = summary
+    frame = pq.read_table(run_dir / "requests.parquet").to_pandas()
+    steady = frame[(frame["variant"] == "spec-k4") & (frame["step"] == 2) & (frame["phase"] == "steady")]
+    tpot_ms = ((steady["t_end"] - steady["t_first"]) / (steady["output_tokens"] - 1) * 1000).to_numpy()
+    figures = data["variants"]["spec-k4"]["steps"][2]["tpot_ms"]
+    assert figures["n"] == len(tpot_ms)
+    for q in (50, 95, 99):
+        assert figures[f"p{q}"] == pytest.approx(np.percentile(tpot_ms, q), rel=1e-12)
+
+
+def test_failures_count_in_the_denominators(summary):
+    data, _ = summary
+    step = data["variants"]["baseline"]["steps"][0]
+    assert step["errors"] == 1 and step["errors_by_class"] == {"http_error": 1}
+    assert step["error_rate"] == pytest.approx(1 / step["requests"])
+    # goodput: the SLO (TPOT <= 15 ms) holds for every success at level 1, and the failure is not good
+    assert step["goodput_rps"] == pytest.approx((step["requests"] - 1) / WINDOW_S)
+    assert data["variants"]["baseline"]["steps"][3]["goodput_rps"] < data["variants"]["baseline"]["steps"][3][
+        "request_rate"]
+
+
+def test_speedup_and_crossover(summary):
+    data, _ = summary
+    (comparison,) = data["comparisons"]
+    assert comparison["baseline"] == "baseline" and comparison["variant"] == "spec-k4"
+    by_level = {s["level"]: s for s in comparison["steps"]}
+    for level, expected in ((1, 2.0), (8, 0.8)):
+        decode = by_level[level]["decode_tps_speedup"]
+        assert decode["ci95"][0] < expected * 1.05 and decode["ci95"][1] > expected * 0.95
+        assert by_level[level]["tpot_p50_speedup"]["value"] == pytest.approx(expected, rel=0.1)
+    assert by_level[1]["output_tps_speedup"]["ci95"][0] > 1
+    assert by_level[8]["output_tps_speedup"]["ci95"][1] < 1
+    assert comparison["crossover_level"] == 8
+    assert "up to 4" in comparison["recommendation"] and "disable from 8" in comparison["recommendation"]
+
+
+def test_aggregate_throughput_counts_tokens_in_the_window(summary):
+    data, _ = summary
+    step = data["variants"]["baseline"]["steps"][0]
+    # one stream at ~50 tokens per (50 ms + 49 x 10 ms): tokens per second of the window
+    expected = TOKENS / (TTFT_S + (TOKENS - 1) * TPOT_S["baseline"][1])
+    assert step["output_tps"] == pytest.approx(expected, rel=0.03)
+    lo, hi = step["output_tps_ci95"]
+    assert lo <= step["output_tps"] <= hi
+
+
+def test_report_merges_runs(summary, tmp_path):
+    _, run_dir = summary
+    out = tmp_path / "merged"
+    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(run_dir), str(run_dir),
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    merged = json.loads((out / "summary.json").read_text())
+    name = run_dir.name
+    assert set(merged["variants"]) == {f"{name}:baseline", f"{name}:spec-k4"}
+    assert merged["baseline"] == f"{name}:baseline"
+
+
+def test_report_rejects_a_folder_that_is_not_a_run(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "not a run directory" in done.stderr
