@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import signal
 import sys
 import time
@@ -52,18 +54,62 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .analysis.merge import merge_runs
     from .analysis.summary import load_run, write_summary
+    from .report.render import render_report
 
     missing = [d for d in args.run_dirs if not (d / "steps.json").exists()]
     if missing:
         print(f"error: not a run directory (no steps.json): {', '.join(map(str, missing))}", file=sys.stderr)
         return 2
     if len(args.run_dirs) == 1 and args.out is None:
-        print(write_summary(args.run_dirs[0]))
-        return 0
-    out = args.out or Path("reports") / ("merged-" + time.strftime("%Y%m%d-%H%M%S"))
+        out = args.run_dirs[0]
+        write_summary(out)
+    else:
+        out = args.out or Path("reports") / ("merged-" + time.strftime("%Y%m%d-%H%M%S"))
+        out.mkdir(parents=True, exist_ok=True)
+        write_summary(out, merge_runs([load_run(d) for d in args.run_dirs], [d.name for d in args.run_dirs]))
+    print(render_report(out))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .analysis.gates import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION
+    from .analysis.regression import compare_runs, format_text
+    from .analysis.summary import load_run
+    from .rundir import write_json
+
+    for run_dir in (args.old, args.new):
+        if not (run_dir / "steps.json").exists():
+            print(f"error: not a run directory (no steps.json): {run_dir}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    result = compare_runs(load_run(args.old), load_run(args.new), args.max_regression_pct)
+    print(format_text(result))
+    out = args.out or args.new
     out.mkdir(parents=True, exist_ok=True)
-    merged = merge_runs([load_run(d) for d in args.run_dirs], [d.name for d in args.run_dirs])
-    print(write_summary(out, merged))
+    write_json(out / "compare.json", result)
+    return EXIT_REGRESSION if result["regressions"] else EXIT_OK
+
+
+def baseline_library(path: Path | None) -> Path:
+    return path or Path(os.environ.get("LOCUST_LLM_BASELINES", "baselines"))
+
+
+def cmd_baseline_save(args: argparse.Namespace) -> int:
+    if not (args.run_dir / "steps.json").exists():
+        print(f"error: not a run directory (no steps.json): {args.run_dir}", file=sys.stderr)
+        return 2
+    target = baseline_library(args.library) / args.name
+    if target.exists():
+        shutil.rmtree(target)
+    # The analysis re-reads the raw files, so a baseline keeps them all (logs excluded).
+    shutil.copytree(args.run_dir, target, ignore=shutil.ignore_patterns("*.log", "requests.parts", "*.tmp"))
+    print(f"saved {args.run_dir} as baseline {args.name!r} in {target}")
+    return 0
+
+
+def cmd_baseline_list(args: argparse.Namespace) -> int:
+    library = baseline_library(args.library)
+    names = sorted(p.name for p in library.iterdir() if (p / "steps.json").exists()) if library.exists() else []
+    print("\n".join(names) if names else f"no baselines in {library}/")
     return 0
 
 
@@ -92,6 +138,25 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, default=None,
                         help="where a merged comparison goes (default: reports/merged-<time>)")
     report.set_defaults(func=cmd_report)
+
+    compare = sub.add_parser("compare", help="compare two runs level by level; exit 4 on a regression")
+    compare.add_argument("old", type=Path)
+    compare.add_argument("new", type=Path)
+    compare.add_argument("--max-regression-pct", type=float, default=5.0,
+                         help="a change outside the noise and worse than this many percent is a regression")
+    compare.add_argument("--out", type=Path, default=None, help="where compare.json goes (default: NEW)")
+    compare.set_defaults(func=cmd_compare)
+
+    baseline = sub.add_parser("baseline", help="the library of saved baseline runs for nightly comparisons")
+    baseline_sub = baseline.add_subparsers(dest="baseline_command", required=True)
+    save = baseline_sub.add_parser("save", help="save a run directory under a name")
+    save.add_argument("run_dir", type=Path)
+    save.add_argument("--name", required=True)
+    save.add_argument("--library", type=Path, default=None, help="default: $LOCUST_LLM_BASELINES or ./baselines")
+    save.set_defaults(func=cmd_baseline_save)
+    listing = baseline_sub.add_parser("list", help="list saved baselines")
+    listing.add_argument("--library", type=Path, default=None)
+    listing.set_defaults(func=cmd_baseline_list)
     return parser
 
 

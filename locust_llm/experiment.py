@@ -7,6 +7,7 @@ it, on the shape's greenlet, while Locust keeps serving heartbeats.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -16,12 +17,15 @@ from typing import Iterator
 import locust  # noqa: F401  (gevent must patch sockets before requests is imported)
 import requests
 
-from .analysis.summary import write_summary
+from .analysis.gates import EXIT_BAD_INPUT, Gates, format_verdict, verdict
+from .analysis.regression import compare_runs
+from .analysis.summary import load_run, write_summary
 from .recorder import Recorder
 from .records import now
+from .report.render import render_report
 from .consistency import greedy_outputs
 from .rundir import RunDir, host_info, package_versions, write_json
-from .scenario import LoadSpec, Scenario, TelemetrySpec
+from .scenario import GatesSpec, LoadSpec, Scenario, TelemetrySpec
 from .servers import ServerError, ServerProcess, launch_variant
 from .steps import STEP_MESSAGE, StepState
 from .telemetry.poller import TelemetryPoller
@@ -40,6 +44,7 @@ class Plan:
     scenario: Scenario
     load: LoadSpec
     telemetry: TelemetrySpec
+    gates: GatesSpec
     variants: list[str]
     external_url: str | None
     model: str
@@ -69,6 +74,7 @@ class Experiment:
         self.finished = False
         self.closed = False
         self.consistency: dict[str, list[dict]] = {}
+        self.verdict: dict | None = None
         self.run.env = {
             "run_id": plan.run_id, "scenario": plan.scenario.model_dump(mode="json"),
             "scenario_file": str(plan.scenario.source), "load": plan.load.model_dump(mode="json"),
@@ -112,6 +118,7 @@ class Experiment:
                        "t_start": now(), "t_steady": math.nan, "t_end": math.nan}
                 self.run.steps.append(row)
                 self.broadcast(variant, step, level, "warmup")
+                self.announce(variant, step, level)
                 yield from self.hold(row["t_start"] + load.warmup_s, (users, max(users, 1), classes))
                 row["t_steady"] = now()
                 self.broadcast(variant, step, level, "steady")
@@ -124,6 +131,17 @@ class Experiment:
             yield from self.drain(classes)
             self.stop_server()
         self.broadcast(self.state.variant, self.state.step, self.state.level, "idle")
+
+    def announce(self, variant: str, step: int, level: float) -> None:
+        """Headless progress: where the run is and roughly how long it has left (server starts not counted)."""
+        load = self.plan.load
+        per_step = load.warmup_s + load.step_duration_s
+        steps_left = (len(load.ladder) - step) + len(load.ladder) * (len(self.plan.variants)
+                                                                    - self.plan.variants.index(variant) - 1)
+        unit = "req/s" if load.mode == "open" else "users"
+        log.info("variant %s (%d/%d), level %g %s (step %d/%d): warm-up %gs + steady %gs; about %ds left",
+                 variant, self.plan.variants.index(variant) + 1, len(self.plan.variants), level, unit, step + 1,
+                 len(load.ladder), load.warmup_s, load.step_duration_s, steps_left * per_step)
 
     def hold(self, until: float, tick: tuple) -> Iterator[tuple]:
         while now() < until:
@@ -252,7 +270,34 @@ class Experiment:
             if self.prometheus is not None:
                 self.prometheus.stop()
         write_summary(self.run.path)
+        self.verdict = self.conclude()
+        try:
+            render_report(self.run.path)
+        except Exception:  # the measurements are on disk; a report bug must not hide them or the verdict
+            log.exception("could not render the HTML report; `locust-llm report %s` retries", self.run.path)
         return requests_path
+
+    def conclude(self) -> dict:
+        """Gates, and the regression check against a saved baseline run when the scenario names one."""
+        gates = self.plan.gates
+        summary = json.loads(self.run.file("summary.json").read_text())
+        regression = None
+        if gates.baseline_run:
+            saved = Path(gates.library) / gates.baseline_run
+            if (saved / "steps.json").exists():
+                regression = compare_runs(load_run(saved), load_run(self.run.path), gates.max_regression_pct)
+                write_json(self.run.file("compare.json"), regression)
+            else:
+                summary.setdefault("events", []).append(
+                    {"kind": "baseline_missing", "baseline_run": gates.baseline_run, "library": str(saved.parent)})
+        result = verdict(summary, Gates(gates.ttft_p99_ms, gates.tpot_p99_ms, gates.error_rate), regression)
+        if any(e.get("kind") == "baseline_missing" for e in summary.get("events", [])):
+            result["exit_code"] = EXIT_BAD_INPUT
+            result["reasons"][str(EXIT_BAD_INPUT)] = [f"baseline run {gates.baseline_run!r} not found in "
+                                                      f"{gates.library}/ (save one with `locust-llm baseline save`)"]
+        write_json(self.run.file("verdict.json"), result)
+        result["text"] = format_verdict(summary, result)
+        return result
 
 
 def served_model(base_url: str) -> str:

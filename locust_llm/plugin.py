@@ -7,12 +7,13 @@ exposes the user classes and the ladder shape.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-from . import users
+from . import users, webui
 from .client import Timeouts
 from .experiment import Experiment, Plan
 from .recorder import RECORDS_MESSAGE, RecordShipper
@@ -42,6 +43,13 @@ def add_arguments(parser) -> None:
     group.add_argument("--model", type=str, default="", help="model name to request (default: the server's)")
     group.add_argument("--report-dir", type=str, default="reports", help="where run directories are written")
     group.add_argument("--run-id", type=str, default="", help="run directory name (default: time + scenario)")
+    group.add_argument("--slo-ttft-p99-ms", type=float, default=0.0, help="gate: P99 TTFT per step (0: scenario's)")
+    group.add_argument("--slo-tpot-p99-ms", type=float, default=0.0, help="gate: P99 TPOT per step (0: scenario's)")
+    group.add_argument("--slo-error-rate", type=float, default=-1.0,
+                       help="gate: error rate per step, 0..1 (negative: scenario's)")
+    group.add_argument("--max-regression-pct", type=float, default=-1.0,
+                       help="gate: worst change vs the baseline run, percent (negative: scenario's)")
+    group.add_argument("--baseline-run", type=str, default="", help="saved baseline run to compare against")
     group.add_argument("--prometheus-url", type=str, default="",
                        help="query this Prometheus for server/GPU metrics (default: scrape /metrics directly)")
 
@@ -84,9 +92,20 @@ def load_plan(environment) -> Plan:
         baseline = scenario.baseline_variant
         variants = [baseline] + [v for v in scenario.variants if v != baseline]
     telemetry = scenario.telemetry
+    gate_overrides = {key: value for key, value, given in (
+        ("ttft_p99_ms", options.slo_ttft_p99_ms, options.slo_ttft_p99_ms > 0),
+        ("tpot_p99_ms", options.slo_tpot_p99_ms, options.slo_tpot_p99_ms > 0),
+        ("error_rate", options.slo_error_rate, options.slo_error_rate >= 0),
+        ("max_regression_pct", options.max_regression_pct, options.max_regression_pct >= 0),
+        ("baseline_run", options.baseline_run, bool(options.baseline_run))) if given}
+    try:
+        gates = type(scenario.gates).model_validate({**scenario.gates.model_dump(), **gate_overrides})
+    except ValueError as exc:
+        raise ScenarioError(f"gate options are invalid: {exc}") from None
     if options.prometheus_url:
         telemetry = telemetry.model_copy(update={"prometheus_url": options.prometheus_url, "prometheus": "off"})
-    return Plan(scenario=scenario, load=load, telemetry=telemetry, variants=variants, external_url=external,
+    return Plan(scenario=scenario, load=load, telemetry=telemetry, gates=gates, variants=variants,
+                external_url=external,
                 model=options.model,
                 report_dir=Path(options.report_dir), run_id=options.run_id or new_run_id(scenario.name),
                 options={k: v for k, v in vars(options).items() if _is_plain(v)})
@@ -110,6 +129,17 @@ def experiment_of(environment) -> Experiment | None:
     return getattr(environment, "llm_experiment", None)
 
 
+def live_rows(environment) -> list[dict]:
+    experiment = experiment_of(environment) or getattr(environment, "llm_last_experiment", None)
+    return experiment.recorder.live.rows() if experiment is not None else []
+
+
+def last_report(environment) -> Path | None:
+    experiment = experiment_of(environment) or getattr(environment, "llm_last_experiment", None)
+    path = experiment.run.file("report.html") if experiment is not None else None
+    return path if path is not None and path.exists() else None
+
+
 def on_records_message(environment, msg, **_kw) -> None:
     experiment = experiment_of(environment)
     if experiment is not None:
@@ -123,6 +153,8 @@ def on_init(environment, runner=None, **_kw) -> None:
         runner.register_message(RECORDS_MESSAGE, on_records_message)
     if not isinstance(runner, MasterRunner):
         runner.register_message(STEP_MESSAGE, on_step_message)
+    if not isinstance(runner, WorkerRunner):
+        webui.install(environment, rows=lambda: live_rows(environment), report_path=lambda: last_report(environment))
     if not environment.stop_timeout:
         # Stepping down or switching variants lets streams in flight finish instead of killing them.
         environment.stop_timeout = DEFAULT_STOP_TIMEOUT_S
@@ -168,7 +200,7 @@ def start_experiment(environment) -> Experiment | None:
         _fail(environment, str(exc))
         return None
     classes = {"closed": users.ClosedLoopUser, "open": users.OpenLoopUser}
-    environment.llm_experiment = Experiment(environment, plan, classes)
+    environment.llm_experiment = environment.llm_last_experiment = Experiment(environment, plan, classes)
     log.info("run %s -> %s", plan.run_id, environment.llm_experiment.run.path)
     return environment.llm_experiment
 
@@ -196,7 +228,11 @@ def on_quitting(environment, **_kw) -> None:
     environment.llm_experiment = None
     if experiment is not None:
         path = experiment.finish(final=True)
-        log.info("run directory: %s", path.parent)
+        # stderr, beside Locust's own tables: stdout stays clean for --json
+        print(experiment.verdict["text"], file=sys.stderr)
+        print(f"run directory: {path.parent}", file=sys.stderr)
+        if environment.process_exit_code is None:
+            environment.process_exit_code = experiment.verdict["exit_code"]
 
 
 def register(events_hooks) -> None:

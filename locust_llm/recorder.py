@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .clientmon import ClientMonitor
+from .live import LiveStats
 from .records import RequestRecord
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ class Recorder:
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         self.buffer: list[dict] = []
         self.client_samples: list[dict] = []
+        self.live = LiveStats()
         self.tally: dict[int, WorkerTally] = {}
         self.part_count = 0
         self.rows_written = 0
@@ -124,6 +126,7 @@ class Recorder:
         tally.final = tally.final or bool(data.get("final"))
         self.buffer.extend(data["records"])
         self.client_samples.extend(data.get("client") or [])
+        self.live.add(data["records"], data.get("client") or [])
 
     def drained(self) -> bool:
         """Every worker idle and every record it sent received."""

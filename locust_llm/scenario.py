@@ -222,6 +222,17 @@ class SloSpec(Strict):
     e2e_ms: float | None = Field(default=None, gt=0)
 
 
+class GatesSpec(Strict):
+    """Pass/fail for nightly jobs: percentile SLOs per step, and regression against a saved baseline run."""
+
+    ttft_p99_ms: float | None = Field(default=None, gt=0)
+    tpot_p99_ms: float | None = Field(default=None, gt=0)
+    error_rate: float | None = Field(default=None, ge=0, le=1)
+    max_regression_pct: float = Field(default=5.0, ge=0)
+    baseline_run: str | None = None  # a name saved with `locust-llm baseline save`
+    library: str = "baselines"  # where saved baselines live (relative to the working directory)
+
+
 class Scenario(Strict):
     name: str
     description: str = ""
@@ -231,6 +242,7 @@ class Scenario(Strict):
     load: LoadSpec = LoadSpec()
     slo: SloSpec = SloSpec()
     telemetry: TelemetrySpec = TelemetrySpec()
+    gates: GatesSpec = GatesSpec()
     # Where the file came from; relative paths in it are resolved against its folder.
     source: Path = Field(default=Path("."), exclude=True)
 

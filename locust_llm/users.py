@@ -147,10 +147,14 @@ class LLMUser(User):
             self.context.shipper.add(record)
 
 
-def wait_active(board: StepBoard) -> StepState:
-    """Block until the shape has a step running with a healthy server."""
-    while not board.state.active:
-        board.changed.wait(timeout=1.0)
+IDLE_WAIT_S = 0.5
+
+
+def active_state(board: StepBoard) -> StepState | None:
+    """The running step, or None after idling briefly: a task must end between steps so a stop is honoured."""
+    if not board.state.active:
+        board.changed.wait(timeout=IDLE_WAIT_S)
+        return None
     return board.state
 
 
@@ -162,8 +166,9 @@ class ClosedLoopUser(LLMUser):
 
     @task
     def one_request(self) -> None:
-        state = wait_active(self.context.board)
-        self.send(state, self.new_record(state))
+        state = active_state(self.context.board)
+        if state is not None:
+            self.send(state, self.new_record(state))
 
 
 def step_key(state: StepState) -> tuple:
@@ -208,7 +213,9 @@ class OpenLoopUser(LLMUser):
 
     @task
     def arrive(self) -> None:
-        state = wait_active(self.context.board)
+        state = active_state(self.context.board)
+        if state is None:
+            return
         key = step_key(state)
         if key != self.clock_key:
             ctx = self.context

@@ -116,3 +116,10 @@ def refserver_factory():
     yield start
     for server in started:
         server.stop()
+
+
+def assert_run_completed(done) -> None:
+    """A headless run that measured everything: exit 0, or 5 when the shared machine made the client the
+    bottleneck at every level (an honest verdict on a loaded 2-core box, not a failure of what is tested)."""
+    ok = done.returncode == 0 or (done.returncode == 5 and "the client was the bottleneck" in done.stderr)
+    assert ok, f"exit {done.returncode}\n{done.stderr[-3000:]}"

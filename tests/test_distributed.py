@@ -18,7 +18,7 @@ from locust_llm import plugin
 from locust_llm.shapes import LadderShape
 from locust_llm.users import ClosedLoopUser, OpenLoopUser
 
-from .conftest import require_llama_server
+from .conftest import assert_run_completed, require_llama_server
 
 REPO = Path(__file__).resolve().parent.parent
 LOCUSTFILE = str(REPO / "locustfiles" / "spec_decode.py")
@@ -37,7 +37,7 @@ def test_processes_two_records_every_request(tmp_path):
                "--ladder", "2,4", "--step-duration", "3", "--warmup", "1", "--run-id", "procs",
                "--report-dir", str(tmp_path)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=os.environ.copy())
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert_run_completed(done)
     made = sum(entry["num_requests"] for entry in locust_json(done.stdout))
     frame = pd.read_parquet(tmp_path / "procs" / "requests.parquet")
     assert len(frame) == made > 0

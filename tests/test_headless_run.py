@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from .conftest import require_llama_server
+from .conftest import assert_run_completed, require_llama_server
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "sk-test-never-in-a-file-7c1e"
@@ -33,7 +33,7 @@ def headless_run(tmp_path_factory):
     done = run_locust(tmp_path, "--scenario", "scenarios/tiny-cpu-test.yaml", "--ladder", "1,2",
                       "--step-duration", "3", "--warmup", "1", "--run-id", "headless",
                       env={"LOCUST_LLM_API_KEY": SECRET})
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert_run_completed(done)
     return tmp_path / "headless", json.loads(done.stdout)
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .conftest import assert_run_completed
+
 REPO = Path(__file__).resolve().parent.parent
 PAUSE_S = 2.0
 RATE = 20.0
@@ -35,7 +37,7 @@ def test_pause_shows_in_ttft_sched_and_the_rate_holds(tmp_path, refserver_factor
                "--skip-log", "--host", server.url, "--scenario", str(scenario), "--run-id", "open",
                "--report-dir", str(tmp_path)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=os.environ.copy())
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert_run_completed(done)
     frame = pd.read_parquet(tmp_path / "open" / "requests.parquet")
     sent = frame[frame["t_send"].notna()].sort_values("t_intended")
     assert sent["error_class"].isna().all(), sent["error_class"].value_counts()

@@ -93,6 +93,12 @@ class StepSamples:
     tpot_ms: np.ndarray
     ttft_ms: np.ndarray
 
+    def pooled_with(self, other: "StepSamples") -> "StepSamples":
+        """A repeated ladder measures a level more than once; its samples are pooled."""
+        return StepSamples(*(np.concatenate([a, b]) for a, b in zip(
+            (self.token_rates, self.decode_tps, self.tpot_ms, self.ttft_ms),
+            (other.token_rates, other.decode_tps, other.tpot_ms, other.ttft_ms))))
+
 
 def token_arrivals(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Arrival time and token count of every chunk of every request in ``frame``."""
@@ -239,10 +245,10 @@ def comparison(baseline: str, variant: str, base: dict[float, StepSamples], othe
             "crossover_level": crossover, "recommendation": recommendation(variant, baseline, headline, crossover, unit)}
 
 
-def build_summary(run: RunData) -> dict:
+def analyse(run: RunData) -> tuple[dict[str, dict], dict[str, dict[float, StepSamples]], dict[str, str]]:
+    """Per variant: the step figures, the raw samples per level (repeats pooled) and the load mode."""
     frame = run.requests
     slo = (run.env.get("scenario") or {}).get("slo") or {}
-    baseline = run.env.get("baseline")
     variants: dict[str, dict] = {}
     samples: dict[str, dict[float, StepSamples]] = {}
     modes: dict[str, str] = {}
@@ -257,7 +263,17 @@ def build_summary(run: RunData) -> dict:
             continue
         figures, step_samples = step_summary(run, variant_frame, step, slo)
         entry["steps"].append(figures)
-        samples.setdefault(name, {})[float(step["level"])] = step_samples
+        level = float(step["level"])
+        pooled = samples.setdefault(name, {})
+        pooled[level] = pooled[level].pooled_with(step_samples) if level in pooled else step_samples
+    return variants, samples, modes
+
+
+def build_summary(run: RunData) -> dict:
+    frame = run.requests
+    slo = (run.env.get("scenario") or {}).get("slo") or {}
+    baseline = run.env.get("baseline")
+    variants, samples, modes = analyse(run)
     for name, entry in variants.items():
         entry.update(variant_curves([s for s in entry["steps"] if "output_tps" in s], modes[name]))
         attach_server_figures(entry, (run.server.get("variants") or {}).get(name))
