@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
 
+from .fmt import ok
+
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies, and in greyscale print by dash.
 PALETTE = ("#4d4d4d", "#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#8c6d31")
 DASHES = ("", "6 3", "2 3", "8 3 2 3")
@@ -99,10 +101,6 @@ class _Axis:
         return 0.5 if b == a else (v - a) / (b - a)
 
 
-def _ok(v) -> bool:
-    return v is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def _t(text) -> str:
     """Escaped text for SVG content and attributes."""
     return str(escape(str(text)))
@@ -125,7 +123,7 @@ def tick_label(v: float) -> str:
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     """Round ticks that cover ``[lo, hi]`` (1, 2, 2.5, 5 x 10^k steps)."""
-    if not (_ok(lo) and _ok(hi)):
+    if not (ok(lo) and ok(hi)):
         return [0.0, 1.0]
     if hi <= lo:
         pad = abs(lo) * 0.1 or 1.0
@@ -146,19 +144,19 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 def _x_axis(xs: list[float], log2: bool, ticks: Sequence[float] | None) -> _Axis:
     log2 = log2 and all(x > 0 for x in xs)
     if log2 and ticks:  # the whole ladder, even where this chart has no point
-        xs = xs + [float(t) for t in ticks if _ok(t) and t > 0]
+        xs = xs + [float(t) for t in ticks if ok(t) and t > 0]
     lo, hi = min(xs), max(xs)
     if log2:
         if lo == hi:
             lo, hi = lo / 2, hi * 2
-        tick_list = sorted({float(t) for t in (ticks or []) if _ok(t) and t > 0})
+        tick_list = sorted({float(t) for t in (ticks or []) if ok(t) and t > 0})
         if not tick_list:
             tick_list = [2.0 ** k for k in range(math.floor(math.log2(lo)), math.ceil(math.log2(hi)) + 1)]
         pad = (math.log2(hi) - math.log2(lo)) * 0.06
         return _Axis(2 ** (math.log2(lo) - pad), 2 ** (math.log2(hi) + pad), True,
                      [t for t in tick_list if lo <= t <= hi] or tick_list)
     if ticks:
-        tick_list = sorted({float(t) for t in ticks if _ok(t)})
+        tick_list = sorted({float(t) for t in ticks if ok(t)})
     else:
         tick_list = nice_ticks(lo, hi, 8)
     if hi <= lo:
@@ -178,7 +176,7 @@ def _y_axis(values: list[float], bounds: list[float], from_zero: bool, y_max: fl
         hi = max(hi, max(values) + margin * 0.5)
     if from_zero and lo >= 0:
         lo = 0.0
-    if y_max is not None and _ok(y_max):
+    if y_max is not None and ok(y_max):
         hi = max(hi, y_max)
     elif hi > lo:
         hi += (hi - lo) * 0.04  # headroom: a point on the top edge is hard to read
@@ -215,16 +213,16 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
                hlines: Sequence[HLine] = (), vlines: Sequence[VLine] = (), spans: Sequence[Span] = (),
                width: int = 560, height: int = 300, empty_note: str = "") -> Markup:
     """An SVG line chart; every string argument is escaped. Returns :func:`not_measured` if no point is finite."""
-    xs = [float(x) for s in series for x, y in zip(s.x, s.y) if _ok(x) and _ok(y)]
+    xs = [float(x) for s in series for x, y in zip(s.x, s.y) if ok(x) and ok(y)]
     if log2_x:
         xs = [x for x in xs if x > 0] or xs
-    ys = [float(y) for s in series for x, y in zip(s.x, s.y) if _ok(x) and _ok(y)]
+    ys = [float(y) for s in series for x, y in zip(s.x, s.y) if ok(x) and ok(y)]
     if not xs or not ys:
         return not_measured(title, empty_note)
-    bounds = [float(v) for s in series for bound in (s.lo, s.hi) if bound is not None for v in bound if _ok(v)]
-    ys.extend(h.y for h in hlines if _ok(h.y))
-    span_xs = [v for sp in spans for v in (sp.x0, sp.x1) if _ok(v)]
-    x_axis = _x_axis(xs + span_xs + [v.x for v in vlines if _ok(v.x) and (not log2_x or v.x > 0)], log2_x, x_ticks)
+    bounds = [float(v) for s in series for bound in (s.lo, s.hi) if bound is not None for v in bound if ok(v)]
+    ys.extend(h.y for h in hlines if ok(h.y))
+    span_xs = [v for sp in spans for v in (sp.x0, sp.x1) if ok(v)]
+    x_axis = _x_axis(xs + span_xs + [v.x for v in vlines if ok(v.x) and (not log2_x or v.x > 0)], log2_x, x_ticks)
     y_axis = _y_axis(ys, bounds, y_from_zero, y_max)
 
     # legend layout (below the plot), wrapped to the width
@@ -253,7 +251,7 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
         return top + (1 - y_axis.frac(y)) * ph
 
     def in_x(x) -> bool:
-        return _ok(x) and (not x_axis.log2 or x > 0)
+        return ok(x) and (not x_axis.log2 or x > 0)
 
     out: list[str] = [
         (f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
@@ -307,7 +305,7 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
                f'fill="#222">{_t(y_label)}</text>')
     # reference lines
     for h in hlines:
-        if _ok(h.y) and y_axis.lo <= h.y <= y_axis.hi:
+        if ok(h.y) and y_axis.lo <= h.y <= y_axis.hi:
             y = py(h.y)
             out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="{_t(h.color)}" '
                        f'stroke-dasharray="{_t(h.dash)}"/>')
@@ -328,10 +326,10 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
                    f'fill="{_t(v.color)}" class="marker">{_t(v.label)}</text>')
     # series
     for s in series:
-        pts = [(px(float(x)), py(float(y))) if in_x(x) and _ok(y) else None for x, y in zip(s.x, s.y)]
+        pts = [(px(float(x)), py(float(y))) if in_x(x) and ok(y) else None for x, y in zip(s.x, s.y)]
         color, dash = _t(s.color), _t(s.dash)
         if s.lo is not None and s.hi is not None:
-            ci_points = [(float(x), float(lo), float(hi)) if in_x(x) and _ok(lo) and _ok(hi) else None
+            ci_points = [(float(x), float(lo), float(hi)) if in_x(x) and ok(lo) and ok(hi) else None
                          for x, lo, hi in zip(s.x, s.lo, s.hi)]
             if s.band:
                 def clamp(v: float) -> float:
@@ -398,7 +396,7 @@ def downsample(x: Sequence[float], y: Sequence[float], max_points: int = 600) ->
     xo, yo = [], []
     for i in range(0, n, size):
         bx = [v for v in x[i:i + size]]
-        by = [v for v in y[i:i + size] if _ok(v)]
+        by = [v for v in y[i:i + size] if ok(v)]
         xo.append(sum(bx) / len(bx))
         yo.append(sum(by) / len(by) if by else math.nan)
     return xo, yo

@@ -18,10 +18,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import re
 from pathlib import Path
+
+from .fmt import num, ok
 
 LEADING = ["variant", "is_baseline", "step", "level", "mode", "users", "window_s", "requests", "errors",
            "error_rate", "output_tokens", "output_tps", "output_tps_ci95_lo", "output_tps_ci95_hi", "request_rate",
@@ -31,13 +32,9 @@ SKIP_KEYS = {"acceptance", "window", "t_from", "t_to", "positions", "missing", "
 STRING_COLUMNS = {"variant", "mode"}
 
 
-def _ok(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def flatten(value, prefix: str, out: dict) -> None:
     """Numeric and boolean leaves of ``value`` into ``out`` under ``prefix_key_subkey`` names."""
-    if isinstance(value, bool) or _ok(value):
+    if isinstance(value, bool) or ok(value):
         out[prefix] = value
     elif isinstance(value, dict):
         for key, sub in value.items():
@@ -60,7 +57,7 @@ def flatten(value, prefix: str, out: dict) -> None:
 def _ci(ci, name: str, out: dict) -> None:
     if isinstance(ci, (list, tuple)) and len(ci) == 2:
         for suffix, bound in zip(("lo", "hi"), ci):
-            if _ok(bound):
+            if ok(bound):
                 out[f"{name}_{suffix}"] = bound
 
 
@@ -74,27 +71,27 @@ def step_rows(summary: dict) -> list[dict]:
     for name in names:
         entry = variants[name] or {}
         comp = comparisons.get(name) or {}
-        by_level = {float(s["level"]): s for s in comp.get("steps") or [] if _ok(s.get("level"))}
+        by_level = {float(s["level"]): s for s in comp.get("steps") or [] if ok(s.get("level"))}
         steps = sorted((s for s in entry.get("steps") or [] if isinstance(s, dict)),
-                       key=lambda s: (s.get("step") if _ok(s.get("step")) else 0))
+                       key=lambda s: (s.get("step") if ok(s.get("step")) else 0))
         for step in steps:
             row: dict = {"variant": name, "is_baseline": name == baseline, "mode": step.get("mode")}
             flatten({k: v for k, v in step.items() if k != "mode"}, "", row)
             level = step.get("level")
-            row["is_saturation"] = _ok(level) and level == entry.get("saturation_level")
-            row["is_knee"] = _ok(level) and level == entry.get("knee_level")
+            row["is_saturation"] = ok(level) and level == entry.get("saturation_level")
+            row["is_knee"] = ok(level) and level == entry.get("knee_level")
             for key in ("saturation_level", "knee_level"):
-                if _ok(entry.get(key)):
+                if ok(entry.get(key)):
                     row[f"variant_{key}"] = entry[key]
             if comp:
                 row["speedup_vs"] = comp.get("baseline")
-                if _ok(comp.get("crossover_level")):
+                if ok(comp.get("crossover_level")):
                     row["crossover_level"] = comp["crossover_level"]
-                match = by_level.get(float(level)) if _ok(level) else None
+                match = by_level.get(float(level)) if ok(level) else None
                 for key, fig in (match or {}).items():
                     if key.endswith("_speedup") and isinstance(fig, dict):
                         name_ = "speedup_" + key[: -len("_speedup")]
-                        if _ok(fig.get("value")):
+                        if ok(fig.get("value")):
                             row[name_] = fig["value"]
                         _ci(fig.get("ci95"), f"{name_}_ci95", row)
             rows.append(row)
@@ -137,35 +134,21 @@ def md(text) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
-def _num(v) -> str:
-    if not _ok(v):
-        return "n/m"
-    a = abs(v)
-    if a >= 1000:
-        return f"{v:,.0f}"
-    if a == 0:
-        return "0"
-    if a < 0.001:
-        return f"{v:.2e}"
-    text = f"{v:.3g}"
-    return f"{float(text):g}" if "e" in text else text
-
-
 def _pct(v) -> str:
-    return f"{100 * v:.1f}%" if _ok(v) else "n/m"
+    return f"{100 * v:.1f}%" if ok(v) else "n/m"
 
 
 def _x(v) -> str:
-    return f"{v:.2f}x" if _ok(v) else "n/m"
+    return f"{v:.2f}x" if ok(v) else "n/m"
 
 
 def _ci_text(ci, fmt) -> str:
     return f"{fmt(ci[0])}-{fmt(ci[1])}" if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(
-        _ok(c) for c in ci) else ""
+        ok(c) for c in ci) else ""
 
 
 def _lvl(v) -> str:
-    return f"{float(v):g}" if _ok(v) else str(v)
+    return f"{float(v):g}" if ok(v) else str(v)
 
 
 def summary_markdown(summary: dict, env: dict | None = None, run_dir: Path | None = None) -> str:
@@ -198,7 +181,7 @@ def summary_markdown(summary: dict, env: dict | None = None, run_dir: Path | Non
     for warning in verdict["warnings"]:
         lines.append(f"- Warning: {md(warning)}")
     lines += ["", f"**Conditions**: {md(report.conditions_line())}", ""]
-    comparisons = {c.get("variant"): {float(s["level"]): s for s in c.get("steps") or [] if _ok(s.get("level"))}
+    comparisons = {c.get("variant"): {float(s["level"]): s for s in c.get("steps") or [] if ok(s.get("level"))}
                    for c in report.comparisons}
     ttft_key = "ttft_sched_ms" if report.mode == "open" else "ttft_ms"
     ttft_name = "TTFT_sched" if report.mode == "open" else "TTFT"
@@ -214,27 +197,27 @@ def summary_markdown(summary: dict, env: dict | None = None, run_dir: Path | Non
         header.append("notes")
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "|".join("---:" if i < len(header) - 1 else "---" for i in range(len(header))) + "|")
-        for s in sorted(entry.get("steps") or [], key=lambda s: s.get("level") if _ok(s.get("level")) else 0):
+        for s in sorted(entry.get("steps") or [], key=lambda s: s.get("level") if ok(s.get("level")) else 0):
             ttft, tpot = s.get(ttft_key) or {}, s.get("tpot_ms") or {}
             acc = ((s.get("acceptance") or {}).get("server") or (s.get("server") or {}).get("acceptance") or {})
             notes = []
-            if _ok(s.get("level")) and s["level"] == entry.get("saturation_level"):
+            if ok(s.get("level")) and s["level"] == entry.get("saturation_level"):
                 notes.append("saturation")
-            if _ok(s.get("level")) and s["level"] == entry.get("knee_level"):
+            if ok(s.get("level")) and s["level"] == entry.get("knee_level"):
                 notes.append("knee")
             if s.get("steady") is False:
                 notes.append("unsteady")
             if s.get("client_valid") is False:
                 notes.append("client-invalid")
-            ci = _ci_text(s.get("output_tps_ci95"), _num)
+            ci = _ci_text(s.get("output_tps_ci95"), _fmt)
             cells = [_lvl(s.get("level")), str(s.get("requests", "n/m")),
                      f"{s.get('errors', 0)} ({_pct(s.get('error_rate'))})" if s.get("errors") else "0",
-                     f"{_num(ttft.get('p50'))} / {_num(ttft.get('p95'))}",
-                     f"{_num(tpot.get('p50'))} / {_num(tpot.get('p95'))}",
-                     f"{_num(s.get('output_tps'))}" + (f" ({ci})" if ci else ""),
-                     _num(s.get("goodput_rps")), _pct(acc.get("rate"))]
+                     f"{_fmt(ttft.get('p50'))} / {_fmt(ttft.get('p95'))}",
+                     f"{_fmt(tpot.get('p50'))} / {_fmt(tpot.get('p95'))}",
+                     f"{_fmt(s.get('output_tps'))}" + (f" ({ci})" if ci else ""),
+                     _fmt(s.get("goodput_rps")), _pct(acc.get("rate"))]
             if speed is not None:
-                fig = ((speed.get(float(s["level"])) if _ok(s.get("level")) else None) or {}).get(
+                fig = ((speed.get(float(s["level"])) if ok(s.get("level")) else None) or {}).get(
                     "output_tps_speedup") or {}
                 sci = _ci_text(fig.get("ci95"), lambda v: f"{v:.2f}")
                 cells.append(_x(fig.get("value")) + (f" ({sci})" if sci else ""))
@@ -272,3 +255,8 @@ def write_exports(run_dir: Path, summary: dict | None = None, env: dict | None =
 
         written.append(_write(run_dir / "summary.json", json.dumps(_json_safe(summary), indent=2)))
     return written
+
+
+def _fmt(v) -> str:
+    """Like the report: three significant digits, "n/m" when not measured."""
+    return num(v) or "n/m"

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from . import charts
+from .fmt import num, ok
 from .charts import PALETTE, HLine, Series, Span, VLine
 
 log = logging.getLogger(__name__)
@@ -93,25 +94,6 @@ def load_summary(run_dir: Path) -> dict:
 
 
 # -- formatting ---------------------------------------------------------------------------------
-def ok(v) -> bool:
-    return v is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def num(v, digits: int = 3) -> str | None:
-    """Three significant digits, thousands separated; None when not measured."""
-    if not ok(v):
-        return None
-    a = abs(v)
-    if a >= 1000:
-        return f"{v:,.0f}"
-    if a == 0:
-        return "0"
-    if a < 0.001:
-        return f"{v:.2e}"
-    text = f"{v:.{digits}g}"
-    return f"{float(text):g}" if "e" in text else text
-
-
 def pct(v, digits: int = 1) -> str | None:
     return f"{100 * v:.{digits}f}%" if ok(v) else None
 

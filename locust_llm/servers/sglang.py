@@ -6,7 +6,7 @@ import shlex
 import sys
 
 from ..scenario import Scenario, SglangSpeculative
-from .base import LaunchPlan, find_executable
+from .base import LaunchPlan, assemble_plan, find_executable
 
 INSTALL_HINT = "install SGLang on the GPU host (`pip install sglang`) or set server.binary in the scenario"
 
@@ -26,14 +26,8 @@ def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
     server = scenario.server
     launcher = shlex.split(server.binary) if server.binary else [sys.executable, "-m", "sglang.launch_server"]
     launcher[0] = find_executable(launcher[0], INSTALL_HINT)
-    argv = [*launcher, "--model-path", server.model, "--host", server.host, "--port", str(port), "--enable-metrics"]
-    if server.served_model_name:
-        argv += ["--served-model-name", server.served_model_name]
-    argv += server.args
     spec = scenario.speculative(variant)
-    if spec is not None:
-        argv += speculative_args(spec)
-    argv += scenario.variants[variant].args
-    env = {**server.env, **scenario.variants[variant].env}
-    return LaunchPlan(engine="sglang", variant=variant, argv=argv, env=env, host=server.host, port=port,
-                      version_argv=[*launcher, "--version"], model=server.model)
+    head = [*launcher, "--model-path", server.model, "--host", server.host, "--port", str(port), "--enable-metrics"]
+    return assemble_plan(scenario, variant, "sglang", port, head=head, served_name_flag="--served-model-name",
+                         speculative_args=speculative_args(spec) if spec is not None else [],
+                         version_argv=[*launcher, "--version"], model=server.model)

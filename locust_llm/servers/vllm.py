@@ -6,7 +6,7 @@ import json
 import shlex
 
 from ..scenario import Scenario, VllmSpeculative
-from .base import LaunchPlan, find_executable
+from .base import LaunchPlan, assemble_plan, find_executable
 
 INSTALL_HINT = "install vLLM on the GPU host (`pip install vllm`) or set server.binary in the scenario"
 
@@ -19,14 +19,9 @@ def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
     server = scenario.server
     launcher = shlex.split(server.binary) if server.binary else ["vllm"]
     launcher[0] = find_executable(launcher[0], INSTALL_HINT)
-    argv = [*launcher, "serve", server.model, "--host", server.host, "--port", str(port)]
-    if server.served_model_name:
-        argv += ["--served-model-name", server.served_model_name]
-    argv += server.args
     spec = scenario.speculative(variant)
-    if spec is not None:
-        argv += speculative_args(spec)
-    argv += scenario.variants[variant].args
-    env = {**server.env, **scenario.variants[variant].env}
-    return LaunchPlan(engine="vllm", variant=variant, argv=argv, env=env, host=server.host, port=port,
-                      version_argv=[*launcher, "--version"], model=server.model)
+    return assemble_plan(scenario, variant, "vllm", port,
+                         head=[*launcher, "serve", server.model, "--host", server.host, "--port", str(port)],
+                         served_name_flag="--served-model-name",
+                         speculative_args=speculative_args(spec) if spec is not None else [],
+                         version_argv=[*launcher, "--version"], model=server.model)

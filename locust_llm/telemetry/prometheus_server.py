@@ -13,22 +13,21 @@ Binary: ``prometheus`` on PATH (Debian package ``prometheus``) or ``$LOCUST_LLM_
 from __future__ import annotations
 
 import atexit
-import ctypes
 import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
-from collections import deque
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import locust  # noqa: F401  (gevent must patch sockets before requests is imported)
 import requests
+
+from ..procs import die_with_parent, log_tail, stop_group
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +51,6 @@ def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _target(url: str) -> tuple[str, str, str]:
@@ -161,7 +153,7 @@ class PrometheusServer:
             try:
                 self.proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                              cwd=self.workdir, start_new_session=True,
-                                             preexec_fn=_die_with_parent)  # noqa: PLW1509
+                                             preexec_fn=die_with_parent)  # noqa: PLW1509
             except OSError as exc:
                 self._cleanup()
                 raise PrometheusError(f"could not start {self.binary!r}: {exc}") from None
@@ -220,30 +212,14 @@ class PrometheusServer:
         return False
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            with open(self.log_path, errors="replace") as fh:
-                return "".join(deque(fh, maxlen=lines))
-        except (OSError, TypeError):
-            return "(no log)"
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL after the grace period, remove the storage; idempotent."""
         _RUNNING.discard(self)
         proc, self.proc = self.proc, None
         if proc is not None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=self.stop_grace_s)
-            except subprocess.TimeoutExpired:
-                pass
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            stop_group(proc, self.stop_grace_s)
         self._cleanup()
 
     def _cleanup(self) -> None:

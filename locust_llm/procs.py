@@ -1,0 +1,75 @@
+"""Child processes we start (inference servers, Prometheus): they die with us and stop as a whole group."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections import deque
+from pathlib import Path
+
+import psutil
+
+
+def die_with_parent() -> None:
+    """``preexec_fn``: the kernel sends the child SIGTERM if the process that launched it dies."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM the child's process group, SIGKILL it after ``grace_s``, and wait until no member is left."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        # The leader may be gone while children of its group (e.g. vLLM's engine core) linger.
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    _wait_group_gone(proc.pid, timeout_s=5.0)
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    """Signals are delivered asynchronously: wait until no live member of the group is left."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            members = [p for p in psutil.process_iter(["pid"]) if _pgid(p.pid) == pgid]
+        except psutil.Error:
+            members = []
+        if all(_is_zombie(p) for p in members):
+            return
+        time.sleep(0.05)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _is_zombie(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def log_tail(path: str | Path | None, lines: int = 30) -> str:
+    try:
+        with open(path, errors="replace") as fh:
+            return "".join(deque(fh, maxlen=lines))
+    except (OSError, TypeError):
+        return "(no log)"
