@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Iterator
 
 import locust  # noqa: F401  (gevent must patch sockets before requests is imported)
+import numpy as np
 import requests
 
 from .analysis.gates import EXIT_BAD_INPUT, Gates, format_verdict, verdict
 from .analysis.regression import compare_runs
+from .analysis.steady import drift
 from .analysis.summary import load_run, write_summary
 from .recorder import Recorder
 from .records import now
@@ -112,7 +114,7 @@ class Experiment:
             self.broadcast(variant, -1, math.nan, "starting")
             self.check_consistency(variant)
             classes = [self.user_classes[load.mode]]
-            for step, level in enumerate(load.ladder):
+            for step, level in enumerate(self.levels()):
                 users = self.users_for(level)
                 row = {"variant": variant, "step": step, "level": level, "mode": load.mode, "users": users,
                        "t_start": now(), "t_steady": math.nan, "t_end": math.nan}
@@ -123,6 +125,13 @@ class Experiment:
                 row["t_steady"] = now()
                 self.broadcast(variant, step, level, "steady")
                 yield from self.hold(row["t_steady"] + load.step_duration_s, (users, max(users, 1), classes))
+                row["extended_s"] = 0.0
+                while row["extended_s"] < load.max_extend_s and not self.looks_steady(variant, level, row):
+                    extra = min(load.step_duration_s / 2, load.max_extend_s - row["extended_s"])
+                    log.info("variant %s level %g: throughput still drifting; extending the step by %gs",
+                             variant, level, extra)
+                    row["extended_s"] += extra
+                    yield from self.hold(now() + extra, (users, max(users, 1), classes))
                 row["t_end"] = now()
                 self.run.write_steps()
                 if not self.server_alive():
@@ -132,16 +141,28 @@ class Experiment:
             self.stop_server()
         self.broadcast(self.state.variant, self.state.step, self.state.level, "idle")
 
+    def levels(self) -> list[float]:
+        return list(self.plan.load.ladder) * self.plan.load.repeats
+
+    def looks_steady(self, variant: str, level: float, row: dict) -> bool:
+        """Drift of completed tokens per second since the steady window began, from the live figures."""
+        rates = self.recorder.live.token_rates(variant, level, row["t_steady"], now())
+        if rates.size < 3:
+            return True
+        verdict = drift(row["t_steady"] + np.arange(rates.size) + 0.5, rates)["steady"]
+        return verdict is not False
+
     def announce(self, variant: str, step: int, level: float) -> None:
         """Headless progress: where the run is and roughly how long it has left (server starts not counted)."""
         load = self.plan.load
         per_step = load.warmup_s + load.step_duration_s
-        steps_left = (len(load.ladder) - step) + len(load.ladder) * (len(self.plan.variants)
-                                                                    - self.plan.variants.index(variant) - 1)
+        count = len(self.levels())
+        position = self.plan.variants.index(variant)
+        steps_left = (count - step) + count * (len(self.plan.variants) - position - 1)
         unit = "req/s" if load.mode == "open" else "users"
         log.info("variant %s (%d/%d), level %g %s (step %d/%d): warm-up %gs + steady %gs; about %ds left",
-                 variant, self.plan.variants.index(variant) + 1, len(self.plan.variants), level, unit, step + 1,
-                 len(load.ladder), load.warmup_s, load.step_duration_s, steps_left * per_step)
+                 variant, position + 1, len(self.plan.variants), level, unit, step + 1, count, load.warmup_s,
+                 load.step_duration_s, steps_left * per_step)
 
     def hold(self, until: float, tick: tuple) -> Iterator[tuple]:
         while now() < until:

@@ -53,6 +53,18 @@ class LiveStats:
         for sample in client_samples:
             self.client[sample["worker"]] = sample
 
+    def token_rates(self, variant: str, level: float, start: float, end: float) -> np.ndarray:
+        """Completed output tokens per one-second bin of ``[start, end)`` (what the steadiness check reads)."""
+        figures = self.levels.get((variant, level))
+        bins = int(end - start)
+        if figures is None or bins < 1:
+            return np.empty(0)
+        rates = np.zeros(bins)
+        for t, n in figures.token_times:
+            if start <= t < start + bins:
+                rates[int(t - start)] += n
+        return rates
+
     def rows(self) -> list[dict]:
         cutoff = now() - RATE_WINDOW_S
         client_ok = all(s["cpu_percent"] <= 90 and s["loop_lag_ms_max"] <= 50 for s in self.client.values())

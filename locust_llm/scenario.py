@@ -181,6 +181,9 @@ class LoadSpec(Strict):
     ladder: list[float] = [1, 2, 4, 8]
     step_duration_s: float = Field(default=30.0, gt=0)
     warmup_s: float = Field(default=5.0, ge=0)
+    repeats: int = Field(default=1, ge=1)  # the whole ladder again, per variant; repeated levels are pooled
+    # An unsteady step (throughput drifting within its window) is extended by half a step at a time, up to this.
+    max_extend_s: float = Field(default=0.0, ge=0)
     api: Literal["completions", "chat"] = "completions"
     prompt_tokens: int = Field(default=128, ge=1)
     max_tokens: int = Field(default=128, ge=1)

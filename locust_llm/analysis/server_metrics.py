@@ -195,7 +195,8 @@ class VariantTelemetry:
         return float(sum(deltas.values())), None
 
     # -- gauges ---------------------------------------------------------------------------
-    def gauge_values(self, metric: str, t0: float, t1: float) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
+    def gauge_values(self, metric: str, t0: float,
+                     t1: float) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
         """Values per sampling instant in [t0, t1], series combined by the metric's rule."""
         if not self.has(metric):
             return None, None, self.absent()

@@ -242,7 +242,8 @@ def comparison(baseline: str, variant: str, base: dict[float, StepSamples], othe
     crossover = crossover_level(headline)
     unit = "req/s" if mode == "open" else "concurrent streams"
     return {"baseline": baseline, "variant": variant, "metric": "output_tps", "steps": steps,
-            "crossover_level": crossover, "recommendation": recommendation(variant, baseline, headline, crossover, unit)}
+            "crossover_level": crossover,
+            "recommendation": recommendation(variant, baseline, headline, crossover, unit)}
 
 
 def analyse(run: RunData) -> tuple[dict[str, dict], dict[str, dict[float, StepSamples]], dict[str, str]]:
