@@ -7,6 +7,7 @@ exposes the user classes and the ladder shape.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -105,14 +106,17 @@ def load_plan(environment) -> Plan:
     if options.prometheus_url:
         telemetry = telemetry.model_copy(update={"prometheus_url": options.prometheus_url, "prometheus": "off"})
     return Plan(scenario=scenario, load=load, telemetry=telemetry, gates=gates, variants=variants,
-                external_url=external,
-                model=options.model,
-                report_dir=Path(options.report_dir), run_id=options.run_id or new_run_id(scenario.name),
-                options={k: v for k, v in vars(options).items() if _is_plain(v)})
+                external_url=external, model=options.model, report_dir=Path(options.report_dir),
+                run_id=options.run_id or new_run_id(scenario.name), options=recordable_options(options))
 
 
-def _is_plain(value) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool, list))
+SECRET_OPTION = re.compile(r"auth|pass|secret|token|key|cert", re.IGNORECASE)
+
+
+def recordable_options(options) -> dict:
+    """The command line as env.json records it: plain values only, and nothing that may hold a secret."""
+    return {k: v for k, v in vars(options).items()
+            if not SECRET_OPTION.search(k) and (v is None or isinstance(v, (str, int, float, bool, list)))}
 
 
 def on_step_message(environment, msg, **_kw) -> None:

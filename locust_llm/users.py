@@ -133,13 +133,13 @@ class LLMUser(User):
         self.emit(record)
 
     def emit(self, record: RequestRecord) -> None:
-        if math.isnan(record.t_send):
-            record.t_send = now()
+        # A request never sent (dropped at the cap, failed before sending) keeps t_send NaN in the record.
+        start = now() if math.isnan(record.t_send) else record.t_send
         end = record.t_end if record.ok else now()
         exception = None if record.ok else RuntimeError(f"{record.error_class}: {record.error_message}")
         self.environment.events.request.fire(
             request_type=record.api, name=f"{record.variant} @ {record.level:g}",
-            response_time=max(end - record.t_send, 0.0) * 1000.0, response_length=record.output_tokens,
+            response_time=max(end - start, 0.0) * 1000.0, response_length=record.output_tokens,
             exception=exception, context={"variant": record.variant, "level": record.level,
                                           "step": record.step, "bucket": record.bucket},
             response=None, start_time=time.time())

@@ -159,8 +159,8 @@ def step_summary(run: RunData, variant_frame: pd.DataFrame, step: dict, slo: dic
             else pd.Series(False, index=variant_frame.index)
         summary["offered_rate"] = step["level"]
         summary["scheduled_rate"] = float(arrivals.sum()) / window if math.isfinite(window) else None
-        summary["achieved_rate"] = float((sent["t_send"].notna() & (sent["error_class"] != "dropped_inflight_cap"))
-                                         .sum()) / window if math.isfinite(window) else None
+        # Dropped arrivals were never sent: their t_send stays NaN.
+        summary["achieved_rate"] = float(sent["t_send"].notna().sum()) / window if math.isfinite(window) else None
     drafted = sent["draft_n"].dropna().sum()
     if drafted:
         accepted = sent["draft_accepted"].dropna().sum()
