@@ -75,6 +75,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .analysis.gates import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION
     from .analysis.regression import compare_runs, format_text
     from .analysis.summary import load_run
+    from .report.render import render_report
     from .rundir import write_json
 
     for run_dir in (args.old, args.new):
@@ -86,6 +87,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out = args.out or args.new
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "compare.json", result)
+    if (out / "steps.json").exists():
+        print(render_report(out))  # the run's report gains the comparison as a section
     return EXIT_REGRESSION if result["regressions"] else EXIT_OK
 
 

@@ -50,6 +50,8 @@ def test_verdict_codes_and_their_order():
     assert verdict(died, Gates(ttft_p99_ms=1), regression)["exit_code"] == EXIT_SERVER
     nothing = summary(step(1, errors=10, error_rate=1.0))
     assert verdict(nothing, Gates())["exit_code"] == EXIT_INVALID
+    empty_step = summary(step(1), step(2, requests=0, errors=0))
+    assert "no request was sent" in verdict(empty_step, Gates())["reasons"][str(EXIT_INVALID)][0]
 
 
 def test_unmeasured_figure_fails_its_gate():
@@ -80,6 +82,8 @@ def test_compare_flags_a_degraded_copy_only(tmp_path):
     assert worse.returncode == EXIT_REGRESSION, worse.stdout[-2000:]
     assert "REGRESSION" in worse.stdout
     result = json.loads((degraded / "compare.json").read_text())
+    html = (degraded / "report.html").read_text()
+    assert "(regression)" in html and "Against run synthetic" in html
     tpot = [r for r in result["regressions"] if r["metric"] == "tpot_p50"]
     assert tpot and all(r["ratio"] == pytest.approx(1 / 1.3, rel=0.05) for r in tpot)
 

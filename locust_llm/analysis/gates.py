@@ -2,8 +2,8 @@
 
 Exit codes (most severe first when several apply):
   0 all good; 2 bad input (scenario or options); 6 a server failed to start or died during the run;
-  5 invalid run (records lost, or every step of a variant had the client as its bottleneck, or no
-  request succeeded); 4 regression beyond the threshold against the baseline run; 3 an SLO gate failed.
+  5 invalid run (records lost, a step with no request in its steady window, every step of a variant
+  had the client as its bottleneck, or no request succeeded); 4 regression beyond the threshold against the baseline run; 3 an SLO gate failed.
 """
 
 from __future__ import annotations
@@ -55,6 +55,11 @@ def verdict(summary: dict, gates: Gates, regression: dict | None = None) -> dict
     for variant, entry in summary.get("variants", {}).items():
         steps = entry.get("steps", [])
         succeeded += sum(s.get("requests", 0) - s.get("errors", 0) for s in steps)
+        for s in steps:
+            if not s.get("requests"):
+                reasons.setdefault(EXIT_INVALID, []).append(
+                    f"no request was sent in the steady window of {variant} @ {s.get('level', 0):g}: "
+                    "make the steps longer than a request takes")
         if steps and all(s.get("client_valid") is False for s in steps):
             reasons.setdefault(EXIT_INVALID, []).append(f"the client was the bottleneck at every level of {variant}")
     if summary.get("variants") and succeeded == 0:

@@ -372,6 +372,19 @@ class Report:
         return {"code": code, "meaning": EXIT_MEANINGS.get(code, "see the README"), "ok": code == 0,
                 "reasons": reasons, "failed": failed, "checked": len(checks)}
 
+    def regression(self) -> dict | None:
+        """The comparison with an earlier run (``compare.json``), written by ``compare`` or a nightly baseline."""
+        doc = _json(self.run_dir / "compare.json")
+        if not doc or "rows" not in doc:
+            return None
+        flagged = {(r.get("variant"), r.get("level"), r.get("metric")) for r in doc.get("regressions") or []}
+        rows = [{"variant": r.get("variant"), "level": lvl(r.get("level")), "metric": r.get("metric"),
+                 "ratio": times(r.get("ratio")), "ci": ci_text(r.get("ci95")), "change": r.get("change"),
+                 "regression": (r.get("variant"), r.get("level"), r.get("metric")) in flagged}
+                for r in doc["rows"] if isinstance(r, dict)]
+        return {"old": doc.get("old"), "new": doc.get("new"), "threshold": num(doc.get("max_regression_pct")),
+                "rows": rows, "regressions": len(flagged)}
+
     def conditions(self) -> dict:
         load, host, srv = self.load, self.env.get("host") or {}, self.scenario.get("server") or {}
         ladder = load.get("ladder")
@@ -932,6 +945,7 @@ class Report:
                                                         "level_name": "level", "mode": self.mode},
             "verdict": self.section("verdict", self.verdict),
             "gates": self.section("gates", self.gates),
+            "regression": self.section("regression", self.regression),
             "conditions": self.section("conditions", self.conditions),
             "variants": self.section("variants", self.variant_tables),
             "speedups": self.section("speed-ups", self.speedups),
