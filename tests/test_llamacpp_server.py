@@ -1,7 +1,12 @@
 """The real CPU llama.cpp server with real speculative decoding on the generated test pair."""
 
+import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
+import psutil
 import pytest
 import requests
 
@@ -52,3 +57,25 @@ def test_speculation_is_real_and_lossless(tmp_path):
         t["draft_n_accepted"] for t in timings["spec-k4"])
     assert all("draft_n" not in t for t in timings["baseline"])
     assert counters["baseline"].get("llamacpp:spec_decode_num_drafts_total", 0) == 0
+
+
+@pytest.mark.server
+def test_serve_runs_until_ctrl_c(tmp_path):
+    require_llama_server()
+    serve = subprocess.Popen([sys.executable, "-m", "locust_llm.cli", "serve", "--scenario", str(SCENARIO),
+                              "--variant", "spec-k4", "--log-dir", str(tmp_path)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [serve.stdout.readline() for _ in range(2)]
+        url = re.search(r"at (http://127\.0\.0\.1:\d+)", lines[1]).group(1)
+        assert requests.get(f"{url}/health", timeout=10).status_code == 200
+        server_pids = [p.pid for p in psutil.Process(serve.pid).children(recursive=True)]
+        assert server_pids
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(timeout=60) == 0
+        assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                       for pid in server_pids)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
