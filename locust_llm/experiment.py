@@ -77,6 +77,7 @@ class Experiment:
         self.closed = False
         self.consistency: dict[str, list[dict]] = {}
         self.verdict: dict | None = None
+        self.analysed: tuple | None = None  # (records, run events) the last summary was computed from
         self.run.env = {
             "run_id": plan.run_id, "scenario": plan.scenario.model_dump(mode="json"),
             "scenario_file": str(plan.scenario.source), "load": plan.load.model_dump(mode="json"),
@@ -290,6 +291,10 @@ class Experiment:
             self.telemetry.close()
             if self.prometheus is not None:
                 self.prometheus.stop()
+        analysed = (self.recorder.rows_written, len(self.run.events))
+        if analysed == self.analysed:
+            return requests_path  # headless runs stop, then quit: nothing new arrived in between
+        self.analysed = analysed
         write_summary(self.run.path)
         self.verdict = self.conclude()
         try:
@@ -302,20 +307,19 @@ class Experiment:
         """Gates, and the regression check against a saved baseline run when the scenario names one."""
         gates = self.plan.gates
         summary = json.loads(self.run.file("summary.json").read_text())
-        regression = None
+        regression, missing_baseline = None, None
         if gates.baseline_run:
             saved = Path(gates.library) / gates.baseline_run
             if (saved / "steps.json").exists():
                 regression = compare_runs(load_run(saved), load_run(self.run.path), gates.max_regression_pct)
                 write_json(self.run.file("compare.json"), regression)
             else:
-                summary.setdefault("events", []).append(
-                    {"kind": "baseline_missing", "baseline_run": gates.baseline_run, "library": str(saved.parent)})
+                missing_baseline = (f"baseline run {gates.baseline_run!r} not found in {gates.library}/ "
+                                    "(save one with `locust-llm baseline save`)")
         result = verdict(summary, Gates(gates.ttft_p99_ms, gates.tpot_p99_ms, gates.error_rate), regression)
-        if any(e.get("kind") == "baseline_missing" for e in summary.get("events", [])):
+        if missing_baseline:
             result["exit_code"] = EXIT_BAD_INPUT
-            result["reasons"][str(EXIT_BAD_INPUT)] = [f"baseline run {gates.baseline_run!r} not found in "
-                                                      f"{gates.library}/ (save one with `locust-llm baseline save`)"]
+            result["reasons"][str(EXIT_BAD_INPUT)] = [missing_baseline]
         write_json(self.run.file("verdict.json"), result)
         result["text"] = format_verdict(summary, result)
         return result

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .analysis.validity import CPU_PERCENT_MAX, LOOP_LAG_MS_MAX
 from .records import now
 
 KEEP = 5000
@@ -67,7 +68,8 @@ class LiveStats:
 
     def rows(self) -> list[dict]:
         cutoff = now() - RATE_WINDOW_S
-        client_ok = all(s["cpu_percent"] <= 90 and s["loop_lag_ms_max"] <= 50 for s in self.client.values())
+        client_ok = all(s["cpu_percent"] <= CPU_PERCENT_MAX and s["loop_lag_ms_max"] <= LOOP_LAG_MS_MAX
+                        for s in self.client.values())
         out = []
         for (variant, level), f in self.levels.items():
             recent = sum(n for t, n in f.token_times if t >= cutoff)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 
 # One clock per run: perf_counter's resolution, anchored once per process to the epoch so that
 # processes (and machines) line up with each other and with telemetry timestamps.
@@ -55,7 +55,8 @@ class RequestRecord:
         return self.error_class is None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # Shallow on purpose: called once per request on the load loop, and a finished record is not mutated.
+        return dict(vars(self))
 
     @classmethod
     def from_dict(cls, data: dict) -> "RequestRecord":

@@ -5,9 +5,11 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from locust_llm.analysis.summary import RunData, build_summary
 from locust_llm.recorder import records_table
 from locust_llm.records import RequestRecord
 
@@ -125,3 +127,24 @@ def test_report_rejects_a_folder_that_is_not_a_run(tmp_path):
     done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "not a run directory" in done.stderr
+
+
+def test_multi_token_chunks_follow_the_definitions():
+    """One request, chunks of 1, 3 and 2 tokens: every per-token figure by DESIGN.md, computed by hand."""
+    t0 = 100.0
+    record = RequestRecord(run_id="r", variant="v", level=1, step=0, phase="steady", request_id="one",
+                           output_tokens=6, token_source="usage_deltas", t_send=t0, t_first=t0 + 0.05,
+                           t_end=t0 + 0.15, chunk_offsets=[0.05, 0.11, 0.15], chunk_tokens=[1, 3, 2],
+                           finish_reason="length", http_status=200)
+    frame = pd.DataFrame([record.to_dict()])
+    run = RunData(requests=frame, steps=[{"variant": "v", "step": 0, "level": 1, "mode": "closed",
+                                          "t_start": t0 - 1, "t_steady": t0, "t_end": t0 + 1.0}])
+    step = build_summary(run)["variants"]["v"]["steps"][0]
+    assert step["ttft_ms"]["p50"] == pytest.approx(50.0)
+    assert step["tpot_ms"]["p50"] == pytest.approx(100.0 / 5)  # (t_end - t_first) / (n - 1)
+    assert step["itl_ms"]["n"] == 5 and step["itl_ms"]["mean"] == pytest.approx(20.0)  # 60/3 x3, 40/2 x2
+    assert step["icl_ms"]["n"] == 2 and step["icl_ms"]["mean"] == pytest.approx(50.0)  # chunk gaps 60, 40
+    assert step["decode_tps"]["p50"] == pytest.approx(5 / 0.1)
+    assert step["e2e_tps"]["p50"] == pytest.approx(6 / 0.15)
+    assert step["output_tps"] == pytest.approx(6 / 1.0)  # all 6 tokens arrive inside the 1 s window
+    assert step["tokens_per_chunk"]["value"] == pytest.approx(2.0)

@@ -3,7 +3,8 @@
 Exit codes (most severe first when several apply):
   0 all good; 2 bad input (scenario or options); 6 a server failed to start or died during the run;
   5 invalid run (records lost, a step with no request in its steady window, every step of a variant
-  had the client as its bottleneck, or no request succeeded); 4 regression beyond the threshold against the baseline run; 3 an SLO gate failed.
+  had the client as its bottleneck, or no request succeeded); 4 regression beyond the threshold against
+  the baseline run; 3 an SLO gate failed.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ import pandas as pd
 
 from ..telemetry.maps import CANONICAL, COUNTER, histogram_parts
 from .steady import drift
+from .values import json_safe, num
 
 TELEMETRY_FILE = "telemetry.parquet"
 META_FILE = "telemetry.json"
@@ -78,14 +79,6 @@ def load_windows(run_dir: str | Path) -> list[dict]:
 
 
 # -- small helpers ------------------------------------------------------------------------------
-def _num(value) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return out
-
-
 def _clean(value):
     if value is None:
         return None
@@ -128,8 +121,8 @@ class VariantTelemetry:
             chosen = ranked[0]
             self.source_of[metric] = chosen
             self.by_metric[metric] = group[group["source"] == chosen].sort_values("t", kind="stable")
-        interval = _num(meta.get("interval_s", 1.0))
-        timeout = _num(meta.get("timeout_s", interval))
+        interval = num(meta.get("interval_s", 1.0))
+        timeout = num(meta.get("timeout_s", interval))
         interval = interval if math.isfinite(interval) else 1.0
         timeout = timeout if math.isfinite(timeout) else interval
         # A sample counts as "at" a window edge when it lies within two poll periods plus a timeout of it.
@@ -220,8 +213,8 @@ class VariantTelemetry:
     def gaps_in(self, t0: float, t1: float, source: str | None = None) -> list[dict]:
         out = []
         for gap in self.gaps:
-            start = _num(gap.get("start"))
-            end = _num(gap.get("end"))
+            start = num(gap.get("start"))
+            end = num(gap.get("end"))
             end = end if math.isfinite(end) else math.inf
             if start < t1 and end > t0 and (source is None or gap.get("source") == source):
                 out.append(gap)
@@ -234,9 +227,9 @@ class VariantTelemetry:
             return 0.0
         covered = t1 - t0
         for gap in self.gaps_in(t0, t1, source):
-            end = _num(gap.get("end"))
+            end = num(gap.get("end"))
             end = end if math.isfinite(end) else t1
-            covered -= max(0.0, min(end, t1) - max(_num(gap.get("start")), t0))
+            covered -= max(0.0, min(end, t1) - max(num(gap.get("start")), t0))
         return max(0.0, covered / (t1 - t0))
 
 
@@ -363,7 +356,7 @@ def hardware(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> tuple
 
 
 def step_figures(vt: VariantTelemetry, window: dict) -> dict:
-    t0, t1 = _num(window.get("t_steady")), _num(window.get("t_end"))
+    t0, t1 = num(window.get("t_steady")), num(window.get("t_end"))
     base = {"step": window.get("step"), "level": window.get("level"), "window": [_clean(t0), _clean(t1)],
             "source": "server", "sources": sorted(set(vt.source_of.values()))}
     missing: list[dict] = []
@@ -444,7 +437,7 @@ def server_figures(frame: pd.DataFrame, meta: dict, windows: list[dict]) -> dict
             "memory_trend": memory_trend(vt),
             "gaps": [_gap_view(g) for g in vt.gaps],
         }
-    return _json_safe({"source": "server", "gpu": meta.get("gpu"), "interval_s": meta.get("interval_s"),
+    return json_safe({"source": "server", "gpu": meta.get("gpu"), "interval_s": meta.get("interval_s"),
                        "variants": variants, "notes": meta.get("notes", [])})
 
 
@@ -474,18 +467,4 @@ def cross_check(server_step: dict, client_step: dict, tolerance: float = 0.25) -
             ratio = client / server
             out[figure] = {"server_mean": server, "client_mean": client, "ratio": ratio,
                            "flag": ratio > 1.0 + tolerance or ratio < 1.0 - tolerance}
-    return _json_safe(out)
-
-
-def _json_safe(value):
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    return value
+    return json_safe(out)

@@ -21,6 +21,7 @@ from .server_metrics import cross_check, server_summary
 from .stats import bootstrap_ci, percentile_stat, rate_samples, summarize
 from .steady import drift
 from .validity import client_validity
+from .values import json_safe, num
 
 REQUEST_FIELDS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "e2e_sched_ms", "decode_tps", "e2e_tps",
                   "schedule_lag_ms")
@@ -72,13 +73,6 @@ def load_run(run_dir: Path) -> RunData:
                    consistency=read_json(run_dir / "consistency.json"), server=server_summary(run_dir))
 
 
-def _num(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def _summarize(values) -> dict:
     values = np.asarray(values, dtype=float)
     return summarize(values, n_boot=N_BOOT_LARGE if values.size > LARGE else N_BOOT)
@@ -122,9 +116,10 @@ def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict) -> pd.Se
     return good
 
 
-def step_summary(run: RunData, variant_frame: pd.DataFrame, step: dict, slo: dict) -> tuple[dict, StepSamples]:
+def step_summary(run: RunData, variant_frame: pd.DataFrame, arrivals: tuple[np.ndarray, np.ndarray], step: dict,
+                 slo: dict) -> tuple[dict, StepSamples]:
     """Figures of one ladder step: requests sent in its steady window, tokens arriving in it."""
-    start, end = _num(step.get("t_steady")), _num(step.get("t_end"))
+    start, end = num(step.get("t_steady")), num(step.get("t_end"))
     window = end - start if math.isfinite(start) and math.isfinite(end) and end > start else math.nan
     sent = variant_frame[(variant_frame["step"] == step["step"]) & (variant_frame["phase"] == "steady")]
     derived = request_metrics(sent)
@@ -133,8 +128,7 @@ def step_summary(run: RunData, variant_frame: pd.DataFrame, step: dict, slo: dic
     itl = [v for offsets, tokens in zip(ok_rows["chunk_offsets"], ok_rows["chunk_tokens"])
            for v in per_token_itl_ms(offsets, tokens)]
     icl = [v for offsets in ok_rows["chunk_offsets"] for v in inter_chunk_ms(offsets)]
-    times, counts = token_arrivals(variant_frame)
-    rates = rate_samples(times, counts, start, end, RATE_BIN_S)
+    rates = rate_samples(*arrivals, start, end, RATE_BIN_S)
     output_tps = float(rates.mean()) if rates.size else None
     good = good_requests(sent, derived, slo)
     summary = {
@@ -253,16 +247,21 @@ def analyse(run: RunData) -> tuple[dict[str, dict], dict[str, dict[float, StepSa
     variants: dict[str, dict] = {}
     samples: dict[str, dict[float, StepSamples]] = {}
     modes: dict[str, str] = {}
+    # Every chunk of a variant, once: each step counts the tokens arriving in its own window.
+    per_variant: dict[str, tuple[pd.DataFrame, tuple[np.ndarray, np.ndarray]]] = {}
     for step in run.steps:
         name = step["variant"]
-        variant_frame = frame[frame["variant"] == name] if len(frame) else frame
+        if name not in per_variant:
+            selected = frame[frame["variant"] == name] if len(frame) else frame
+            per_variant[name] = (selected, token_arrivals(selected) if len(selected) else (np.empty(0),) * 2)
+        variant_frame, arrivals = per_variant[name]
         entry = variants.setdefault(name, {"steps": []})
         modes[name] = step["mode"]
         if not len(variant_frame):
             entry["steps"].append({"step": step["step"], "level": step["level"], "mode": step["mode"],
                                    "requests": 0, "errors": 0})
             continue
-        figures, step_samples = step_summary(run, variant_frame, step, slo)
+        figures, step_samples = step_summary(run, variant_frame, arrivals, step, slo)
         entry["steps"].append(figures)
         level = float(step["level"])
         pooled = samples.setdefault(name, {})
@@ -293,25 +292,11 @@ def build_summary(run: RunData) -> dict:
     }
 
 
-def _json_safe(value):
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
-
-
 def write_summary(run_dir: Path, run: RunData | None = None) -> Path:
     run_dir = Path(run_dir)
     run = run if run is not None else load_run(run_dir)
     path = run_dir / "summary.json"
     tmp = path.with_name("summary.json.tmp")
-    tmp.write_text(json.dumps(_json_safe(build_summary(run)), indent=2))
+    tmp.write_text(json.dumps(json_safe(build_summary(run)), indent=2))
     tmp.replace(path)
     return path

@@ -22,6 +22,7 @@ import os
 import re
 from pathlib import Path
 
+from ..analysis.values import json_safe
 from .fmt import num, ok
 
 LEADING = ["variant", "is_baseline", "step", "level", "mode", "users", "window_s", "requests", "errors",
@@ -251,9 +252,7 @@ def write_exports(run_dir: Path, summary: dict | None = None, env: dict | None =
     written = [_write(run_dir / "steps.csv", steps_csv(summary)),
                _write(run_dir / "summary.md", summary_markdown(summary, env, run_dir))]
     if not (run_dir / "summary.json").exists():
-        from ..analysis.summary import _json_safe
-
-        written.append(_write(run_dir / "summary.json", json.dumps(_json_safe(summary), indent=2)))
+        written.append(_write(run_dir / "summary.json", json.dumps(json_safe(summary), indent=2)))
     return written
 
 
