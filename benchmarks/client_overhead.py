@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from locust_llm import records as R
-from locust_llm.client import RequestSpec, StreamingClient
+from locust_llm.client.stream import RequestSpec, StreamingClient
 
 DEFAULT_LEVELS = "1:0.01,10:0.01,25:0.01,50:0.02,50:0.01,75:0.01,100:0.02,100:0.01,150:0.01,200:0.01,200:0.005"
 

@@ -13,7 +13,7 @@ import argparse
 import statistics
 import tempfile
 
-from locust_llm.client import RequestSpec, StreamingClient
+from locust_llm.client.stream import RequestSpec, StreamingClient
 from locust_llm.records import RequestRecord
 from locust_llm.scenario import load_scenario
 from locust_llm.servers import launch_variant

@@ -51,45 +51,65 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.stop()
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from .analysis.merge import merge_runs
-    from .analysis.summary import load_run, write_summary
-    from .report.render import render_report
+def _not_run_dirs(paths: list[Path]) -> int | None:
+    from .rundir import is_run_dir
 
-    missing = [d for d in args.run_dirs if not (d / "steps.json").exists()]
+    missing = [p for p in paths if not is_run_dir(p)]
     if missing:
         print(f"error: not a run directory (no steps.json): {', '.join(map(str, missing))}", file=sys.stderr)
         return 2
+    return None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Recompute summary, comparison, verdict and report from the run directory's raw files."""
+    from .analysis.merge import merge_runs
+    from .pipeline import finish_run
+    from .rundir import load_run
+
+    if (code := _not_run_dirs(args.run_dirs)) is not None:
+        return code
     if len(args.run_dirs) == 1 and args.out is None:
-        out = args.run_dirs[0]
-        write_summary(out)
+        outcome = finish_run(args.run_dirs[0])
     else:
         out = args.out or Path("reports") / ("merged-" + time.strftime("%Y%m%d-%H%M%S"))
         out.mkdir(parents=True, exist_ok=True)
-        write_summary(out, merge_runs([load_run(d) for d in args.run_dirs], [d.name for d in args.run_dirs]))
-    print(render_report(out))
+        merged = merge_runs([load_run(d) for d in args.run_dirs], [d.name for d in args.run_dirs])
+        outcome = finish_run(out, run=merged)
+    print(outcome.report or "the HTML report could not be rendered (see the log)")
+    print(f"verdict: exit code {outcome.verdict.exit_code}")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .analysis.gates import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION
-    from .analysis.regression import compare_runs, format_text
-    from .analysis.summary import load_run
-    from .report.render import render_report
-    from .rundir import write_json
+    from .analysis.gates import EXIT_OK, EXIT_REGRESSION
+    from .analysis.regression import compare_runs
+    from .pipeline import finish_run
+    from .report.console import comparison_table
+    from .rundir import is_run_dir, layout, load_run
 
-    for run_dir in (args.old, args.new):
-        if not (run_dir / "steps.json").exists():
-            print(f"error: not a run directory (no steps.json): {run_dir}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    result = compare_runs(load_run(args.old), load_run(args.new), args.max_regression_pct)
-    print(format_text(result))
-    out = args.out or args.new
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "compare.json", result)
-    if (out / "steps.json").exists():
-        print(render_report(out))  # the run's report gains the comparison as a section
-    return EXIT_REGRESSION if result["regressions"] else EXIT_OK
+    if (code := _not_run_dirs([args.old, args.new])) is not None:
+        return code
+    if args.out is None or (args.out.resolve() == args.new.resolve()):
+        # The new run's verdict and report gain the comparison.
+        result = finish_run(args.new, baseline_dir=args.old, max_regression_pct=args.max_regression_pct).regression
+    else:
+        result = compare_runs(load_run(args.old), load_run(args.new), args.max_regression_pct)
+        args.out.mkdir(parents=True, exist_ok=True)
+        layout.write_text(args.out / layout.RUN_COMPARISON, result.model_dump_json(indent=2))
+        if is_run_dir(args.out):
+            finish_run(args.out)
+    print(comparison_table(result))
+    return EXIT_REGRESSION if result.regressions else EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from .analysis.documents import summary_schema
+
+    print(json.dumps(summary_schema(), indent=2))
+    return 0
 
 
 def baseline_library(path: Path | None) -> Path:
@@ -97,21 +117,30 @@ def baseline_library(path: Path | None) -> Path:
 
 
 def cmd_baseline_save(args: argparse.Namespace) -> int:
-    if not (args.run_dir / "steps.json").exists():
-        print(f"error: not a run directory (no steps.json): {args.run_dir}", file=sys.stderr)
+    from .rundir import layout
+    from .scenario import NAME_PATTERN, valid_name
+
+    if (code := _not_run_dirs([args.run_dir])) is not None:
+        return code
+    if not valid_name(args.name):
+        print(f"error: --name {args.name!r} is not a plain name; use letters, digits, '.', '_' and '-' "
+              f"({NAME_PATTERN})", file=sys.stderr)
         return 2
     target = baseline_library(args.library) / args.name
     if target.exists():
         shutil.rmtree(target)
     # The analysis re-reads the raw files, so a baseline keeps them all (logs excluded).
-    shutil.copytree(args.run_dir, target, ignore=shutil.ignore_patterns("*.log", "requests.parts", "*.tmp"))
+    shutil.copytree(args.run_dir, target, ignore=shutil.ignore_patterns("*.log", "*.tmp", layout.REQUEST_PARTS,
+                                                                        layout.TELEMETRY_PARTS))
     print(f"saved {args.run_dir} as baseline {args.name!r} in {target}")
     return 0
 
 
 def cmd_baseline_list(args: argparse.Namespace) -> int:
     library = baseline_library(args.library)
-    names = sorted(p.name for p in library.iterdir() if (p / "steps.json").exists()) if library.exists() else []
+    from .rundir import is_run_dir
+
+    names = sorted(p.name for p in library.iterdir() if is_run_dir(p)) if library.exists() else []
     print("\n".join(names) if names else f"no baselines in {library}/")
     return 0
 
@@ -136,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-dir", type=Path, default=Path("reports/serve"))
     serve.set_defaults(func=cmd_serve)
 
-    report = sub.add_parser("report", help="recompute summary.json from run directories (several: one comparison)")
+    report = sub.add_parser("report", help="recompute summary, verdict and report from run directories "
+                                           "(several: one comparison)")
     report.add_argument("run_dirs", nargs="+", type=Path)
     report.add_argument("--out", type=Path, default=None,
                         help="where a merged comparison goes (default: reports/merged-<time>)")
@@ -149,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a change outside the noise and worse than this many percent is a regression")
     compare.add_argument("--out", type=Path, default=None, help="where compare.json goes (default: NEW)")
     compare.set_defaults(func=cmd_compare)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of summary.json")
+    schema.set_defaults(func=cmd_schema)
 
     baseline = sub.add_parser("baseline", help="the library of saved baseline runs for nightly comparisons")
     baseline_sub = baseline.add_subparsers(dest="baseline_command", required=True)

@@ -1,10 +1,14 @@
-"""The one record every request produces, and the run clock its times are on."""
+"""The one record every request produces, its Parquet schema, its vocabularies, and the run clock."""
 
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass, field, fields
+
+import pyarrow as pa
+
+__all__ = ["ErrorClass", "Phase", "REQUESTS_SCHEMA", "RequestRecord", "now"]
 
 # One clock per run: perf_counter's resolution, anchored once per process to the epoch so that
 # processes (and machines) line up with each other and with telemetry timestamps.
@@ -17,6 +21,35 @@ def now() -> float:
 
 
 NAN = math.nan
+
+
+class ErrorClass:
+    """The ``error_class`` column; each fires a Locust failure and counts in every denominator."""
+
+    HTTP_ERROR = "http_error"
+    CONNECT_ERROR = "connect_error"
+    CONNECTION_RESET = "connection_reset"
+    CONNECT_TIMEOUT = "connect_timeout"
+    FIRST_TOKEN_TIMEOUT = "first_token_timeout"
+    IDLE_TIMEOUT = "idle_timeout"
+    TOTAL_TIMEOUT = "total_timeout"
+    TRUNCATED = "truncated_stream"
+    MALFORMED = "malformed_event"
+    EMPTY = "empty_completion"
+    SERVER_ERROR_EVENT = "server_error_event"
+    DROPPED = "dropped_inflight_cap"
+    CANCELLED = "cancelled"
+    CLIENT_ERROR = "client_error"
+
+
+class Phase:
+    """Where a process is in a ladder step (``StepState.phase``, the ``phase`` column)."""
+
+    IDLE = "idle"
+    STARTING = "starting"
+    WARMUP = "warmup"
+    STEADY = "steady"
+    DRAIN = "drain"
 
 
 @dataclass
@@ -58,23 +91,10 @@ class RequestRecord:
         # Shallow on purpose: called once per request on the load loop, and a finished record is not mutated.
         return dict(vars(self))
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "RequestRecord":
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
+# Column types by annotation. Counts are int64 so that no value a server or a user can send overflows a
+# column; offsets are float32 (microsecond resolution over ten minutes) to keep long runs small.
+_ARROW = {"str": pa.string(), "str | None": pa.string(), "int": pa.int64(), "int | None": pa.int64(),
+          "float": pa.float64(), "list[float]": pa.list_(pa.float32()), "list[int]": pa.list_(pa.int32())}
 
-# Error classes (the ``error_class`` column); each fires a Locust failure and counts in every denominator.
-HTTP_ERROR = "http_error"
-CONNECT_ERROR = "connect_error"
-CONNECTION_RESET = "connection_reset"
-CONNECT_TIMEOUT = "connect_timeout"
-FIRST_TOKEN_TIMEOUT = "first_token_timeout"
-IDLE_TIMEOUT = "idle_timeout"
-TOTAL_TIMEOUT = "total_timeout"
-TRUNCATED = "truncated_stream"
-MALFORMED = "malformed_event"
-EMPTY = "empty_completion"
-SERVER_ERROR_EVENT = "server_error_event"
-DROPPED = "dropped_inflight_cap"
-CLIENT_ERROR = "client_error"
+REQUESTS_SCHEMA = pa.schema([(f.name, _ARROW[f.type]) for f in fields(RequestRecord)])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
+import reprlib
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -16,6 +18,15 @@ Engine = Literal["llamacpp", "vllm", "sglang", "external"]
 def cache_dir() -> Path:
     """Generated models and other reusable artefacts (``$LOCUST_LLM_CACHE``, else ~/.cache/locust-llm)."""
     return Path(os.environ.get("LOCUST_LLM_CACHE", Path.home() / ".cache" / "locust-llm"))
+
+
+# Run ids, variant and baseline names become file and directory names: plain names only, never a path.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+_NAME = re.compile(NAME_PATTERN)
+
+
+def valid_name(name: str) -> bool:
+    return isinstance(name, str) and bool(_NAME.fullmatch(name))
 
 
 class ScenarioError(ValueError):
@@ -197,6 +208,9 @@ class LoadSpec(Strict):
     burstiness: float = Field(default=1.0, gt=0)
     max_inflight: int = Field(default=256, ge=1)
     think_time_s: float = Field(default=0.0, ge=0)
+    # What counts prompt (and, without per-chunk usage, output) tokens: the server's /tokenize, a Hugging Face
+    # tokenizer name or path (needs the tokenizers or transformers package), or none (lengths approximate).
+    tokenizer: str = "server"
     timeouts: Timeouts = Timeouts()
 
     @field_validator("ladder")
@@ -251,6 +265,10 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _check_variants(self) -> "Scenario":
+        bad = [name for name in self.variants if not valid_name(name)]
+        if bad:
+            raise ValueError(f"variant names must be plain names ({NAME_PATTERN}: letters, digits, '.', '_', '-'); "
+                             f"found {', '.join(map(repr, bad))}")
         if self.baseline is not None and self.baseline not in self.variants:
             raise ValueError(f"baseline {self.baseline!r} is not one of the variants: {', '.join(self.variants)}")
         return self
@@ -281,9 +299,14 @@ class Scenario(Strict):
         return cache_dir() / "models" / name
 
 
-def _describe_input(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxdict, _SHORT_REPR.maxlist, _SHORT_REPR.maxstring = 3, 4, 4, 60
+
+
+def describe_value(value: Any, limit: int = 80) -> str:
+    """A value as an error message quotes it: a bounded repr (never the whole of a huge value), cut to ``limit``."""
+    text = _SHORT_REPR.repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
@@ -323,7 +346,7 @@ def _format_error(error: dict, model: type[BaseModel], prefix: tuple = ()) -> st
     if error["type"] == "missing":
         return f"{where}: required key is missing; add it"
     msg = error["msg"].removeprefix("Value error, ")
-    return f"{where}: {msg}; found {_describe_input(error.get('input'))}"
+    return f"{where}: {msg}; found {describe_value(error.get('input'))}"
 
 
 def _validate_speculative(scenario: Scenario, path: Path) -> None:

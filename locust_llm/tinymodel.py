@@ -13,11 +13,12 @@ that is the same physics that makes speculative decoding pay on a GPU at low bat
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
+
+from .rundir.layout import atomic_write, write_text
 
 MANIFEST = "tiny-model.json"
 SPACE = "\u2581"  # SentencePiece's word-boundary marker
@@ -104,40 +105,41 @@ def _write_gguf(path: Path, name: str, cfg: TinyModelConfig, n_layer: int,
                 tensors: dict[str, np.ndarray], vocab: tuple[list[str], list[float], list[int]]) -> None:
     import gguf
 
-    tmp = path.with_name(path.name + ".partial")
-    writer = gguf.GGUFWriter(str(tmp), "llama")
-    writer.add_name(name)
-    writer.add_context_length(cfg.n_ctx)
-    writer.add_embedding_length(cfg.n_embd)
-    writer.add_block_count(n_layer)
-    writer.add_feed_forward_length(cfg.n_ff)
-    writer.add_head_count(cfg.n_head)
-    writer.add_head_count_kv(cfg.n_head)
-    writer.add_rope_dimension_count(cfg.n_embd // cfg.n_head)
-    writer.add_rope_freq_base(10000.0)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if cfg.f16 else gguf.LlamaFileType.ALL_F32)
-    tokens, scores, types = vocab
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(tokens)
-    writer.add_token_scores(scores)
-    writer.add_token_types(types)
-    writer.add_unk_token_id(0)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    writer.add_add_bos_token(True)
-    writer.add_add_eos_token(False)
-    writer.add_chat_template(CHAT_TEMPLATE)
-    for tensor_name, array in tensors.items():
-        # ggml keeps norms in f32; matrices follow the preset's precision.
-        if cfg.f16 and array.ndim == 2:
-            array = array.astype(np.float16)
-        writer.add_tensor(tensor_name, array)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    os.replace(tmp, path)
+    def write(tmp: Path) -> None:
+        writer = gguf.GGUFWriter(str(tmp), "llama")
+        writer.add_name(name)
+        writer.add_context_length(cfg.n_ctx)
+        writer.add_embedding_length(cfg.n_embd)
+        writer.add_block_count(n_layer)
+        writer.add_feed_forward_length(cfg.n_ff)
+        writer.add_head_count(cfg.n_head)
+        writer.add_head_count_kv(cfg.n_head)
+        writer.add_rope_dimension_count(cfg.n_embd // cfg.n_head)
+        writer.add_rope_freq_base(10000.0)
+        writer.add_layer_norm_rms_eps(1e-5)
+        writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if cfg.f16 else gguf.LlamaFileType.ALL_F32)
+        tokens, scores, types = vocab
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list(tokens)
+        writer.add_token_scores(scores)
+        writer.add_token_types(types)
+        writer.add_unk_token_id(0)
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
+        writer.add_add_bos_token(True)
+        writer.add_add_eos_token(False)
+        writer.add_chat_template(CHAT_TEMPLATE)
+        for tensor_name, array in tensors.items():
+            # ggml keeps norms in f32; matrices follow the preset's precision.
+            if cfg.f16 and array.ndim == 2:
+                array = array.astype(np.float16)
+            writer.add_tensor(tensor_name, array)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+
+    atomic_write(path, write)
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,7 @@ def generate(out_dir: str | Path, preset: str = "test", seed: int = 0,
     _write_gguf(draft, f"tiny-{preset}-draft", cfg, 1, layer_tensors(1), vocab)
     pair = TinyModelPair(target=target, draft=draft, config=cfg, seed=seed)
     # Written last: its presence says both files are complete and which recipe made them.
-    (out / MANIFEST).write_text(json.dumps(pair.recipe(), indent=2, sort_keys=True))
+    write_text(out / MANIFEST, json.dumps(pair.recipe(), indent=2, sort_keys=True))
     return pair
 
 

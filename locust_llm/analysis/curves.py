@@ -11,12 +11,18 @@ import math
 from collections.abc import Sequence
 from itertools import pairwise
 
+__all__ = ["knee_level", "saturation_level"]
+
 
 def _ok(x) -> bool:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
 
-def saturation_level(levels: Sequence[float], throughput_ci: Sequence[tuple], min_gain: float = 0.05) -> float | None:
+SATURATION_MIN_GAIN = 0.05
+
+
+def saturation_level(levels: Sequence[float], throughput_ci: Sequence[tuple],
+                     min_gain: float = SATURATION_MIN_GAIN) -> float | None:
     """The load level beyond which more load no longer buys throughput beyond the noise; None if none.
 
     ``throughput_ci[i]`` is ``(value, lo, hi)`` for ``levels[i]``: a throughput point estimate and its CI (e.g.

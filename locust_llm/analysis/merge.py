@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .summary import RunData
+from ..rundir.load import RunData
+
+__all__ = ["merge_runs"]
 
 
 def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
@@ -21,7 +23,8 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
     def rename(run_id: str, name: str) -> str:
         return f"{run_id}:{name}" if seen.get(name, 0) > 1 else name
 
-    frames, steps, events, clients, consistency, server_variants = [], [], [], [], {}, {}
+    frames, steps, events, clients, telemetry, consistency = [], [], [], [], [], {}
+    meta: dict = {"attachments": [], "gaps": [], "notes": []}
     for run, run_id in zip(runs, run_ids):
         if len(run.requests):
             frame = run.requests.copy()
@@ -32,11 +35,23 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
         if len(run.client):
             clients.append(run.client)
         consistency.update({rename(run_id, k): v for k, v in run.consistency.items()})
-        for name, figures in (run.server.get("variants") or {}).items():
-            server_variants[rename(run_id, name)] = figures
+        if len(run.telemetry):
+            rows = run.telemetry.copy()
+            rows["variant"] = rows["variant"].map(lambda v, r=run_id: rename(r, v))
+            telemetry.append(rows)
+        for key in ("attachments", "gaps"):
+            meta[key] += [{**item, "variant": rename(run_id, item.get("variant", ""))}
+                          for item in run.telemetry_meta.get(key, [])]
+        meta["notes"] += run.telemetry_meta.get("notes", [])
     first = runs[0]
     env = {**first.env, "run_id": "+".join(run_ids), "baseline": rename(run_ids[0], first.env.get("baseline", "")),
            "merged_from": run_ids}
-    return RunData(requests=pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), steps=steps,
-                   events=events, env=env, client=pd.concat(clients, ignore_index=True) if clients else pd.DataFrame(),
-                   consistency=consistency, server={**first.server, "variants": server_variants})
+    for key in ("interval_s", "timeout_s", "gpu"):
+        if key in first.telemetry_meta:
+            meta[key] = first.telemetry_meta[key]
+    return RunData(requests=pd.concat(frames, ignore_index=True) if frames else first.requests.iloc[0:0],
+                   steps=steps, events=events, env=env,
+                   client=pd.concat(clients, ignore_index=True) if clients else pd.DataFrame(),
+                   consistency=consistency,
+                   telemetry=pd.concat(telemetry, ignore_index=True) if telemetry else first.telemetry.iloc[0:0],
+                   telemetry_meta=meta)

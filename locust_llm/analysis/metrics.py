@@ -1,10 +1,12 @@
-"""Per-request metrics (DESIGN.md "Metric definitions"). Pure functions."""
+"""Per-request metrics (README, "Metric definitions"). Pure functions."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 import pandas as pd
+
+__all__ = ["inter_chunk_ms", "per_token_itl_ms", "request_metrics"]
 
 
 def request_metrics(frame: pd.DataFrame) -> pd.DataFrame:

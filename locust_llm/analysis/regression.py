@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compare import ratio_ci
+from ..rundir.load import RunData
+from .documents import RunComparison
+from .speedup import ratio_ci
 from .stats import percentile_stat
-from .summary import RunData, analyse
+from .summary import analyse
+
+__all__ = ["compare_runs"]
 
 # metric -> (how to get the samples, statistic, higher is better)
 METRICS = {
@@ -24,8 +28,8 @@ METRICS = {
 N_BOOT = 1000
 
 
-def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) -> dict:
-    """``{"rows": [...], "regressions": [...], "max_regression_pct"}``; ratio > 1 means the new run is better."""
+def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) -> RunComparison:
+    """Every variant and level both runs measured; ratio > 1 means the new run is better."""
     _, old_samples, _ = analyse(old)
     _, new_samples, _ = analyse(new)
     rows, regressions = [], []
@@ -45,19 +49,6 @@ def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) ->
                 rows.append(row)
                 if change == "worse" and ratio["value"] < 1 - max_regression_pct / 100:
                     regressions.append(row)
-    return {"old": old.env.get("run_id"), "new": new.env.get("run_id"), "max_regression_pct": max_regression_pct,
-            "rows": rows, "regressions": regressions}
-
-
-def format_text(result: dict) -> str:
-    lines = [f"compare {result['old']} -> {result['new']} (ratio > 1: new is better; "
-             f"regression: worse beyond the noise and by more than {result['max_regression_pct']:g}%)"]
-    lines.append(f"{'variant':<18} {'level':>6} {'metric':<11} {'ratio':>7}  {'95% CI':<17} change")
-    for row in result["rows"]:
-        ci = f"[{row['ci95'][0]:.3f}, {row['ci95'][1]:.3f}]" if row["ci95"] else "-"
-        ratio = f"{row['ratio']:.3f}" if row["ratio"] is not None else "-"
-        mark = "  REGRESSION" if row in result["regressions"] else ""
-        lines.append(f"{row['variant']:<18} {row['level']:>6g} {row['metric']:<11} {ratio:>7}  {ci:<17} "
-                     f"{row['change']}{mark}")
-    lines.append(f"{len(result['regressions'])} regression(s)")
-    return "\n".join(lines)
+    return RunComparison(old=old.env.get("run_id"), old_dir=str(old.run_dir) if old.run_dir else None,
+                         new=new.env.get("run_id"), max_regression_pct=max_regression_pct, rows=rows,
+                         regressions=regressions)

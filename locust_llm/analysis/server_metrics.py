@@ -1,10 +1,10 @@
-"""Per-step server figures from ``telemetry.parquet`` (+ ``telemetry.json``) and the steps' steady windows.
+"""Per-step server figures from the telemetry rows, its meta (``telemetry.json``) and the steps' steady windows.
 
 Pure (pandas/numpy; no Locust). For every variant and step window ``[t_steady, t_end]``:
 
 * **acceptance** (``source: "server"``) from counter deltas: rate = Δaccepted / Δdraft_tokens, mean acceptance
-  length = 1 + Δaccepted / Δdrafts, per position i = Δaccepted_pos_i / Δdrafts (DESIGN.md). A delta uses,
-  per series, the samples nearest the window edges (each must lie within ``edge_tolerance_s`` of its edge)
+  length = 1 + Δaccepted / Δdrafts, per position i = Δaccepted_pos_i / Δdrafts (README, "Metric definitions").
+  A delta uses, per series, the samples nearest the window edges (each must lie within ``edge_tolerance_s`` of its edge)
   and sums the increments between them, so a counter reset (server restart) does not go negative. SGLang
   has no counters for this, only *interval gauges*: their mean over the window is reported, flagged as such,
   never differenced.
@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..telemetry.maps import CANONICAL, COUNTER, histogram_parts
 from .steady import drift
-from .values import json_safe, num
+from .values import json_safe, to_float
 
-TELEMETRY_FILE = "telemetry.parquet"
-META_FILE = "telemetry.json"
-PARTS_DIR = "telemetry.parts"
+__all__ = ["VariantTelemetry", "acceptance", "counter_increments", "cross_check", "hardware", "histograms",
+           "memory_trend", "server_figures", "step_figures"]
 
 # When two sources carry the same canonical metric, the first listed wins.
 SOURCE_PRIORITY = ("scrape", "prometheus", "nvml", "dcgm", "process")
@@ -55,30 +53,15 @@ ITL_NOTE = ("vLLM's inter_token_latency is per engine step (several tokens under
             "SGLang's is per token")
 
 
-# -- loading ------------------------------------------------------------------------------------
-def load_telemetry(run_dir: str | Path) -> tuple[pd.DataFrame, dict]:
-    """``(rows, meta)``; the part files when the run died before its merge; empty frame if none."""
-    run_dir = Path(run_dir)
-    path = run_dir / TELEMETRY_FILE
-    if path.exists():
-        frame = pd.read_parquet(path)
-    else:
-        parts = sorted((run_dir / PARTS_DIR).glob("part-*.parquet"))
-        frame = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True) if parts else pd.DataFrame(
-            columns=["t", "variant", "source", "metric", "labels", "value"])
-    meta_path = run_dir / META_FILE
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    return frame, meta
-
-
-def load_windows(run_dir: str | Path) -> list[dict]:
-    path = Path(run_dir) / "steps.json"
-    if not path.exists():
-        return []
-    return list(json.loads(path.read_text()).get("steps", []))
-
-
 # -- small helpers ------------------------------------------------------------------------------
+def counter_increments(values: np.ndarray) -> np.ndarray:
+    """Increments between consecutive samples of a counter; a drop is a reset (server restart), counted from
+    zero. The one rule for counters, used for window deltas and for rates over time alike."""
+    values = np.asarray(values, dtype=float)
+    steps = np.diff(values)
+    return np.where(steps >= 0, steps, values[1:])
+
+
 def _clean(value):
     if value is None:
         return None
@@ -121,8 +104,8 @@ class VariantTelemetry:
             chosen = ranked[0]
             self.source_of[metric] = chosen
             self.by_metric[metric] = group[group["source"] == chosen].sort_values("t", kind="stable")
-        interval = num(meta.get("interval_s", 1.0))
-        timeout = num(meta.get("timeout_s", interval))
+        interval = to_float(meta.get("interval_s", 1.0))
+        timeout = to_float(meta.get("timeout_s", interval))
         interval = interval if math.isfinite(interval) else 1.0
         timeout = timeout if math.isfinite(timeout) else interval
         # A sample counts as "at" a window edge when it lies within two poll periods plus a timeout of it.
@@ -172,9 +155,7 @@ class VariantTelemetry:
                 return None, f"no sample within {self.edge_tolerance_s:.1f} s of the window end"
             if i1 <= i0:
                 return None, "the same sample is nearest both window edges (window shorter than the poll interval)"
-            vals = v[i0:i1 + 1]
-            steps = np.diff(vals)
-            increments = np.where(steps >= 0, steps, vals[1:])  # a drop is a reset: count from zero
+            increments = counter_increments(v[i0:i1 + 1])
             key = _group_key(labels, group_by)
             out[key] = out.get(key, 0.0) + float(increments.sum())
             span.extend([t[i0], t[i1]])
@@ -213,8 +194,8 @@ class VariantTelemetry:
     def gaps_in(self, t0: float, t1: float, source: str | None = None) -> list[dict]:
         out = []
         for gap in self.gaps:
-            start = num(gap.get("start"))
-            end = num(gap.get("end"))
+            start = to_float(gap.get("start"))
+            end = to_float(gap.get("end"))
             end = end if math.isfinite(end) else math.inf
             if start < t1 and end > t0 and (source is None or gap.get("source") == source):
                 out.append(gap)
@@ -227,9 +208,9 @@ class VariantTelemetry:
             return 0.0
         covered = t1 - t0
         for gap in self.gaps_in(t0, t1, source):
-            end = num(gap.get("end"))
+            end = to_float(gap.get("end"))
             end = end if math.isfinite(end) else t1
-            covered -= max(0.0, min(end, t1) - max(num(gap.get("start")), t0))
+            covered -= max(0.0, min(end, t1) - max(to_float(gap.get("start")), t0))
         return max(0.0, covered / (t1 - t0))
 
 
@@ -356,7 +337,7 @@ def hardware(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> tuple
 
 
 def step_figures(vt: VariantTelemetry, window: dict) -> dict:
-    t0, t1 = num(window.get("t_steady")), num(window.get("t_end"))
+    t0, t1 = to_float(window.get("t_steady")), to_float(window.get("t_end"))
     base = {"step": window.get("step"), "level": window.get("level"), "window": [_clean(t0), _clean(t1)],
             "source": "server", "sources": sorted(set(vt.source_of.values()))}
     missing: list[dict] = []
@@ -439,12 +420,6 @@ def server_figures(frame: pd.DataFrame, meta: dict, windows: list[dict]) -> dict
         }
     return json_safe({"source": "server", "gpu": meta.get("gpu"), "interval_s": meta.get("interval_s"),
                        "variants": variants, "notes": meta.get("notes", [])})
-
-
-def server_summary(run_dir: str | Path, windows: list[dict] | None = None) -> dict:
-    """Everything above for a run directory (windows default to ``steps.json``)."""
-    frame, meta = load_telemetry(run_dir)
-    return server_figures(frame, meta, load_windows(run_dir) if windows is None else windows)
 
 
 def cross_check(server_step: dict, client_step: dict, tolerance: float = 0.25) -> dict:

@@ -22,6 +22,9 @@ from statistics import NormalDist
 
 import numpy as np
 
+__all__ = ["bootstrap_ci", "bootstrap_distribution", "finite", "percentile_interval", "percentile_stat",
+           "rate_samples", "summarize", "t_quantile", "t_sf"]
+
 PERCENTILES = (50, 95, 99)
 DEFAULT_N_BOOT = 2000
 # Resample matrices are built in chunks of at most this many elements (about 16 MB of float64), so a
@@ -147,7 +150,7 @@ def rate_samples(event_times, event_counts, start: float, end: float, bin_s: flo
     over-weighted); bin ``j`` is ``[start + j*w, start + (j+1)*w)``. ``event_counts`` gives each event's weight
     (e.g. tokens in a chunk); ``None`` counts each event once. The mean of the returned rates is exactly the
     aggregate rate ``sum(counts in window) / (end - start)``, so ``bootstrap_ci(rates, np.mean)`` is a CI of
-    the step's aggregate throughput (DESIGN.md "Aggregate output tok/s"). Bootstrapping bins treats them as
+    the step's aggregate throughput (README, "Metric definitions"). Bootstrapping bins treats them as
     exchangeable; choose ``bin_s`` longer than a request's decode time when the output is bursty.
     An empty array when the window is empty or not finite.
     """

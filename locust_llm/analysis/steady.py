@@ -11,8 +11,13 @@ import numpy as np
 
 from .stats import t_quantile
 
+__all__ = ["drift"]
 
-def drift(times, values, alpha: float = 0.05, tolerance: float = 0.05) -> dict:
+
+DRIFT_TOLERANCE = 0.05
+
+
+def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE) -> dict:
     """Ordinary-least-squares drift of ``values`` against ``times`` (seconds) over a window.
 
     Returns ``{"slope", "ci95", "relative_slope_per_min", "steady", "n", "window_s", "mean", "drift_fraction"}``:

@@ -1,27 +1,30 @@
-"""``summary.json`` from the run directory's files alone: per step figures with CIs, per variant curves,
-baseline-vs-variant comparisons, the consistency check and client validity. No Locust imports.
+"""``RunData`` -> ``Summary`` (``summary.json``): per step figures with CIs, per variant curves,
+baseline-vs-variant comparisons, the consistency check, client validity and error samples. Pure.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from .compare import crossover_level, ratio_ci, recommendation
-from .consistency import agreement
-from .curves import knee_level, saturation_level
+from ..rundir.load import RunData
+from .agreement import agreement
+from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
+from .documents import Summary
+from .errors import error_samples
 from .metrics import inter_chunk_ms, per_token_itl_ms, request_metrics
-from .server_metrics import cross_check, server_summary
+from .server_metrics import cross_check, server_figures
+from .speedup import crossover_level, ratio_ci, recommendation
 from .stats import bootstrap_ci, percentile_stat, rate_samples, summarize
 from .steady import drift
 from .validity import client_validity
-from .values import json_safe, num
+from .values import json_safe, to_float
+
+__all__ = ["StepSamples", "analyse", "build_summary"]
 
 REQUEST_FIELDS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "e2e_sched_ms", "decode_tps", "e2e_tps",
                   "schedule_lag_ms")
@@ -34,43 +37,6 @@ RATE_BIN_S = 1.0
 # In a closed loop latency past saturation grows in proportion to users (Little's law), so the knee is
 # where half of each load increase already goes into waiting; open loop uses proportional growth.
 KNEE_THRESHOLD = {"closed": 0.5, "open": 1.0}
-
-
-@dataclass
-class RunData:
-    """Everything the analysis reads, loaded from one run directory (or merged from several)."""
-
-    requests: pd.DataFrame
-    steps: list[dict]
-    events: list[dict] = field(default_factory=list)
-    env: dict = field(default_factory=dict)
-    client: pd.DataFrame = field(default_factory=pd.DataFrame)
-    consistency: dict = field(default_factory=dict)
-    server: dict = field(default_factory=dict)  # analysis.server_metrics.server_summary of the telemetry
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def load_requests(run_dir: Path) -> pd.DataFrame:
-    path = run_dir / "requests.parquet"
-    if path.exists():
-        return pd.read_parquet(path)
-    parts = sorted((run_dir / "requests.parts").glob("part-*.parquet"))
-    if parts:  # a run that died before its final merge
-        return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
-    return pd.DataFrame()
-
-
-def load_run(run_dir: Path) -> RunData:
-    run_dir = Path(run_dir)
-    steps_doc = read_json(run_dir / "steps.json")
-    client_path = run_dir / "client.parquet"
-    return RunData(requests=load_requests(run_dir), steps=steps_doc.get("steps", []),
-                   events=steps_doc.get("events", []), env=read_json(run_dir / "env.json"),
-                   client=pd.read_parquet(client_path) if client_path.exists() else pd.DataFrame(),
-                   consistency=read_json(run_dir / "consistency.json"), server=server_summary(run_dir))
 
 
 def _summarize(values) -> dict:
@@ -119,7 +85,7 @@ def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict) -> pd.Se
 def step_summary(run: RunData, variant_frame: pd.DataFrame, arrivals: tuple[np.ndarray, np.ndarray], step: dict,
                  slo: dict) -> tuple[dict, StepSamples]:
     """Figures of one ladder step: requests sent in its steady window, tokens arriving in it."""
-    start, end = num(step.get("t_steady")), num(step.get("t_end"))
+    start, end = to_float(step.get("t_steady")), to_float(step.get("t_end"))
     window = end - start if math.isfinite(start) and math.isfinite(end) and end > start else math.nan
     sent = variant_frame[(variant_frame["step"] == step["step"]) & (variant_frame["phase"] == "steady")]
     derived = request_metrics(sent)
@@ -214,7 +180,8 @@ def variant_curves(steps: list[dict], mode: str) -> dict:
     found = [k for k in knees.values() if k is not None]
     return {"saturation_level": saturation_level(levels, throughput), "knee_level": min(found) if found else None,
             "knee_by_metric": knees,
-            "rules": {"saturation": "first level that no higher level beats by >5% with non-overlapping 95% CIs",
+            "rules": {"saturation": f"first level that no higher level beats by >{SATURATION_MIN_GAIN:.0%} with "
+                                    "non-overlapping 95% CIs",
                       "knee": f"first level after which P95 TPOT or TTFT grows with log-log slope > {threshold}"}}
 
 
@@ -269,14 +236,15 @@ def analyse(run: RunData) -> tuple[dict[str, dict], dict[str, dict[float, StepSa
     return variants, samples, modes
 
 
-def build_summary(run: RunData) -> dict:
+def build_summary(run: RunData) -> Summary:
     frame = run.requests
     slo = (run.env.get("scenario") or {}).get("slo") or {}
     baseline = run.env.get("baseline")
     variants, samples, modes = analyse(run)
+    server = server_figures(run.telemetry, run.telemetry_meta, run.steps)
     for name, entry in variants.items():
         entry.update(variant_curves([s for s in entry["steps"] if "output_tps" in s], modes[name]))
-        attach_server_figures(entry, (run.server.get("variants") or {}).get(name))
+        attach_server_figures(entry, server["variants"].get(name))
     comparisons = []
     if baseline in samples:
         comparisons = [comparison(baseline, name, samples[baseline], samples[name], modes[name])
@@ -285,18 +253,9 @@ def build_summary(run: RunData) -> dict:
     if baseline in run.consistency:
         consistency = {name: agreement(run.consistency[baseline], outputs)
                        for name, outputs in run.consistency.items() if name != baseline}
-    return {
+    return Summary.model_validate(json_safe({
         "run_id": run.env.get("run_id"), "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "baseline": baseline, "records": int(len(frame)), "slo": slo, "variants": variants,
         "comparisons": comparisons, "consistency": consistency, "events": run.events,
-    }
-
-
-def write_summary(run_dir: Path, run: RunData | None = None) -> Path:
-    run_dir = Path(run_dir)
-    run = run if run is not None else load_run(run_dir)
-    path = run_dir / "summary.json"
-    tmp = path.with_name("summary.json.tmp")
-    tmp.write_text(json.dumps(json_safe(build_summary(run)), indent=2))
-    tmp.replace(path)
-    return path
+        "errors": error_samples(frame),
+    }))

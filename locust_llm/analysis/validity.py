@@ -16,6 +16,8 @@ import math
 import numpy as np
 import pandas as pd
 
+__all__ = ["client_validity"]
+
 CPU_PERCENT_MAX = 90.0
 LOOP_LAG_MS_MAX = 20.0
 SCHEDULE_LAG_MS_MAX = 20.0

@@ -6,8 +6,10 @@ import math
 
 import numpy as np
 
+__all__ = ["json_safe", "to_float"]
 
-def num(value) -> float:
+
+def to_float(value) -> float:
     """A float, or NaN when the value is missing or not a number."""
     try:
         return float(value)

@@ -1,10 +1,23 @@
 """The run's report: ``report.html`` (self-contained, Jinja2 with autoescape, inline SVG charts), ``steps.csv``
-and ``summary.md``. Reads the run directory only; no Locust imports.
-
-Entry points: :func:`render_report` (HTML + exports) and :func:`write_exports` (CSV + Markdown only).
+and ``summary.md``, and the console tables. It presents a ``ReportInput`` (summary, verdict, run comparison,
+timeline, env) and never reads a file or computes a figure; no Locust imports.
 """
 
-from .exports import steps_csv, summary_markdown, write_exports
-from .render import render_report
+from __future__ import annotations
 
-__all__ = ["render_report", "steps_csv", "summary_markdown", "write_exports"]
+from pathlib import Path
+
+from ..rundir import layout
+from .exports import steps_csv, summary_markdown
+from .html import render_html
+from .view import ReportInput, RunView
+
+__all__ = ["ReportInput", "RunView", "write_report"]
+
+
+def write_report(run_dir: Path, inp: ReportInput) -> Path:
+    """Write ``report.html``, ``steps.csv`` and ``summary.md`` into ``run_dir``; return the report's path."""
+    view = RunView(inp)
+    layout.write_text(Path(run_dir) / layout.STEPS_CSV, steps_csv(inp.summary))
+    layout.write_text(Path(run_dir) / layout.SUMMARY_MD, summary_markdown(view))
+    return layout.write_text(Path(run_dir) / layout.REPORT, render_html(view))

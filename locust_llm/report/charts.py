@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
 
-from .fmt import ok
+from ..fmt import ok
+
+__all__ = ["HLine", "Series", "Span", "VLine", "line_chart", "nice_ticks", "not_measured", "tick_label"]
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies, and in greyscale print by dash.
 PALETTE = ("#4d4d4d", "#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#8c6d31")
@@ -385,18 +387,3 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
         y += 18
     out.append("</svg>")
     return Markup("\n".join(out))
-
-
-def downsample(x: Sequence[float], y: Sequence[float], max_points: int = 600) -> tuple[list[float], list[float]]:
-    """Bucket means, so that an hours-long 1 s series stays a few KB of SVG."""
-    n = len(x)
-    if n <= max_points:
-        return list(x), list(y)
-    size = math.ceil(n / max_points)
-    xo, yo = [], []
-    for i in range(0, n, size):
-        bx = [v for v in x[i:i + size]]
-        by = [v for v in y[i:i + size] if ok(v)]
-        xo.append(sum(bx) / len(bx))
-        yo.append(sum(by) / len(by) if by else math.nan)
-    return xo, yo

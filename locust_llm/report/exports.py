@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import os
-import re
-from pathlib import Path
 
-from ..analysis.values import json_safe
-from .fmt import num, ok
+from ..analysis.documents import Summary
+from ..fmt import ci_text, lvl, md, ok, pct, text, times
+from . import sections
+from .view import RunView
+
+__all__ = ["steps_csv", "summary_markdown"]
 
 LEADING = ["variant", "is_baseline", "step", "level", "mode", "users", "window_s", "requests", "errors",
            "error_rate", "output_tokens", "output_tps", "output_tps_ci95_lo", "output_tps_ci95_hi", "request_rate",
@@ -62,8 +62,9 @@ def _ci(ci, name: str, out: dict) -> None:
                 out[f"{name}_{suffix}"] = bound
 
 
-def step_rows(summary: dict) -> list[dict]:
+def step_rows(summary: Summary) -> list[dict]:
     """One flat dict per variant x step, baseline first; speed-ups attached to the other variants."""
+    summary = summary.model_dump()
     baseline = summary.get("baseline")
     comparisons = {c.get("variant"): c for c in summary.get("comparisons") or [] if isinstance(c, dict)}
     variants = summary.get("variants") or {}
@@ -109,7 +110,7 @@ def _cell(value) -> str:
     return str(value)
 
 
-def steps_csv(summary: dict) -> str:
+def steps_csv(summary: Summary) -> str:
     rows = step_rows(summary)
     columns = list(LEADING)
     for row in rows:
@@ -125,72 +126,37 @@ def steps_csv(summary: dict) -> str:
 
 
 # -- summary.md ---------------------------------------------------------------------------------
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|#!])")
-
-
-def md(text) -> str:
-    """Markdown-safe inline text: no tags, links, emphasis or table breaks from untrusted strings."""
-    text = "" if text is None else str(text)
-    text = " ".join(text.split()).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", text)
-
-
-def _pct(v) -> str:
-    return f"{100 * v:.1f}%" if ok(v) else "n/m"
-
-
-def _x(v) -> str:
-    return f"{v:.2f}x" if ok(v) else "n/m"
-
-
-def _ci_text(ci, fmt) -> str:
-    return f"{fmt(ci[0])}-{fmt(ci[1])}" if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(
-        ok(c) for c in ci) else ""
-
-
-def _lvl(v) -> str:
-    return f"{float(v):g}" if ok(v) else str(v)
-
-
-def summary_markdown(summary: dict, env: dict | None = None, run_dir: Path | None = None) -> str:
-    """The ticket-sized summary; ``run_dir`` (optional) supplies steps.json's events for the warnings."""
-    from .render import Report  # the same conditions line and verdict wording as the HTML report
-
-    env = env or {}
-    steps_doc = None if run_dir is not None else {"steps": [], "events": summary.get("events") or []}
-    report = Report(Path(run_dir or "."), summary, env=env, steps_doc=steps_doc)
-    verdict = report.verdict()
-    unit = "req/s" if report.mode == "open" else "users"
-    run_id = summary.get("run_id") or env.get("run_id") or "run"
-    names = report._ordered_variants()
-    lines = [f"## LLM load test {md(run_id)}: {md(' vs '.join(names) or 'no variants')}", ""]
-    lines.append("**Verdict**")
-    lines.append("")
-    for item in verdict["items"]:
+def summary_markdown(view: RunView) -> str:
+    """The ticket-sized summary: the headline cards' words, warnings, conditions, one table per variant."""
+    head = sections.headline(view)
+    unit = "req/s" if view.mode == "open" else "users"
+    lines = [f"## LLM load test {md(view.run_id)}: {md(' vs '.join(view.names) or 'no variants')}", ""]
+    lines += ["**Verdict**", ""]
+    for item in head["items"]:
         consistency = ""
         if item["defect"]:
             consistency = f"; **consistency defect**: output differs from {md(item['baseline'])}"
         elif item["agreement"]:
             consistency = f"; output identical on {item['identical']}/{item['compared']} greedy prompts"
-        ci = f" (95% CI {item['ci'].replace(chr(0x2013), '-').replace(chr(0xd7), 'x')})" if item["ci"] else " (no CI)"
-        lines.append(f"- **{md(item['variant'])}** vs {md(item['baseline'])}: "
-                     f"{(item['speedup'] or 'n/m').replace(chr(0xd7), 'x')} aggregate output tok/s at "
-                     f"{md(item['level'])} {md(item['unit'])}{ci}; {md(item['crossover'])}{consistency}")
+        ci = f" (95% CI {item['ci']})" if item["ci"] else " (no CI)"
+        lines.append(f"- **{md(item['variant'])}** vs {md(item['baseline'])}: {item['speedup'] or 'n/m'} aggregate "
+                     f"output tok/s at {md(item['level'])} {md(item['unit'])}{ci}; {md(item['crossover'])}"
+                     f"{consistency}")
         lines.append(f"  - Recommendation: {md(item['recommendation'])}")
-    if verdict["note"]:
-        lines.append(f"- {md(verdict['note'])}")
-    for warning in verdict["warnings"]:
+    if head["note"]:
+        lines.append(f"- {md(head['note'])}")
+    for warning in head["warnings"]:
         lines.append(f"- Warning: {md(warning)}")
-    lines += ["", f"**Conditions**: {md(report.conditions_line())}", ""]
-    comparisons = {c.get("variant"): {float(s["level"]): s for s in c.get("steps") or [] if ok(s.get("level"))}
-                   for c in report.comparisons}
-    ttft_key = "ttft_sched_ms" if report.mode == "open" else "ttft_ms"
-    ttft_name = "TTFT_sched" if report.mode == "open" else "TTFT"
-    for name in names:
-        entry = report.variants.get(name) or {}
+    verdict = view.inp.verdict
+    if verdict is not None:
+        lines.append(f"- Exit code {verdict.exit_code}" + ("" if verdict.exit_code else " (every gate holds)"))
+    lines += ["", f"**Conditions**: {md(view.conditions_line())}", ""]
+    comparisons = {c.variant: {s.level: s for s in c.steps} for c in view.comparisons}
+    ttft_key, ttft_name = ("ttft_sched_ms", "TTFT_sched") if view.mode == "open" else ("ttft_ms", "TTFT")
+    for name in view.names:
+        entry = view.variants.get(name)
         speed = comparisons.get(name)
-        title = f"### {md(name)}" + (" (baseline)" if name == report.baseline else "")
-        lines += [title, ""]
+        lines += [f"### {md(name)}" + (" (baseline)" if name == view.baseline else ""), ""]
         header = [unit, "req", "err", f"{ttft_name} P50/P95 ms", "TPOT P50/P95 ms", "out tok/s (95% CI)",
                   "goodput req/s", "accept. (server)"]
         if speed is not None:
@@ -198,64 +164,31 @@ def summary_markdown(summary: dict, env: dict | None = None, run_dir: Path | Non
         header.append("notes")
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "|".join("---:" if i < len(header) - 1 else "---" for i in range(len(header))) + "|")
-        for s in sorted(entry.get("steps") or [], key=lambda s: s.get("level") if ok(s.get("level")) else 0):
-            ttft, tpot = s.get(ttft_key) or {}, s.get("tpot_ms") or {}
-            acc = ((s.get("acceptance") or {}).get("server") or (s.get("server") or {}).get("acceptance") or {})
+        for s in view.steps_of(name):
+            ttft, tpot = getattr(s, ttft_key), s.tpot_ms
+            acc = (s.acceptance.server if s.acceptance else None) or (s.server.acceptance if s.server else None)
             notes = []
-            if ok(s.get("level")) and s["level"] == entry.get("saturation_level"):
+            if entry is not None and s.level == entry.saturation_level:
                 notes.append("saturation")
-            if ok(s.get("level")) and s["level"] == entry.get("knee_level"):
+            if entry is not None and s.level == entry.knee_level:
                 notes.append("knee")
-            if s.get("steady") is False:
+            if s.steady is False:
                 notes.append("unsteady")
-            if s.get("client_valid") is False:
+            if s.client_valid is False:
                 notes.append("client-invalid")
-            ci = _ci_text(s.get("output_tps_ci95"), _fmt)
-            cells = [_lvl(s.get("level")), str(s.get("requests", "n/m")),
-                     f"{s.get('errors', 0)} ({_pct(s.get('error_rate'))})" if s.get("errors") else "0",
-                     f"{_fmt(ttft.get('p50'))} / {_fmt(ttft.get('p95'))}",
-                     f"{_fmt(tpot.get('p50'))} / {_fmt(tpot.get('p95'))}",
-                     f"{_fmt(s.get('output_tps'))}" + (f" ({ci})" if ci else ""),
-                     _fmt(s.get("goodput_rps")), _pct(acc.get("rate"))]
+            ci = ci_text(s.output_tps_ci95, text)
+            cells = [lvl(s.level), str(s.requests),
+                     f"{s.errors} ({pct(s.error_rate) or 'n/m'})" if s.errors else "0",
+                     f"{text(ttft.p50 if ttft else None)} / {text(ttft.p95 if ttft else None)}",
+                     f"{text(tpot.p50 if tpot else None)} / {text(tpot.p95 if tpot else None)}",
+                     text(s.output_tps) + (f" ({ci})" if ci else ""),
+                     text(s.goodput_rps), (pct(acc.rate) if acc else None) or "n/m"]
             if speed is not None:
-                fig = ((speed.get(float(s["level"])) if ok(s.get("level")) else None) or {}).get(
-                    "output_tps_speedup") or {}
-                sci = _ci_text(fig.get("ci95"), lambda v: f"{v:.2f}")
-                cells.append(_x(fig.get("value")) + (f" ({sci})" if sci else ""))
+                fig = speed[s.level].output_tps_speedup if s.level in speed else None
+                sci = ci_text(fig.ci95, lambda v: f"{v:.2f}") if fig else None
+                cells.append(((times(fig.value) if fig else None) or "n/m") + (f" ({sci})" if sci else ""))
             cells.append(", ".join(notes))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     lines.append("Full report: report.html (self-contained); every figure: steps.csv, summary.json.")
     return "\n".join(lines) + "\n"
-
-
-def _write(path: Path, text: str) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-def write_exports(run_dir: Path, summary: dict | None = None, env: dict | None = None) -> list[Path]:
-    """Write ``steps.csv`` and ``summary.md`` (and ``summary.json`` if the run directory lacks it)."""
-    run_dir = Path(run_dir)
-    if summary is None:
-        from .render import load_summary
-
-        summary = load_summary(run_dir)
-    if env is None:
-        path = run_dir / "env.json"
-        try:
-            env = json.loads(path.read_text()) if path.exists() else {}
-        except (OSError, ValueError):
-            env = {}
-    written = [_write(run_dir / "steps.csv", steps_csv(summary)),
-               _write(run_dir / "summary.md", summary_markdown(summary, env, run_dir))]
-    if not (run_dir / "summary.json").exists():
-        written.append(_write(run_dir / "summary.json", json.dumps(json_safe(summary), indent=2)))
-    return written
-
-
-def _fmt(v) -> str:
-    """Like the report: three significant digits, "n/m" when not measured."""
-    return num(v) or "n/m"

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..rundir.layout import server_log
 from ..scenario import Scenario
 from . import llamacpp, sglang, vllm
-from .base import LaunchPlan, PortInUseError, ServerError, ServerProcess, resolve_port
+from .base import LaunchPlan, PortInUseError, ServerError, ServerProcess, resolve_port, served_model
 
 PLANNERS = {"llamacpp": llamacpp.plan, "vllm": vllm.plan, "sglang": sglang.plan}
 
-__all__ = ["LaunchPlan", "PortInUseError", "ServerError", "ServerProcess", "plan_variant", "launch_variant"]
+__all__ = ["LaunchPlan", "PortInUseError", "ServerError", "ServerProcess", "launch_variant", "plan_variant",
+           "served_model"]
 
 
 def plan_variant(scenario: Scenario, variant: str, port: int | None = None) -> LaunchPlan:
@@ -25,7 +27,7 @@ def plan_variant(scenario: Scenario, variant: str, port: int | None = None) -> L
 def launch_variant(scenario: Scenario, variant: str, log_dir: str | Path, port: int | None = None) -> ServerProcess:
     """Start the variant's server, wait until it is healthy, return the running process."""
     plan = plan_variant(scenario, variant, port)
-    server = ServerProcess(plan, Path(log_dir) / f"server-{variant}.log",
+    server = ServerProcess(plan, Path(log_dir) / server_log(variant),
                            startup_timeout_s=scenario.server.startup_timeout_s,
                            stop_grace_s=scenario.server.stop_grace_s)
     return server.start()

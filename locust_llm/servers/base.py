@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import locust  # noqa: F401  (gevent must patch sockets before requests is imported)
-import requests
-
+from ..client.engines import auth_headers
 from ..procs import die_with_parent, log_tail, stop_group
 from ..scenario import Scenario
 
@@ -142,17 +143,16 @@ class ServerProcess:
                                   f"{self.proc.returncode} during start-up. Last log lines ({self.log_path}):\n"
                                   f"{self.log_tail()}")
             try:
-                health = requests.get(f"{self.base_url}/health", timeout=5)
-                if health.status_code == 200:
-                    models = requests.get(f"{self.base_url}/v1/models", timeout=5)
-                    if models.status_code == 200:
-                        data = models.json().get("data") or []
-                        self.served_model = data[0].get("id") if data else None
+                status, _ = get_json(f"{self.base_url}/health", timeout_s=5)
+                if status == 200:
+                    status, models = get_json(f"{self.base_url}/v1/models", timeout_s=5)
+                    if status == 200:
+                        self.served_model = first_model_id(models)
                         return
-                    last = f"/v1/models answered {models.status_code}"
+                    last = f"/v1/models answered {status}"
                 else:
-                    last = f"/health answered {health.status_code}"
-            except (requests.RequestException, ValueError) as exc:
+                    last = f"/health answered {status}"
+            except (OSError, ValueError) as exc:
                 last = type(exc).__name__
             time.sleep(0.25)
         raise ServerError(f"{self.plan.engine} server for variant {self.plan.variant!r} was not healthy after "
@@ -201,3 +201,42 @@ def assemble_plan(scenario: Scenario, variant: str, engine: str, port: int, head
 def resolve_port(scenario: Scenario, port: int | None) -> int:
     chosen = port if port is not None else scenario.server.port
     return chosen if chosen is not None else free_port(scenario.server.host)
+
+
+# Loopback servers: never route through an environment proxy.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+MAX_ANSWER_BYTES = 1 << 20
+
+
+def get_json(url: str, timeout_s: float = 10.0) -> tuple[int, object]:
+    """``(status, parsed JSON or None)`` of a GET, with the API key; an answer over 1 MiB is not read whole."""
+    request = urllib.request.Request(url, headers=auth_headers())
+    try:
+        with _OPENER.open(request, timeout=timeout_s) as response:
+            status, raw = response.status, response.read(MAX_ANSWER_BYTES)
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, None
+
+
+def first_model_id(models: object) -> str | None:
+    """The first model id of a ``/v1/models`` answer, whatever shape a server gives it; None if there is none."""
+    data = models.get("data") if isinstance(models, dict) else models
+    if not isinstance(data, list):
+        return None
+    for entry in data:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]:
+            return entry["id"]
+    return None
+
+
+def served_model(base_url: str) -> str:
+    """The model a running server serves (``""`` when it does not say)."""
+    try:
+        _, models = get_json(f"{base_url.rstrip('/')}/v1/models")
+    except (OSError, ValueError):
+        return ""
+    return first_model_id(models) or ""

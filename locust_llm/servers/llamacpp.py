@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+
 from .. import tinymodel
 from ..scenario import LlamaCppSpeculative, Scenario
 from .base import LaunchPlan, ServerError, assemble_plan, find_executable

@@ -34,7 +34,7 @@ class Canonical:
 
 
 CANONICAL: dict[str, Canonical] = {
-    # speculative decoding (counters; deltas over a window give the DESIGN.md formulas)
+    # speculative decoding (counters; deltas over a window give the README's acceptance formulas)
     "spec_drafts": Canonical(COUNTER, "drafts", note="verify steps that had draft tokens"),
     "spec_draft_tokens": Canonical(COUNTER, "tokens"),
     "spec_accepted_tokens": Canonical(COUNTER, "tokens"),

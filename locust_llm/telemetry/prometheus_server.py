@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import locust  # noqa: F401  (gevent must patch sockets before requests is imported)
-import requests
-
+from ..client.http import requests
 from ..procs import die_with_parent, log_tail, stop_group
+from ..rundir import write_json
+from ..rundir.layout import PROMETHEUS_LOG
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +119,7 @@ class PrometheusServer:
             scheme, address, path = _target(url)
             groups.append({"targets": [address], "labels": {VARIANT_LABEL: variant, "__scheme__": scheme,
                                                             "__metrics_path__": path}})
-        path = self.workdir / "servers.json"
-        tmp = self.workdir / "servers.json.tmp"
-        tmp.write_text(json.dumps(groups, indent=1))
-        os.replace(tmp, path)
+        write_json(self.workdir / "servers.json", groups)
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> PrometheusServer:
@@ -136,7 +133,7 @@ class PrometheusServer:
         (self.workdir / "config.yml").write_text(json.dumps(self.config(), indent=1))  # JSON is YAML
         self._write_targets()
         if self.log_path is None:
-            self.log_path = self.workdir / "prometheus.log"
+            self.log_path = self.workdir / PROMETHEUS_LOG
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             out = subprocess.run([self.binary, "--version"], capture_output=True, text=True, timeout=30, check=False)

@@ -1,0 +1,424 @@
+"""The documents the analysis writes: ``summary.json``, ``verdict.json`` and ``compare.json``, typed.
+
+Every field carries its meaning (the attribute docstring is the field's description in the exported JSON
+Schema, ``docs/summary.schema.json``). The analysis builds plain dicts and validates them here, so a key that
+is not declared is an error at once, not a silent drift between the writer and its readers. Unmeasured
+figures are ``None`` (JSON ``null``), never zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .server_documents import AcceptancePoint, Doc, Interval, MemoryTrend, ServerAcceptance, ServerStep, TelemetryState
+
+__all__ = ["Distribution", "RunComparison", "StepFigures", "Summary", "Verdict", "summary_schema"]
+
+class DistributionCI(Doc):
+    p50: Interval = None
+    """95% bootstrap interval of the P50."""
+    p95: Interval = None
+    """95% bootstrap interval of the P95."""
+    p99: Interval = None
+    """95% bootstrap interval of the P99."""
+    mean: Interval = None
+    """95% bootstrap interval of the mean."""
+
+
+class Distribution(Doc):
+    """Percentiles (numpy linear) and mean of the finite values, with bootstrap 95% intervals."""
+
+    p50: float | None = None
+    """50th percentile."""
+    p95: float | None = None
+    """95th percentile."""
+    p99: float | None = None
+    """99th percentile."""
+    mean: float | None = None
+    """Arithmetic mean."""
+    n: int = 0
+    """Number of values the figures rest on."""
+    ci95: DistributionCI = DistributionCI()
+    """Percentile-bootstrap 95% intervals of each figure (null with fewer than 2 values)."""
+
+
+class Ratio(Doc):
+    """A speed-up or change: > 1 always favours the variant (or the newer run)."""
+
+    value: float | None = None
+    """Point estimate."""
+    ci95: Interval = None
+    """95% interval (bootstrap); null when a side has fewer than 2 samples."""
+
+
+class Drift(Doc):
+    """Least-squares drift of a metric over the steady window (``analysis.steady.drift``)."""
+
+    slope: float | None = None
+    """Slope in metric units per second."""
+    ci95: Interval = None
+    """t-based 95% interval of the slope."""
+    relative_slope_per_min: float | None = None
+    """Slope as a fraction of the mean per minute."""
+    steady: bool | None = None
+    """True when the interval contains 0 or the fitted change over the window is under 5% of the mean."""
+    n: int = 0
+    """Number of points fitted."""
+    window_s: float = 0.0
+    """Time span of the points."""
+    mean: float | None = None
+    """Mean of the metric."""
+    drift_fraction: float | None = None
+    """Fitted change across the window relative to the mean."""
+
+
+class Steadiness(Doc):
+    throughput: Drift | None = None
+    """Drift of output tok/s in one-second bins."""
+    tpot: Drift | None = None
+    """Drift of TPOT per request, by send time."""
+
+
+class ClientValidity(Doc):
+    """The load generator's own health in the step's window (``analysis.validity``)."""
+
+    cpu_percent_max: float | None = None
+    """Highest per-process mean CPU, % of one core."""
+    loop_lag_ms_p95: float | None = None
+    """P95 of the per-second worst event-loop lag, ms."""
+    schedule_lag_ms_p99: float | None = None
+    """Open loop: P99 of send time minus intended time, ms."""
+    reasons: list[str] = []
+    """Why the step is client-invalid (empty when valid)."""
+
+
+class ClientAcceptance(Doc):
+    rate: float | None = None
+    """Accepted / drafted tokens summed over the step's requests."""
+    draft_tokens: int = 0
+    """Draft tokens the server reported in the responses."""
+    accepted_tokens: int = 0
+    """Accepted draft tokens the server reported in the responses."""
+    source: str = ""
+    """Where the figure comes from."""
+
+
+class SourcedValue(Doc):
+    value: float | None = None
+    """The figure."""
+    source: str = ""
+    """Where it comes from."""
+
+
+class StepAcceptance(Doc):
+    server: ServerAcceptance | None = None
+    """From the server's counters."""
+    client: ClientAcceptance | None = None
+    """From the per-request timings the client received."""
+    tokens_per_chunk: SourcedValue | None = None
+    """Tokens per token-carrying chunk."""
+
+
+class CrossCheckAcceptance(Doc):
+    server: float
+    """Server-side rate."""
+    client: float
+    """Client-side rate."""
+    difference: float
+    """Client minus server."""
+
+
+class CrossCheckLatency(Doc):
+    server_mean: float
+    """The server histogram's mean, ms."""
+    client_mean: float
+    """The client's mean, ms."""
+    ratio: float
+    """Client / server."""
+    flag: bool
+    """True when they differ by more than 25%."""
+
+
+class ServerVsClient(Doc):
+    acceptance_rate: CrossCheckAcceptance | None = None
+    """Acceptance rate from both sides."""
+    ttft_ms: CrossCheckLatency | None = None
+    """TTFT from both sides."""
+    tpot_ms: CrossCheckLatency | None = None
+    """TPOT from both sides."""
+
+
+class StepFigures(Doc):
+    """One ladder step of one variant: requests sent in its steady window, tokens arriving in it."""
+
+    step: int
+    """Step index within the variant's ladder (repeats included)."""
+    level: float
+    """Users (closed loop) or offered req/s (open loop)."""
+    mode: str
+    """``closed`` or ``open``."""
+    users: int | None = None
+    """Locust users the shape ran (open loop: dispatchers)."""
+    window_s: float | None = None
+    """Length of the steady window, s."""
+    requests: int = 0
+    """Requests sent in the steady window, failed ones included."""
+    errors: int = 0
+    """Failed requests among them."""
+    error_rate: float | None = None
+    """errors / requests."""
+    errors_by_class: dict[str, int] = {}
+    """Failed requests per error class."""
+    output_tokens: int = 0
+    """Output tokens of the successful requests."""
+    output_tps: float | None = None
+    """Aggregate output tok/s: tokens arriving in the window / its length."""
+    output_tps_ci95: Interval = None
+    """95% interval of ``output_tps``."""
+    request_rate: float | None = None
+    """Requests sent per second of the window."""
+    goodput_rps: float | None = None
+    """Requests per second that succeeded and met every SLO set."""
+    ttft_ms: Distribution | None = None
+    """Time to first token from the actual send, successful requests."""
+    ttft_sched_ms: Distribution | None = None
+    """Open loop: time to first token from the intended send."""
+    tpot_ms: Distribution | None = None
+    """Time per output token after the first."""
+    e2e_ms: Distribution | None = None
+    """Send to last token."""
+    e2e_sched_ms: Distribution | None = None
+    """Open loop: intended send to last token."""
+    decode_tps: Distribution | None = None
+    """Per request: (tokens - 1) / (t_end - t_first)."""
+    e2e_tps: Distribution | None = None
+    """Per request: tokens / (t_end - t_send)."""
+    schedule_lag_ms: Distribution | None = None
+    """Open loop: actual minus intended send time."""
+    itl_ms: Distribution | None = None
+    """Inter-token latency per token (chunk gaps split over their tokens)."""
+    icl_ms: Distribution | None = None
+    """Inter-chunk latency: the chunk gaps themselves."""
+    token_sources: dict[str, int] = {}
+    """Requests per token-count source."""
+    offered_rate: float | None = None
+    """Open loop: the level."""
+    scheduled_rate: float | None = None
+    """Open loop: arrivals scheduled in the window per second."""
+    achieved_rate: float | None = None
+    """Open loop: requests actually sent per second."""
+    acceptance_client: ClientAcceptance | None = None
+    """Acceptance from the per-request timings."""
+    tokens_per_chunk: SourcedValue | None = None
+    """Tokens per token-carrying chunk."""
+    steady: bool | None = None
+    """Throughput and TPOT steady within the window (null: too few points)."""
+    steady_check: Steadiness = Steadiness()
+    """The drift fits behind ``steady``."""
+    client_valid: bool | None = None
+    """False when the load generator may have been the bottleneck."""
+    client_validity: ClientValidity = ClientValidity()
+    """The figures behind ``client_valid``."""
+    server: ServerStep | None = None
+    """The server's own figures for the window."""
+    acceptance: StepAcceptance | None = None
+    """Acceptance from both sources side by side."""
+    server_vs_client: ServerVsClient | None = None
+    """The server's and the client's figures compared."""
+
+
+class Rules(Doc):
+    saturation: str
+    """The saturation rule in words."""
+    knee: str
+    """The knee rule in words."""
+
+
+class VariantFigures(Doc):
+    steps: list[StepFigures] = []
+    """Every step in ladder order."""
+    saturation_level: float | None = None
+    """First level no higher level beats by >5% with non-overlapping CIs."""
+    knee_level: float | None = None
+    """First level after which P95 TPOT or TTFT grows faster than the mode's threshold."""
+    knee_by_metric: dict[str, float | None] = {}
+    """The knee per latency metric."""
+    rules: Rules | None = None
+    """The rules behind saturation and knee."""
+    acceptance_vs_load: list[AcceptancePoint] | None = None
+    """Server acceptance per step."""
+    memory_trend: MemoryTrend | None = None
+    """Memory growth over the variant's run."""
+    telemetry: TelemetryState = TelemetryState()
+    """What the telemetry saw."""
+
+
+class StepComparison(Doc):
+    level: float
+    """Load level."""
+    output_tps_speedup: Ratio
+    """Aggregate output tok/s, variant / baseline."""
+    decode_tps_speedup: Ratio
+    """Mean decode tok/s per request, variant / baseline."""
+    tpot_p50_speedup: Ratio
+    """TPOT P50, baseline / variant."""
+    tpot_p95_speedup: Ratio
+    """TPOT P95, baseline / variant."""
+    ttft_p95_speedup: Ratio
+    """TTFT P95, baseline / variant."""
+
+
+class Comparison(Doc):
+    """A variant against the baseline, level by level."""
+
+    baseline: str
+    """Baseline variant."""
+    variant: str
+    """Compared variant."""
+    metric: str
+    """The headline metric the crossover and recommendation rest on."""
+    steps: list[StepComparison] = []
+    """Speed-ups per level."""
+    crossover_level: float | None = None
+    """First level whose headline speed-up CI lies entirely below 1."""
+    recommendation: str
+    """One sentence: where to enable the variant."""
+
+
+class PromptAgreement(Doc):
+    prompt_id: str | None = None
+    """The fixed prompt."""
+    status: str
+    """``identical``, ``diverged`` or ``error``."""
+    unit: str | None = None
+    """``token`` or ``char``: what was compared."""
+    length: int | None = None
+    """The baseline's output length in that unit."""
+    first_divergence: int | None = None
+    """Index of the first difference."""
+    error: str | None = None
+    """Why the prompt could not be compared."""
+    baseline_text: str | None = None
+    """The baseline's output (cut)."""
+    variant_text: str | None = None
+    """The variant's output (cut)."""
+
+
+class Agreement(Doc):
+    """Greedy output agreement of a variant with the baseline on fixed prompts."""
+
+    prompts: list[PromptAgreement] = []
+    """Per prompt."""
+    compared: int = 0
+    """Prompts both sides answered."""
+    identical: int = 0
+    """Prompts with identical output."""
+    agreement: float | None = None
+    """identical / compared."""
+    defect: bool = False
+    """Any divergence: lossless speculation must not change greedy output."""
+
+
+class ErrorSample(Doc):
+    variant: str
+    """Variant."""
+    error_class: str
+    """Error class."""
+    count: int
+    """Failed requests of this class (all phases)."""
+    steady: int
+    """Of which sent in a steady window."""
+    levels: list[float] = []
+    """Levels where they happened."""
+    http_status: list[int] = []
+    """HTTP statuses seen (up to 5)."""
+    message: str | None = None
+    """One error message, cut (server text: escape before display)."""
+
+
+class Summary(Doc):
+    """``summary.json``: every figure of a run, computed from the run directory alone."""
+
+    run_id: str | None = None
+    """The run."""
+    generated_at: str
+    """When this summary was computed."""
+    baseline: str | None = None
+    """The baseline variant."""
+    records: int
+    """Rows of requests.parquet (every request, failed included)."""
+    slo: dict[str, float | None] = {}
+    """Per-request SLOs behind goodput."""
+    variants: dict[str, VariantFigures] = {}
+    """Per variant, in run order."""
+    comparisons: list[Comparison] = []
+    """Each variant against the baseline."""
+    consistency: dict[str, Agreement] = {}
+    """Greedy output agreement per variant."""
+    events: list[dict[str, Any]] = []
+    """Run events (server exits, missing records, ...), as steps.json records them."""
+    errors: list[ErrorSample] = []
+    """Failed requests grouped by variant and error class."""
+
+
+class GateCheck(Doc):
+    gate: str
+    """Gate name."""
+    variant: str
+    """Variant."""
+    level: float | None = None
+    """Level."""
+    value: float | None = None
+    """The measured figure (null: not measured, which fails)."""
+    limit: float
+    """The gate's limit."""
+    ok: bool
+    """Whether the gate holds."""
+
+
+class Verdict(Doc):
+    """``verdict.json``: the exit code a nightly job gets, and why."""
+
+    exit_code: int
+    """0 ok, 2 bad input, 3 SLO gate, 4 regression, 5 invalid run, 6 server failure."""
+    reasons: dict[str, list[str]] = {}
+    """Reasons per exit code."""
+    checks: list[GateCheck] = []
+    """Every SLO check made."""
+
+
+class RegressionRow(Doc):
+    variant: str
+    """Variant."""
+    level: float
+    """Level."""
+    metric: str
+    """output_tps, decode_tps, tpot_p50, tpot_p95 or ttft_p95."""
+    ratio: float | None = None
+    """New / old, oriented so > 1 is better."""
+    ci95: Interval = None
+    """95% interval of the ratio."""
+    change: str
+    """``better``, ``worse``, ``within noise`` or ``no data``."""
+
+
+class RunComparison(Doc):
+    """``compare.json``: a run against an earlier one."""
+
+    old: str | None = None
+    """The earlier run's id."""
+    old_dir: str | None = None
+    """The earlier run's directory (to recompute)."""
+    new: str | None = None
+    """This run's id."""
+    max_regression_pct: float
+    """Worse than this (and outside the noise) is a regression."""
+    rows: list[RegressionRow] = []
+    """Every variant, level and metric both runs have."""
+    regressions: list[RegressionRow] = []
+    """The rows that are regressions."""
+
+
+def summary_schema() -> dict:
+    """The JSON Schema of ``summary.json`` (written to ``docs/summary.schema.json``)."""
+    return Summary.model_json_schema()

@@ -1,0 +1,7 @@
+"""HTTP to inference servers.
+
+``engines`` (what each engine's requests look like) and ``accounting`` (stamped events -> token counts) are
+pure. ``http`` (the requests session, imported after Locust so gevent has patched sockets), ``stream`` (one
+stamped streaming request -> ``RequestRecord``) and ``greedy`` (fixed greedy prompts) do I/O: import the
+module you need; this package imports nothing on its own, so pure callers never pull in Locust.
+"""

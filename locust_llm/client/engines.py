@@ -1,0 +1,80 @@
+"""What each engine's requests look like: body fields that pin output lengths, tokenize shapes, greedy calls.
+
+Pure: no I/O. The one place that knows how llama.cpp, vLLM and SGLang differ on the request side.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["API_KEY_ENV", "PATHS", "TOKENIZE_SHAPES", "auth_headers", "greedy_answer", "greedy_request",
+           "request_extra", "tokenize_body"]
+
+API_KEY_ENV = "LOCUST_LLM_API_KEY"
+PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+# POST /tokenize shapes, tried in this order: llama.cpp, then vLLM/SGLang.
+TOKENIZE_SHAPES = ("llamacpp", "vllm")
+
+
+def auth_headers() -> dict[str, str]:
+    """The bearer token from ``LOCUST_LLM_API_KEY``, for every request to the server (never written anywhere)."""
+    key = os.environ.get(API_KEY_ENV)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def request_extra(engine: str, max_tokens: int | None = None, ignore_eos: bool = True) -> dict[str, Any]:
+    """Body fields that pin the output length on ``engine``, beyond ``max_tokens``.
+
+    * vLLM and SGLang: ``ignore_eos`` and ``min_tokens`` (both are extra sampling parameters of
+      their OpenAI-compatible endpoints), so every request produces exactly ``max_tokens``.
+    * llama.cpp: ``ignore_eos`` (it has no ``min_tokens``; ``max_tokens`` maps to ``n_predict``).
+    * external / unknown servers: nothing, since strict OpenAI-compatible servers reject unknown
+      fields; their output lengths are whatever the model produces (recorded per request).
+
+    ``ignore_eos=False`` (the scenario's ``load.ignore_eos``) returns ``{}``: natural stopping.
+    """
+    if not ignore_eos:
+        return {}
+    if engine in ("vllm", "sglang"):
+        extra: dict[str, Any] = {"ignore_eos": True}
+        if max_tokens:
+            extra["min_tokens"] = int(max_tokens)
+        return extra
+    if engine == "llamacpp":
+        return {"ignore_eos": True}
+    return {}
+
+
+def tokenize_body(shape: str, text: str, model: str | None = None) -> dict[str, Any]:
+    """``POST /tokenize`` body: llama.cpp ``{"content", "add_special"}``; vLLM/SGLang ``{"prompt", ...}``."""
+    if shape == "llamacpp":
+        return {"content": text, "add_special": False}
+    body: dict[str, Any] = {"prompt": text, "add_special_tokens": False}
+    if model:
+        body["model"] = model
+    return body
+
+
+def greedy_request(engine: str, model: str, prompt: str, max_tokens: int) -> tuple[str, dict[str, Any]]:
+    """Path and body of a non-streaming greedy completion that returns token ids where the engine can."""
+    if engine == "llamacpp":
+        return "/completion", {"prompt": prompt, "n_predict": max_tokens, "temperature": 0, "return_tokens": True,
+                               "ignore_eos": True, "cache_prompt": False}
+    body: dict[str, Any] = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "return_token_ids": True}
+    if model:
+        body["model"] = model
+    if engine in ("vllm", "sglang"):
+        body["ignore_eos"] = True
+    return "/v1/completions", body
+
+
+def greedy_answer(engine: str, data: Any) -> dict[str, Any]:
+    """``{"text", "tokens"}`` from a greedy completion's JSON answer."""
+    if not isinstance(data, dict):
+        raise ValueError(f"answer is not a JSON object: {str(data)[:80]!r}")
+    if engine == "llamacpp":
+        return {"text": data.get("content", ""), "tokens": data.get("tokens")}
+    choices = data.get("choices") or [{}]
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    return {"text": choice.get("text", ""), "tokens": choice.get("token_ids")}

@@ -1,0 +1,25 @@
+"""The ``requests`` session every control-plane call to a server uses (models, greedy prompts, metrics).
+
+Locust is imported first so that gevent has patched sockets and ssl before requests and urllib3 load;
+every module of the package that needs requests imports it from here.
+"""
+
+from __future__ import annotations
+
+import locust  # noqa: F401, I001  (gevent must patch sockets before requests is imported)
+import requests
+
+from .engines import auth_headers
+
+__all__ = ["requests", "session"]
+
+
+def session(pool_size: int = 16, verify_tls: bool = True) -> requests.Session:
+    """No retries behind our back, no gzip (it would batch chunks), the API key on every request."""
+    s = requests.Session()
+    adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
+    s.mount("http://", adapter)
+    s.mount("https://", adapter)
+    s.verify = verify_tls
+    s.headers.update({"Accept-Encoding": "identity", **auth_headers()})
+    return s

@@ -1,0 +1,84 @@
+"""Every number, interval and level as text: one module for the report, its exports, the console and the
+analysis's sentences, so the same figure always reads the same. Pure; no imports from the package.
+
+A figure that was not measured is ``None`` here; callers that need text put ``NOT_MEASURED`` in its place.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+__all__ = ["NOT_MEASURED", "ci_text", "lvl", "md", "ms", "num", "ok", "pct", "speedup", "text", "times"]
+
+NOT_MEASURED = "n/m"
+DASH = "\u2013"
+
+
+def ok(v) -> bool:
+    """A finite number (booleans are not numbers here)."""
+    return v is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def num(v, digits: int = 3) -> str | None:
+    """Three significant digits, thousands separated; None when not measured."""
+    if not ok(v):
+        return None
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a == 0:
+        return "0"
+    if a < 0.001:
+        return f"{v:.2e}"
+    out = f"{v:.{digits}g}"
+    return f"{float(out):g}" if "e" in out else out
+
+
+def text(v) -> str:
+    """``num`` for plain text (Markdown, console): ``n/m`` when not measured."""
+    return num(v) or NOT_MEASURED
+
+
+def pct(v, digits: int = 1) -> str | None:
+    return f"{100 * v:.{digits}f}%" if ok(v) else None
+
+
+def times(v) -> str | None:
+    """A speed-up or ratio in a table cell: two decimals, ``1.84x``."""
+    return f"{v:.2f}x" if ok(v) else None
+
+
+def speedup(v, suffix: str = "x") -> str:
+    """A speed-up in a sentence: two decimals without trailing zeros, at least one (1.8x, 1.25x, 2.0x)."""
+    if not ok(v):
+        return "n/a"
+    out = f"{v:.2f}".rstrip("0")
+    return (out + "0" if out.endswith(".") else out) + suffix
+
+
+def ms(v) -> str:
+    return f"{v:.1f}ms" if ok(v) else "-"
+
+
+def lvl(v) -> str:
+    """A load level: ``1``, ``2.5``."""
+    return f"{float(v):g}" if ok(v) else str(v)
+
+
+def ci_text(ci, fmt: Callable = num) -> str | None:
+    """``lo–hi`` with an en dash; None when the interval is missing."""
+    if not ci or len(ci) != 2 or not ok(ci[0]) or not ok(ci[1]):
+        return None
+    return f"{fmt(ci[0])}{DASH}{fmt(ci[1])}"
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|#!])")
+
+
+def md(value) -> str:
+    """Markdown-safe inline text: no tags, links, emphasis or table breaks from untrusted strings."""
+    value = "" if value is None else str(value)
+    value = " ".join(value.split()).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", value)

@@ -1,0 +1,86 @@
+"""The one post-run sequence: run directory -> summary.json -> compare.json -> verdict.json -> report and exports.
+
+The headless finish, the web UI's stop, ``locust-llm report`` and ``locust-llm compare`` all call
+:func:`finish_run`, so a report always agrees with the files beside it. No Locust imports.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from .analysis.documents import RunComparison, Summary, Verdict
+from .analysis.gates import evaluate
+from .analysis.regression import compare_runs
+from .analysis.summary import build_summary
+from .analysis.timeline import build_timeline
+from .report import ReportInput, RunView, write_report
+from .report.console import verdict_table
+from .rundir import RunData, is_run_dir, layout, load_run
+from .scenario import GatesSpec
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Outcome", "finish_run", "gates_of"]
+
+
+@dataclass
+class Outcome:
+    summary: Summary
+    verdict: Verdict
+    regression: RunComparison | None
+    report: Path | None
+    text: str  # the verdict table a headless run prints
+
+
+def gates_of(env: dict) -> GatesSpec:
+    """The gates a run was judged by: as the run recorded them (scenario plus command-line overrides)."""
+    recorded = env.get("gates") or (env.get("scenario") or {}).get("gates") or {}
+    return GatesSpec.model_validate(recorded)
+
+
+def _regression(run: RunData, run_dir: Path, gates: GatesSpec, baseline_dir: Path | None,
+                max_regression_pct: float | None) -> tuple[RunComparison | None, list[str]]:
+    """The comparison this run's verdict includes, and any bad-input reason (a named baseline that is missing)."""
+    threshold = gates.max_regression_pct if max_regression_pct is None else max_regression_pct
+    if baseline_dir is None and gates.baseline_run:
+        baseline_dir = Path(gates.library) / gates.baseline_run
+        if not is_run_dir(baseline_dir):
+            return None, [f"baseline run {gates.baseline_run!r} not found in {gates.library}/ "
+                          "(save one with `locust-llm baseline save`)"]
+    if baseline_dir is None:
+        previous = layout.read_json(run_dir / layout.RUN_COMPARISON)
+        old_dir = previous.get("old_dir") if isinstance(previous, dict) else None
+        if not old_dir or not is_run_dir(Path(old_dir)):
+            return None, []
+        baseline_dir = Path(old_dir)
+        threshold = previous.get("max_regression_pct", threshold) if max_regression_pct is None else threshold
+    return compare_runs(load_run(baseline_dir), run, threshold), []
+
+
+def finish_run(run_dir: Path, run: RunData | None = None, gates: GatesSpec | None = None,
+               baseline_dir: Path | None = None, max_regression_pct: float | None = None) -> Outcome:
+    """Recompute every derived file of ``run_dir`` from its raw files (or from ``run``, e.g. merged runs).
+
+    ``gates`` default to the ones the run recorded; ``baseline_dir`` compares with that run instead of the
+    gates' saved baseline (``locust-llm compare``).
+    """
+    run_dir = Path(run_dir)
+    run = run if run is not None else load_run(run_dir)
+    gates = gates if gates is not None else gates_of(run.env)
+    summary = build_summary(run)
+    layout.write_text(run_dir / layout.SUMMARY, summary.model_dump_json(indent=2))
+    regression, bad_input = _regression(run, run_dir, gates, baseline_dir, max_regression_pct)
+    if regression is not None:
+        layout.write_text(run_dir / layout.RUN_COMPARISON, regression.model_dump_json(indent=2))
+    verdict = evaluate(summary, gates, regression, bad_input)
+    layout.write_text(run_dir / layout.VERDICT, verdict.model_dump_json(indent=2))
+    inp = ReportInput(summary=summary, env=run.env, verdict=verdict, regression=regression, run_name=run_dir.name,
+                      timeline=build_timeline(run, RunView.variant_order(summary, run.env)))
+    report = None
+    try:
+        report = write_report(run_dir, inp)
+    except Exception:  # the measurements and the verdict are on disk; a report bug must not hide them
+        log.exception("could not render the HTML report; `locust-llm report %s` retries", run_dir)
+    return Outcome(summary, verdict, regression, report, verdict_table(summary, verdict))

@@ -1,0 +1,49 @@
+"""What a headless run and ``locust-llm compare`` print: the verdict table and the run comparison table."""
+
+from __future__ import annotations
+
+from ..analysis.documents import RunComparison, Summary, Verdict
+from ..fmt import lvl, ms
+
+__all__ = ["comparison_table", "verdict_table"]
+
+
+def _flag(value) -> str:
+    return {True: "yes", False: "NO", None: "?"}[value]
+
+
+def verdict_table(summary: Summary, verdict: Verdict) -> str:
+    """The compact table a headless run prints at its end."""
+    lines = [f"locust-llm verdict for run {summary.run_id}: exit code {verdict.exit_code}",
+             f"{'variant':<16} {'level':>6} {'req':>6} {'err%':>6} {'TTFT p50':>9} {'TPOT p50':>9} "
+             f"{'out tok/s':>10} {'steady':>7} {'client':>7}"]
+    for variant, entry in summary.variants.items():
+        for s in entry.steps:
+            err = f"{100 * s.error_rate:.1f}" if s.error_rate is not None else "-"
+            tps = f"{s.output_tps:.1f}" if s.output_tps else "-"
+            lines.append(f"{variant:<16} {lvl(s.level):>6} {s.requests:>6} {err:>6} "
+                         f"{ms(s.ttft_ms.p50 if s.ttft_ms else None):>9} "
+                         f"{ms(s.tpot_ms.p50 if s.tpot_ms else None):>9} {tps:>10} "
+                         f"{_flag(s.steady):>7} {_flag(s.client_valid):>7}")
+    for comparison in summary.comparisons:
+        crossover = lvl(comparison.crossover_level) if comparison.crossover_level is not None else "none"
+        lines.append(f"{comparison.variant} vs {comparison.baseline}: crossover {crossover}; "
+                     f"{comparison.recommendation}")
+    for code, why in verdict.reasons.items():
+        lines += [f"[exit {code}] {reason}" for reason in why]
+    return "\n".join(lines)
+
+
+def comparison_table(result: RunComparison) -> str:
+    lines = [f"compare {result.old} -> {result.new} (ratio > 1: new is better; "
+             f"regression: worse beyond the noise and by more than {result.max_regression_pct:g}%)",
+             f"{'variant':<18} {'level':>6} {'metric':<11} {'ratio':>7}  {'95% CI':<17} change"]
+    flagged = {(r.variant, r.level, r.metric) for r in result.regressions}
+    for row in result.rows:
+        ci = f"[{row.ci95[0]:.3f}, {row.ci95[1]:.3f}]" if row.ci95 else "-"
+        ratio = f"{row.ratio:.3f}" if row.ratio is not None else "-"
+        mark = "  REGRESSION" if (row.variant, row.level, row.metric) in flagged else ""
+        lines.append(f"{row.variant:<18} {lvl(row.level):>6} {row.metric:<11} {ratio:>7}  {ci:<17} "
+                     f"{row.change}{mark}")
+    lines.append(f"{len(result.regressions)} regression(s)")
+    return "\n".join(lines)

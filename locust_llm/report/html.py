@@ -1,0 +1,72 @@
+"""``report.html``: the sections and charts of a ``RunView`` through the Jinja2 template.
+
+Safety: Jinja2 autoescapes everything. The only markup that is not escaped is the SVG that :mod:`.charts`
+draws (a :class:`markupsafe.Markup`, whose text labels are escaped there); no template uses ``|safe``. A
+Content-Security-Policy meta tag forbids scripts and every network fetch as a second line.
+
+Robustness: every figure may be missing (None); each section is built on its own, and a section that still
+fails renders as a visible note instead of losing the whole report.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import jinja2
+
+from . import sections, tables
+from .figures import ladder_charts, timeline_charts
+from .texts import DEFINITIONS, RULES
+from .view import RunView
+
+log = logging.getLogger(__name__)
+
+__all__ = ["build_context", "render_html"]
+
+_env: jinja2.Environment | None = None
+
+
+def environment() -> jinja2.Environment:
+    """The report's Jinja2 environment: package templates, autoescape on for every template."""
+    global _env
+    if _env is None:
+        _env = jinja2.Environment(loader=jinja2.PackageLoader("locust_llm.report", "templates"), autoescape=True,
+                                  undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                                  keep_trailing_newline=True)
+    return _env
+
+
+def build_context(view: RunView) -> dict:
+    failures: list[str] = []
+
+    def guard(name: str, build: Callable[[], object]):
+        try:
+            return build()
+        except Exception as exc:  # one odd figure must not cost the whole report
+            log.exception("report: section %s failed", name)
+            failures.append(f"{name}: {type(exc).__name__}: {exc}")
+            return None
+
+    return {
+        "meta": guard("meta", lambda: sections.meta(view)) or {
+            "run_id": view.run_id, "title": "locust-llm report", "subtitle": "", "conditions": "", "unit": "",
+            "level_name": "level", "mode": view.mode},
+        "headline": guard("verdict", lambda: sections.headline(view)),
+        "gates": guard("gates", lambda: sections.gates(view)),
+        "regression": guard("regression", lambda: sections.regression(view)),
+        "conditions": guard("conditions", lambda: sections.conditions(view)),
+        "variants": guard("variants", lambda: tables.variant_tables(view)),
+        "speedups": guard("speed-ups", lambda: tables.speedups(view)),
+        "charts": guard("charts", lambda: ladder_charts(view, guard)) or {},
+        "consistency": guard("consistency", lambda: sections.consistency(view)),
+        "validity": guard("client validity", lambda: sections.validity(view)),
+        "events": guard("run events", lambda: sections.run_events(view)),
+        "timeline": guard("telemetry", lambda: timeline_charts(view)),
+        "definitions": DEFINITIONS, "rules": RULES,
+        "failures": failures,
+    }
+
+
+def render_html(view: RunView) -> str:
+    return environment().get_template("report.html.j2").render(**build_context(view))

@@ -1,0 +1,122 @@
+"""The ladder tables per variant and the speed-up tables per comparison, from the ``RunView``."""
+
+from __future__ import annotations
+
+from ..analysis.speedup import speedup_state
+from ..fmt import ci_text, lvl, num, ok, pct, times
+from .view import RunView
+
+__all__ = ["PERCENTILES", "SPEEDUP_METRICS", "speedups", "variant_tables"]
+
+PERCENTILES = ("p50", "p95", "p99")
+SPEEDUP_METRICS = [("output_tps_speedup", "aggregate output tok/s"), ("decode_tps_speedup", "decode tok/s (mean)"),
+                   ("tpot_p50_speedup", "TPOT P50"), ("tpot_p95_speedup", "TPOT P95"),
+                   ("ttft_p95_speedup", "TTFT P95")]
+
+
+def latency_metrics(open_loop: bool) -> list[tuple[str, str]]:
+    metrics = [("ttft_ms", "TTFT")]
+    if open_loop:
+        metrics.append(("ttft_sched_ms", "TTFT_sched"))
+    metrics += [("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E")]
+    if open_loop:
+        metrics.append(("e2e_sched_ms", "E2E_sched"))
+    return metrics
+
+
+def _marks(step, saturation, knee) -> list[tuple[str, str, str]]:
+    marks = []
+    if ok(saturation) and step.level == saturation:
+        marks.append(("saturation", "mark-sat", "throughput stops growing beyond this level"))
+    if ok(knee) and step.level == knee:
+        marks.append(("knee", "mark-knee", "latency grows faster than load beyond this level"))
+    if step.steady is False:
+        marks.append(("unsteady", "mark-warn", "metric drifted within the steady window"))
+    if step.client_valid is False:
+        reasons = "; ".join(step.client_validity.reasons)
+        marks.append(("client-invalid", "mark-bad", reasons or "client was a bottleneck"))
+    if not step.requests:
+        marks.append(("no requests", "mark-bad", "no request was sent in the steady window"))
+    elif step.errors and step.errors == step.requests:
+        marks.append(("all failed", "mark-bad", "every request of this step failed"))
+    return marks
+
+
+def variant_tables(view: RunView) -> list[dict]:
+    out = []
+    speed_by = {c.variant: {s.level: s for s in c.steps} for c in view.comparisons}
+    open_loop = view.mode == "open"
+    metrics = latency_metrics(open_loop)
+    for name in view.names:
+        entry = view.variants.get(name)
+        sat = entry.saturation_level if entry else None
+        knee = entry.knee_level if entry else None
+        rows = []
+        for s in view.steps_of(name):
+            lat = {}
+            for key, _label in metrics:
+                fig = getattr(s, key)
+                lat[key] = [num(getattr(fig, p)) if fig else None for p in PERCENTILES]
+            acc = s.acceptance
+            server_acc = (acc.server if acc else None) or (s.server.acceptance if s.server else None)
+            client_acc = (acc.client if acc else None) or s.acceptance_client
+            tpc = (acc.tokens_per_chunk if acc else None) or s.tokens_per_chunk
+            missing = {m.figure: m.reason for m in s.server.missing} if s.server else {}
+            speed = (speed_by.get(name) or {}).get(s.level)
+            out_speed = speed.output_tps_speedup if speed else None
+            decode = s.decode_tps
+            rows.append({
+                "level": lvl(s.level), "marks": _marks(s, sat, knee), "requests": s.requests,
+                "errors": s.errors, "error_rate": pct(s.error_rate),
+                "errors_by_class": ", ".join(f"{k}: {v}" for k, v in s.errors_by_class.items()),
+                "lat": lat,
+                "decode_p50": num(decode.p50) if decode else None, "decode_mean": num(decode.mean) if decode else None,
+                "output_tps": num(s.output_tps), "output_tps_ci": ci_text(s.output_tps_ci95),
+                "request_rate": num(s.request_rate), "goodput": num(s.goodput_rps),
+                "achieved": num(s.achieved_rate) if open_loop else None,
+                "acc_server": pct(server_acc.rate) if server_acc else None,
+                "acc_server_why": missing.get("acceptance.rate") or ("no telemetry" if not s.server
+                                                                     else "not measured"),
+                "acc_len": num(server_acc.mean_length) if server_acc else None,
+                "acc_client": pct(client_acc.rate) if client_acc else None,
+                "tokens_per_chunk": num(tpc.value) if tpc else None,
+                "speedup": times(out_speed.value) if out_speed else None,
+                "speedup_ci": ci_text(out_speed.ci95, times) if out_speed else None,
+                "tokens": s.output_tokens,
+                "sources": ", ".join(f"{k} ({v})" for k, v in s.token_sources.items()),
+            })
+        trend = entry.memory_trend if entry else None
+        trend_text = None
+        if trend and ok(trend.slope):
+            trend_text = (f"{trend.metric}: {trend.start_mib:.0f} \u2192 {trend.end_mib:.0f} MiB (peak "
+                          f"{trend.peak_mib:.0f}), slope {num(trend.slope)} MiB/min (95% CI {ci_text(trend.ci95)})"
+                          + (" \u2014 growing" if trend.growing else ""))
+        out.append({
+            "name": name, "anchor": view.ids.get(name), "color": view.colors.get(name),
+            "baseline": name == view.baseline, "rows": rows, "latency_metrics": metrics,
+            "saturation": lvl(sat) if ok(sat) else None, "knee": lvl(knee) if ok(knee) else None,
+            "knee_by_metric": ", ".join(f"{k}: {lvl(v)}" for k, v in (entry.knee_by_metric if entry else {}).items()
+                                        if ok(v)),
+            "memory_trend": trend_text, "telemetry_missing": entry.telemetry.missing if entry else None,
+            "conditions": view.conditions_line(name), "has_speedup": name in speed_by, "open_loop": open_loop,
+        })
+    return out
+
+
+def speedups(view: RunView) -> list[dict]:
+    out = []
+    for comp in view.comparisons:
+        rows = []
+        for s in sorted(comp.steps, key=lambda s: s.level):
+            cells = []
+            for key, _label in SPEEDUP_METRICS:
+                fig = getattr(s, key)
+                cells.append({"value": times(fig.value), "ci": ci_text(fig.ci95, times),
+                              "state": speedup_state(fig.model_dump())})
+            rows.append({"level": lvl(s.level), "cells": cells,
+                         "crossover": ok(comp.crossover_level) and s.level == comp.crossover_level})
+        out.append({"variant": comp.variant, "baseline": comp.baseline, "rows": rows,
+                    "metrics": [m[1] for m in SPEEDUP_METRICS], "recommendation": comp.recommendation,
+                    "crossover": lvl(comp.crossover_level) if ok(comp.crossover_level) else None,
+                    "conditions": view.conditions_line(comp.variant)})
+    return out

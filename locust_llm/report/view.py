@@ -1,0 +1,181 @@
+"""``RunView``: the report's one input (typed summary, env, verdict, run comparison, timeline) plus what every
+section asks of it (variant order, colours, anchors, units, the conditions line). Built once per report.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from ..analysis.documents import RunComparison, StepFigures, Summary, Verdict
+from ..analysis.timeline import Timeline
+from ..fmt import lvl, ok
+from .charts import PALETTE
+
+__all__ = ["ReportInput", "RunView", "command_text", "flags_text", "level_name", "unit_of"]
+
+
+@dataclass
+class ReportInput:
+    """Everything a report is made of; the pipeline computes it, the report only presents it."""
+
+    summary: Summary
+    env: dict
+    timeline: Timeline
+    verdict: Verdict | None = None
+    regression: RunComparison | None = None
+    run_name: str = ""  # the run directory's name, for a run that recorded no id
+
+
+def unit_of(mode: str, plural: bool = True) -> str:
+    if mode == "open":
+        return "req/s"
+    return "concurrent streams" if plural else "concurrent stream"
+
+
+def level_name(mode: str) -> str:
+    return "offered req/s" if mode == "open" else "users (concurrent streams)"
+
+
+def short_version(version) -> str | None:
+    if not version:
+        return None
+    first = str(version).strip().splitlines()[0]
+    return first.removeprefix("version:").strip() or None
+
+
+def flags_text(spec) -> str:
+    if not spec:
+        return "none (no speculative decoding)"
+    if isinstance(spec, dict):
+        return ", ".join(f"{k}={v}" for k, v in spec.items() if v is not None) or "none"
+    return str(spec)
+
+
+def command_text(command) -> str | None:
+    if not command:
+        return None
+    if isinstance(command, (list, tuple)):
+        return shlex.join(str(c) for c in command)
+    return str(command)
+
+
+def _slug(text: str, index: int) -> str:
+    return f"v{index}-" + (re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:40] or "x")
+
+
+class RunView:
+    def __init__(self, inp: ReportInput):
+        self.inp = inp
+        self.summary = inp.summary
+        self.env = inp.env or {}
+        self.scenario = self.env.get("scenario") or {}
+        self.load = self.env.get("load") or self.scenario.get("load") or {}
+        self.variants = self.summary.variants
+        self.baseline = self.summary.baseline or self.env.get("baseline")
+        self.comparisons = self.summary.comparisons
+        self.servers = {k: v for k, v in (self.env.get("servers") or {}).items() if isinstance(v, dict)}
+        first_mode = next((s.mode for v in self.variants.values() for s in v.steps), "closed")
+        self.mode = self.load.get("mode") or first_mode
+        self.names = self.variant_order(self.summary, self.env)
+        others = [n for n in self.names if n != self.baseline]
+        self.colors = {name: PALETTE[1 + i % (len(PALETTE) - 1)] for i, name in enumerate(others)}
+        if self.baseline in self.names:
+            self.colors[self.baseline] = PALETTE[0]
+        self.ids = {name: _slug(name, i) for i, name in enumerate(self.names)}
+        self.run_id = self.summary.run_id or self.env.get("run_id") or inp.run_name
+
+    @staticmethod
+    def variant_order(summary: Summary, env: dict) -> list[str]:
+        """The baseline first, then the variants in run order (planned ones that never ran included)."""
+        names = list(summary.variants)
+        for name in env.get("variants") or []:
+            if name not in names:
+                names.append(name)
+        baseline = summary.baseline or env.get("baseline")
+        if baseline in names:
+            names.remove(baseline)
+            names.insert(0, baseline)
+        return names
+
+    def color(self, name: str | None) -> str:
+        return self.colors.get(name, "#333")
+
+    def levels(self) -> list[float]:
+        found = {s.level for v in self.variants.values() for s in v.steps if ok(s.level)}
+        if not found:
+            found = {float(x) for x in self.load.get("ladder") or [] if ok(x)}
+        return sorted(found)
+
+    def steps_of(self, name: str) -> list[StepFigures]:
+        entry = self.variants.get(name)
+        return sorted(entry.steps, key=lambda s: s.level) if entry is not None else []
+
+    def server_of(self, name: str) -> dict:
+        return self.servers.get(name) or {}
+
+    def speculative_of(self, name: str):
+        spec = self.server_of(name).get("speculative")
+        if spec is None:
+            spec = ((self.scenario.get("variants") or {}).get(name) or {}).get("speculative")
+        return spec
+
+    def model_name(self) -> str | None:
+        for server in self.servers.values():
+            if server.get("served_model") or server.get("model"):
+                return server.get("served_model") or server.get("model")
+        srv = self.scenario.get("server") or {}
+        return srv.get("served_model_name") or srv.get("model")
+
+    def engine(self) -> str | None:
+        for server in self.servers.values():
+            if server.get("engine"):
+                version = short_version(server.get("version"))
+                return server["engine"] + (f" {version}" if version else "")
+        if self.env.get("external_url"):
+            return "external server"
+        return (self.scenario.get("server") or {}).get("engine")
+
+    def host_text(self) -> str:
+        host = self.env.get("host") or {}
+        parts = []
+        if host.get("cpu_count"):
+            parts.append(f"{host['cpu_count']} CPUs")
+        gpu = str(host.get("gpu") or "not recorded")
+        parts.append("GPU " + (re.sub(r"\s*\(.*\)$", "", gpu) or gpu))
+        return f"{host.get('hostname') or 'unknown host'} ({', '.join(parts)})"
+
+    def lengths_text(self) -> str:
+        load = self.load
+        workload = self.env.get("workload") or {}
+        if load.get("dataset"):
+            text = f"dataset {load['dataset']}"
+        elif load.get("buckets"):
+            text = "buckets " + ", ".join(map(str, load["buckets"]))
+        else:
+            text = f"{load.get('prompt_tokens', '?')}\u2192{load.get('max_tokens', '?')} tokens"
+        if workload and workload.get("exact") is False:
+            text += " (prompt lengths approximate)"
+        return text
+
+    def conditions_line(self, variant: str | None = None) -> str:
+        """One line of the conditions every figure was measured under (printed under each table/chart)."""
+        load = self.load
+        parts = []
+        if variant is not None:
+            spec = self.speculative_of(variant)
+            parts.append(f"{variant}: {flags_text(spec) if spec else 'no speculative decoding'}")
+        parts.append(f"model {self.model_name() or 'not recorded'}")
+        engine = self.engine()
+        parts.append(re.sub(r"\s*\(.*$", "", engine) if engine else "engine not recorded")
+        parts.append(f"{self.mode} loop, {load.get('api', 'completions')} {self.lengths_text()}")
+        if ok(load.get("step_duration_s")):
+            parts.append(f"{load['step_duration_s']:g} s steady + {load.get('warmup_s', 0) or 0:g} s warm-up "
+                         "per level")
+        parts.append(f"host {self.host_text()}")
+        parts.append(f"run {self.run_id}")
+        return " \u00b7 ".join(parts)
+
+    def where(self, name: str, step: StepFigures) -> str:
+        return f"{name} @ {lvl(step.level)}"

@@ -1,0 +1,105 @@
+"""The run directory's file names, its one atomic writer, and ``RunDir`` (env.json, steps.json, run events).
+
+Every module that names a run file takes the name from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = ["RunDir", "atomic_write", "is_run_dir", "read_json", "server_log", "write_json", "write_parquet",
+           "write_text"]
+
+REQUESTS = "requests.parquet"
+REQUEST_PARTS = "requests.parts"
+CLIENT = "client.parquet"
+TELEMETRY = "telemetry.parquet"
+TELEMETRY_PARTS = "telemetry.parts"
+TELEMETRY_META = "telemetry.json"
+ENV = "env.json"
+STEPS = "steps.json"
+CONSISTENCY = "consistency.json"
+SUMMARY = "summary.json"
+VERDICT = "verdict.json"
+RUN_COMPARISON = "compare.json"
+REPORT = "report.html"
+STEPS_CSV = "steps.csv"
+SUMMARY_MD = "summary.md"
+PROMETHEUS_LOG = "prometheus.log"
+
+
+def server_log(variant: str) -> str:
+    return f"server-{variant}.log"
+
+
+def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
+    """``write(tmp)`` then rename over ``path``: a reader (or a crash) never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_parquet(path: Path, table: pa.Table) -> Path:
+    return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def write_json(path: Path, data: Any) -> Path:
+    return write_text(path, json.dumps(data, indent=2, default=str))
+
+
+def read_json(path: Path) -> Any:
+    """The parsed file; ``{}`` when it does not exist. A damaged file raises ``ValueError`` naming it."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path}: cannot read ({exc})") from None
+
+
+def is_run_dir(path: Path) -> bool:
+    return (Path(path) / STEPS).exists()
+
+
+class RunDir:
+    """One run's directory: paths, ``env.json`` (every condition a number depends on), ``steps.json``."""
+
+    def __init__(self, root: Path, run_id: str):
+        self.run_id = run_id
+        self.path = Path(root) / run_id
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.env: dict[str, Any] = {}
+        self.steps: list[dict] = []
+        self.events: list[dict] = []
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def write_env(self) -> None:
+        write_json(self.file(ENV), self.env)
+
+    def write_steps(self) -> None:
+        write_json(self.file(STEPS), {"steps": self.steps, "events": self.events})
+
+    def note(self, kind: str, **details: Any) -> None:
+        """A run event (server exit, missing records, ...) that the summary and report must show."""
+        self.events.append({"kind": kind, "t": time.time(), **details})
+        self.write_steps()

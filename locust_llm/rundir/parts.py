@@ -1,0 +1,136 @@
+"""Rows -> Parquet part files while a run goes -> one merged file at the end; nothing lost, memory bounded.
+
+Used by the recorder (``requests.parquet``) and the telemetry poller (``telemetry.parquet``). A batch stays
+in memory until its part file is on disk: a failed write (a full disk) keeps it for the next flush. A row
+whose values do not fit the schema cannot be written at all; it is counted in ``rows_lost`` with the reason,
+and the other rows of its batch are written. The part files alone are readable if the process dies before
+the merge (:func:`read_table`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .layout import atomic_write, write_parquet
+
+__all__ = ["PartWriter", "merge_parts", "read_table"]
+
+log = logging.getLogger(__name__)
+
+PART_GLOB = "part-*.parquet"
+
+
+class PartWriter:
+    def __init__(self, run_dir: Path, target: str, parts: str, schema: pa.Schema,
+                 sort_by: list[tuple[str, str]] | None = None):
+        self.target = Path(run_dir) / target
+        self.parts_dir = Path(run_dir) / parts
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        self.schema = schema
+        self.sort_by = sort_by
+        self.buffer: list[dict] = []
+        self.part_count = len(list(self.parts_dir.glob(PART_GLOB)))
+        self.rows_written = 0
+        self.rows_lost = 0
+        self.loss_reasons: list[str] = []
+        self.write_failures = 0
+
+    def add(self, rows: list[dict]) -> None:
+        self.buffer.extend(rows)
+
+    def _table(self, rows: list[dict]) -> pa.Table:
+        try:
+            return pa.Table.from_pylist(rows, schema=self.schema)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            pass
+        good = []
+        for row in rows:  # one bad value must not cost its whole batch
+            try:
+                pa.Table.from_pylist([row], schema=self.schema)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                self.rows_lost += 1
+                if len(self.loss_reasons) < 10:
+                    self.loss_reasons.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+                continue
+            good.append(row)
+        return pa.Table.from_pylist(good, schema=self.schema)
+
+    def flush(self) -> bool:
+        """Write the buffered rows as one part file; False (rows kept) when the write failed."""
+        if not self.buffer:
+            return True
+        rows = self.buffer
+        table = self._table(rows)
+        path = self.parts_dir / f"part-{self.part_count + 1:06d}.parquet"
+        try:
+            write_parquet(path, table)
+        except OSError as exc:
+            self.write_failures += 1
+            log.warning("could not write %s (%s); keeping %d rows in memory to retry", path, exc, len(rows))
+            return False
+        self.buffer = self.buffer[len(rows):]
+        self.part_count += 1
+        self.rows_written += table.num_rows
+        return True
+
+    def merge(self) -> Path:
+        """All part files -> the target file (streamed, or sorted when ``sort_by`` is set); idempotent."""
+        self.flush()
+        merge_parts(self.target, self.parts_dir, self.schema, self.sort_by)
+        return self.target
+
+    def close(self, attempts: int = 3) -> Path:
+        """Final merge; rows that still cannot be written count as lost; the part files go once merged."""
+        for _ in range(attempts):
+            if self.flush():
+                break
+        if self.buffer:
+            self.rows_lost += len(self.buffer)
+            self.loss_reasons.append(f"{len(self.buffer)} rows could not be written (disk full or not writable)")
+            self.buffer = []
+        self.merge()
+        for part in self.parts_dir.glob(PART_GLOB):
+            part.unlink()
+        try:
+            self.parts_dir.rmdir()
+        except OSError:
+            pass
+        return self.target
+
+
+def merge_parts(target: Path, parts_dir: Path, schema: pa.Schema,
+                sort_by: list[tuple[str, str]] | None = None) -> Path:
+    parts = sorted(Path(parts_dir).glob(PART_GLOB))
+    if target.exists() and not parts:
+        return target
+    if sort_by:
+        tables = [pq.read_table(part, schema=schema) for part in parts]
+        table = pa.concat_tables(tables) if tables else schema.empty_table()
+        return write_parquet(target, table.sort_by(sort_by) if table.num_rows else table)
+
+    def stream(tmp: Path) -> None:
+        with pq.ParquetWriter(tmp, schema) as writer:
+            for part in parts:
+                writer.write_table(pq.read_table(part, schema=schema))
+
+    return atomic_write(target, stream)
+
+
+def read_table(run_dir: Path, target: str, parts: str, columns: list[str] | None = None) -> pa.Table | None:
+    """The merged file, or the part files of a run that died before its merge; None when neither exists."""
+    path = Path(run_dir) / target
+    if path.exists():
+        return pq.read_table(path, columns=_present(pq.read_schema(path), columns))
+    files = sorted((Path(run_dir) / parts).glob(PART_GLOB))
+    if not files:
+        return None
+    tables = [pq.read_table(f, columns=_present(pq.read_schema(f), columns)) for f in files]
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def _present(schema: pa.Schema, columns: list[str] | None) -> list[str] | None:
+    return None if columns is None else [c for c in columns if c in schema.names]

@@ -1,0 +1,191 @@
+"""The experiment on the master: variants in sequence, each over the ladder, with servers started and stopped.
+
+``Experiment.program()`` is a generator the load shape advances once per tick; each value is
+Locust's ``(users, spawn_rate, user_classes)``. Blocking work (starting a server) happens inside
+it, on the shape's greenlet, while Locust keeps serving heartbeats. When the run stops,
+``finish()`` writes the records and hands the run directory to ``pipeline.finish_run``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+from locust.runners import MasterRunner
+
+from ..analysis.steady import drift
+from ..pipeline import Outcome, finish_run
+from ..records import Phase, now
+from ..rundir import RunDir
+from ..rundir.facts import host_info, package_versions
+from .plan import Plan
+from .recorder import Recorder
+from .session import ServerError, ServerSession
+from .steps import STEP_MESSAGE, StepState
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Experiment"]
+
+DRAIN_GRACE_S = 30.0
+
+
+class Experiment:
+    def __init__(self, environment, plan: Plan, user_classes: dict[str, type],
+                 session: Callable[[Plan, RunDir], ServerSession] = ServerSession):
+        self.environment = environment
+        self.plan = plan
+        self.user_classes = user_classes
+        self.run = RunDir(plan.report_dir, plan.run_id)
+        self.recorder = Recorder(self.run.path)
+        self.state = StepState(run_id=plan.run_id, mode=plan.load.mode, seed=plan.load.seed)
+        self.finished = False
+        self.closed = False
+        self.outcome: Outcome | None = None
+        self.analysed: tuple | None = None  # (records, run events) the last summary was computed from
+        self.run.env = {
+            "run_id": plan.run_id, "scenario": plan.scenario.model_dump(mode="json"),
+            "scenario_file": str(plan.scenario.source), "load": plan.load.model_dump(mode="json"),
+            "gates": plan.gates.model_dump(mode="json"), "variants": plan.variants,
+            "baseline": plan.scenario.baseline_variant, "options": plan.options,
+            "external_url": plan.external_url, "servers": {}, "host": host_info(),
+            "client": {"packages": package_versions()}, "seed": plan.load.seed,
+        }
+        self.run.write_env()
+        self.run.write_steps()
+        self.session = session(plan, self.run)
+
+    # -- load shape program ---------------------------------------------------------------
+    def program(self) -> Iterator[tuple]:
+        load = self.plan.load
+        for variant in self.plan.variants:
+            try:
+                self.session.start(variant)
+            except ServerError as exc:
+                log.error("variant %s: %s", variant, exc)
+                self.run.note("server_start_failed", variant=variant, error=str(exc))
+                continue
+            self.broadcast(variant, -1, math.nan, Phase.STARTING)
+            workload = self.session.check_consistency(variant)
+            if workload is not None and "workload" not in self.run.env:
+                self.run.env["workload"] = workload.describe()
+                self.run.write_env()
+            classes = [self.user_classes[load.mode]]
+            for step, level in enumerate(self.levels()):
+                users = self.users_for(level)
+                row = {"variant": variant, "step": step, "level": level, "mode": load.mode, "users": users,
+                       "t_start": now(), "t_steady": math.nan, "t_end": math.nan}
+                self.run.steps.append(row)
+                self.broadcast(variant, step, level, Phase.WARMUP)
+                self.announce(variant, step, level)
+                yield from self.hold(row["t_start"] + load.warmup_s, (users, max(users, 1), classes))
+                row["t_steady"] = now()
+                self.broadcast(variant, step, level, Phase.STEADY)
+                yield from self.hold(row["t_steady"] + load.step_duration_s, (users, max(users, 1), classes))
+                row["extended_s"] = 0.0
+                while row["extended_s"] < load.max_extend_s and not self.looks_steady(variant, level, row):
+                    extra = min(load.step_duration_s / 2, load.max_extend_s - row["extended_s"])
+                    log.info("variant %s level %g: throughput still drifting; extending the step by %gs",
+                             variant, level, extra)
+                    row["extended_s"] += extra
+                    yield from self.hold(now() + extra, (users, max(users, 1), classes))
+                row["t_end"] = now()
+                self.run.write_steps()
+                if not self.session.alive():
+                    break
+            self.broadcast(variant, self.state.step, self.state.level, Phase.DRAIN)
+            yield from self.drain(classes)
+            self.session.stop()
+        self.broadcast(self.state.variant, self.state.step, self.state.level, Phase.IDLE)
+
+    def levels(self) -> list[float]:
+        return list(self.plan.load.ladder) * self.plan.load.repeats
+
+    def looks_steady(self, variant: str, level: float, row: dict) -> bool:
+        """Drift of completed tokens per second since the steady window began, from the live figures."""
+        rates = self.recorder.live.token_rates(variant, level, row["t_steady"], now())
+        if rates.size < 3:
+            return True
+        return drift(row["t_steady"] + np.arange(rates.size) + 0.5, rates)["steady"] is not False
+
+    def announce(self, variant: str, step: int, level: float) -> None:
+        """Headless progress: where the run is and roughly how long it has left (server starts not counted)."""
+        load = self.plan.load
+        per_step = load.warmup_s + load.step_duration_s
+        count = len(self.levels())
+        position = self.plan.variants.index(variant)
+        steps_left = (count - step) + count * (len(self.plan.variants) - position - 1)
+        unit = "req/s" if load.mode == "open" else "users"
+        log.info("variant %s (%d/%d), level %g %s (step %d/%d): warm-up %gs + steady %gs; about %ds left",
+                 variant, position + 1, len(self.plan.variants), level, unit, step + 1, count, load.warmup_s,
+                 load.step_duration_s, steps_left * per_step)
+
+    def hold(self, until: float, tick: tuple) -> Iterator[tuple]:
+        while now() < until:
+            if not self.session.alive():
+                return
+            self.send_state()
+            yield tick
+
+    def drain(self, classes: list[type]) -> Iterator[tuple]:
+        """Zero users; wait until every stream in flight has ended and its record has arrived."""
+        deadline = now() + (self.environment.stop_timeout or 0) + DRAIN_GRACE_S
+        while now() < deadline:
+            self.send_state()
+            yield (0, 100, classes)
+            if self.environment.runner.user_count == 0 and self.recorder.drained():
+                return
+        log.warning("drain timed out; records missing per worker: %s", self.recorder.missing())
+        self.run.note("drain_timeout", missing=self.recorder.missing())
+
+    def users_for(self, level: float) -> int:
+        if self.plan.load.mode == "open":
+            # One dispatcher per load-generating process; each sends level / workers req/s.
+            return max(self.worker_count(), 1)
+        return max(int(round(level)), 1)
+
+    def worker_count(self) -> int:
+        runner = self.environment.runner
+        return runner.worker_count if isinstance(runner, MasterRunner) else 1
+
+    # -- step state -----------------------------------------------------------------------
+    def broadcast(self, variant: str, step: int, level: float, phase: str) -> None:
+        server = self.session.server
+        self.state = StepState(run_id=self.plan.run_id, variant=variant, step=step, level=level, phase=phase,
+                               mode=self.plan.load.mode, base_url=server.base_url if server else "",
+                               model=server.model if server else "", workers=max(self.worker_count(), 1),
+                               seed=self.plan.load.seed)
+        self.send_state()
+
+    def send_state(self) -> None:
+        # Sent every tick, so a worker that joins late still learns the current step.
+        self.environment.runner.send_message(STEP_MESSAGE, self.state.to_dict())
+
+    # -- end ------------------------------------------------------------------------------
+    def finish(self, final: bool) -> Path:
+        """Stop what runs, write the records, and run the post-run pipeline; safe to call more than once."""
+        self.finished = True
+        if self.closed:
+            return self.run.path
+        self.closed = final
+        self.session.stop()
+        for row in self.run.steps:
+            if math.isnan(row["t_end"]):
+                row["t_end"] = now()
+        missing = self.recorder.missing()
+        if missing:
+            self.run.note("records_missing", missing=missing)
+        self.run.write_steps()
+        if final:
+            self.recorder.close()
+            self.session.close()
+        else:
+            self.recorder.finalize()
+        analysed = (self.recorder.rows_written, len(self.run.events))
+        if analysed != self.analysed:  # headless runs stop, then quit: nothing new arrived in between
+            self.analysed = analysed
+            self.outcome = finish_run(self.run.path, gates=self.plan.gates)
+        return self.run.path

@@ -1,0 +1,104 @@
+"""Options (command line or web form) + scenario -> ``Plan``: what will run. Pure apart from reading the scenario.
+
+Errors are ``ScenarioError`` with a message that names the option or key and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..rundir.facts import new_run_id
+from ..scenario import GatesSpec, LoadSpec, Scenario, ScenarioError, TelemetrySpec, load_scenario
+
+__all__ = ["DEFAULT_SCENARIO", "Plan", "load_plan", "recordable_options"]
+
+DEFAULT_SCENARIO = "scenarios/tiny-cpu.yaml"
+SECRET_OPTION = re.compile(r"auth|pass|secret|token|key|cert", re.IGNORECASE)
+
+
+@dataclass
+class Plan:
+    """The scenario with command-line/web-form overrides applied: what will run."""
+
+    scenario: Scenario
+    load: LoadSpec
+    telemetry: TelemetrySpec
+    gates: GatesSpec
+    variants: list[str]
+    external_url: str | None
+    model: str
+    report_dir: Path
+    run_id: str
+    options: dict = field(default_factory=dict)
+
+    @property
+    def engine(self) -> str:
+        """The engine the requests go to: ``external`` for a server we did not start."""
+        return "external" if self.external_url else self.scenario.server.engine
+
+    @property
+    def base_dir(self) -> Path:
+        """Where the scenario's relative paths (datasets) are resolved."""
+        return self.scenario.source.parent
+
+
+def load_plan(options, host: str | None = None) -> Plan:
+    """Scenario plus overrides from ``options`` (Locust's parsed options) and ``host`` (``--host``)."""
+    scenario = load_scenario(options.scenario or DEFAULT_SCENARIO)
+    overrides = {}
+    if options.mode:
+        if options.mode not in ("closed", "open"):
+            raise ScenarioError(f"--mode must be 'closed' or 'open', found {options.mode!r}")
+        overrides["mode"] = options.mode
+    if options.ladder:
+        try:
+            overrides["ladder"] = [float(v) for v in str(options.ladder).split(",") if v.strip()]
+        except ValueError:
+            raise ScenarioError(f"--ladder must be a comma list of numbers, found {options.ladder!r}") from None
+    if options.api:
+        overrides["api"] = options.api
+    for option, key in (("step_duration", "step_duration_s"), ("prompt_tokens", "prompt_tokens"),
+                        ("max_tokens", "max_tokens")):
+        if getattr(options, option):
+            overrides[key] = getattr(options, option)
+    if options.warmup >= 0:
+        overrides["warmup_s"] = options.warmup
+    try:
+        load = LoadSpec.model_validate({**scenario.load.model_dump(), **overrides})
+    except ValueError as exc:
+        raise ScenarioError(f"command-line/web-form overrides are invalid: {exc}") from None
+    external = host or (scenario.server.url if scenario.server.engine == "external" else None)
+    if options.variant and not external and options.variant not in scenario.variants:
+        raise ScenarioError(f"--variant {options.variant!r} is not in {scenario.source}; "
+                            f"choose one of: {', '.join(scenario.variants)}")
+    if options.variant:
+        variants = [options.variant]
+    elif external:
+        variants = [scenario.baseline_variant if scenario.server.engine == "external" else "external"]
+    else:
+        baseline = scenario.baseline_variant
+        variants = [baseline] + [v for v in scenario.variants if v != baseline]
+    telemetry = scenario.telemetry
+    gate_overrides = {key: value for key, value, given in (
+        ("ttft_p99_ms", options.slo_ttft_p99_ms, options.slo_ttft_p99_ms > 0),
+        ("tpot_p99_ms", options.slo_tpot_p99_ms, options.slo_tpot_p99_ms > 0),
+        ("error_rate", options.slo_error_rate, options.slo_error_rate >= 0),
+        ("max_regression_pct", options.max_regression_pct, options.max_regression_pct >= 0),
+        ("baseline_run", options.baseline_run, bool(options.baseline_run))) if given}
+    try:
+        gates = GatesSpec.model_validate({**scenario.gates.model_dump(), **gate_overrides})
+    except ValueError as exc:
+        raise ScenarioError(f"gate options are invalid: {exc}") from None
+    if options.prometheus_url:
+        telemetry = telemetry.model_copy(update={"prometheus_url": options.prometheus_url, "prometheus": "off"})
+    return Plan(scenario=scenario, load=load, telemetry=telemetry, gates=gates, variants=variants,
+                external_url=external, model=options.model, report_dir=Path(options.report_dir),
+                run_id=options.run_id or new_run_id(scenario.name), options=recordable_options(options))
+
+
+def recordable_options(options) -> dict:
+    """The command line as env.json records it: plain values only, and nothing that may hold a secret."""
+    return {k: v for k, v in vars(options).items()
+            if not SECRET_OPTION.search(k) and (v is None or isinstance(v, (str, int, float, bool, list)))}

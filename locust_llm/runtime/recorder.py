@@ -1,0 +1,92 @@
+"""Master side of the records' path (or the single process in local mode): batches -> ``requests.parquet``.
+
+Batches are appended to Parquet part files as they arrive (``rundir.PartWriter``) and merged at the end; the
+part files alone are still readable if the process dies. ``drained()`` is true when every worker is idle and
+every record it sent has arrived and is on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import gevent
+import pyarrow as pa
+
+from ..records import REQUESTS_SCHEMA
+from ..rundir import PartWriter, layout
+from .live import LiveStats
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CLIENT_SCHEMA", "Recorder"]
+
+FLUSH_INTERVAL_S = 2.0
+CLIENT_SCHEMA = pa.schema([("t", pa.float64()), ("worker", pa.int32()), ("cpu_percent", pa.float64()),
+                           ("loop_lag_ms_max", pa.float64()), ("loop_lag_ms_mean", pa.float64())])
+
+
+@dataclass
+class WorkerTally:
+    received: int = 0
+    sent_total: int = 0
+    users_running: int = 0
+    final: bool = False
+
+
+class Recorder:
+    """Receives record batches and keeps them on disk under ``run_dir``."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.parts = PartWriter(self.run_dir, layout.REQUESTS, layout.REQUEST_PARTS, REQUESTS_SCHEMA)
+        self.client_samples: list[dict] = []
+        self.live = LiveStats()
+        self.tally: dict[int, WorkerTally] = {}
+        self._loop = gevent.spawn(self._flush_forever)
+
+    @property
+    def rows_written(self) -> int:
+        return self.parts.rows_written
+
+    def on_batch(self, data: dict) -> None:
+        tally = self.tally.setdefault(int(data["worker"]), WorkerTally())
+        tally.received += len(data["records"])
+        tally.sent_total = int(data["sent_total"])
+        tally.users_running = int(data["users_running"])
+        tally.final = tally.final or bool(data.get("final"))
+        self.parts.add(data["records"])
+        self.client_samples.extend(data.get("client") or [])
+        self.live.add(data["records"], data.get("client") or [])
+
+    def received(self) -> int:
+        return sum(t.received for t in self.tally.values())
+
+    def drained(self) -> bool:
+        """Every worker idle, every record it sent received, and every received record written (or lost)."""
+        self.parts.flush()
+        on_disk = self.parts.rows_written + self.parts.rows_lost == self.received()
+        return bool(self.tally) and on_disk and all(t.users_running == 0 and t.received == t.sent_total
+                                                    for t in self.tally.values())
+
+    def missing(self) -> dict[int, int]:
+        return {w: t.sent_total - t.received for w, t in self.tally.items() if t.sent_total != t.received}
+
+    def _flush_forever(self) -> None:
+        while True:
+            gevent.sleep(FLUSH_INTERVAL_S)
+            self.parts.flush()
+
+    def finalize(self) -> Path:
+        """Merge all parts into ``requests.parquet`` (streamed); idempotent; ``client.parquet`` beside it."""
+        # One small row per worker and second: kept in memory, written whole.
+        layout.write_parquet(self.run_dir / layout.CLIENT,
+                             pa.Table.from_pylist(self.client_samples, schema=CLIENT_SCHEMA))
+        return self.parts.merge()
+
+    def close(self) -> Path:
+        """Final merge; the part files go once ``requests.parquet`` holds them."""
+        self._loop.kill()
+        self.finalize()
+        return self.parts.close()

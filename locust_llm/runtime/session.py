@@ -1,0 +1,130 @@
+"""The servers of an experiment, one variant at a time: launch (or attach to ``--host``), telemetry and the
+project's Prometheus, the greedy consistency prompts, liveness, and a clean stop.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ..client.greedy import greedy_outputs
+from ..rundir import RunDir, layout, write_json
+from ..servers import ServerError, ServerProcess, launch_variant, served_model
+from ..telemetry.poller import TelemetryPoller
+from ..telemetry.prometheus_server import PrometheusError, PrometheusServer, prometheus_binary
+from ..workload import Workload, WorkloadError, counter_for
+from .plan import Plan
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ActiveServer", "ServerError", "ServerSession"]
+
+CONSISTENCY_PROMPTS = 4
+CONSISTENCY_MAX_TOKENS = 64
+
+
+@dataclass
+class ActiveServer:
+    variant: str
+    base_url: str
+    model: str
+    process: ServerProcess | None  # None when attached to a server we did not start
+    exit_reported: bool = False
+
+
+class ServerSession:
+    def __init__(self, plan: Plan, run: RunDir):
+        self.plan = plan
+        self.run = run
+        self.server: ActiveServer | None = None
+        self.consistency: dict[str, list[dict]] = {}
+        self.telemetry = TelemetryPoller(run.path, interval_s=plan.telemetry.interval_s)
+        self.prometheus = self._start_prometheus()
+
+    def _start_prometheus(self) -> PrometheusServer | None:
+        spec = self.plan.telemetry
+        if spec.prometheus == "off" or (spec.prometheus == "auto" and not prometheus_binary()):
+            return None
+        try:
+            return PrometheusServer(scrape_interval_s=min(spec.interval_s, 1.0), dcgm_url=spec.dcgm_url,
+                                    log_path=self.run.file(layout.PROMETHEUS_LOG)).start()
+        except PrometheusError as exc:
+            log.warning("no Prometheus of our own (%s); scraping /metrics directly", exc)
+            self.run.note("prometheus_unavailable", error=str(exc))
+            return None
+
+    def start(self, variant: str) -> ActiveServer:
+        """Launch the variant's server (or attach to the external one) and start polling its telemetry."""
+        plan = self.plan
+        if plan.external_url:
+            url = plan.external_url.rstrip("/")
+            self.server = ActiveServer(variant, url, plan.model or served_model(url), None)
+            self.run.env["servers"][variant] = {"url": url, "served_model": self.server.model, "launched": False}
+        else:
+            log.info("starting the %s server for variant %s", plan.scenario.server.engine, variant)
+            process = launch_variant(plan.scenario, variant, log_dir=self.run.path)
+            self.server = ActiveServer(variant, process.base_url, plan.model or process.served_model or "", process)
+            spec = plan.scenario.speculative(variant)
+            self.run.env["servers"][variant] = {**process.describe(), "launched": True,
+                                                "speculative": spec.model_dump(mode="json") if spec else None}
+        self.run.write_env()
+        self._attach_telemetry(variant)
+        return self.server
+
+    def _attach_telemetry(self, variant: str) -> None:
+        server, spec = self.server, self.plan.telemetry
+        prometheus_url, selector = spec.prometheus_url, None
+        if self.prometheus is not None:
+            self.prometheus.set_server(variant, server.base_url)
+            self.prometheus.wait_for_target(variant)
+            prometheus_url, selector = self.prometheus.url, self.prometheus.selector(variant)
+        pid = server.process.proc.pid if server.process is not None and server.process.proc else None
+        self.telemetry.attach(variant, self.plan.engine, server.base_url, server_pid=pid,
+                              prometheus_url=prometheus_url, dcgm_url=spec.dcgm_url, prometheus_selector=selector)
+
+    def workload(self, base_url: str) -> Workload:
+        load = self.plan.load
+        return Workload.from_spec(load, counter_for(base_url, load.tokenizer), self.plan.base_dir)
+
+    def check_consistency(self, variant: str) -> Workload | None:
+        """Fixed greedy prompts before the ladder; the analysis compares every variant with the baseline.
+
+        Returns the workload it built (its description goes into env.json), or None when it could not."""
+        server, load = self.server, self.plan.load
+        try:
+            workload = self.workload(server.base_url)
+        except WorkloadError as exc:
+            self.run.note("consistency_skipped", variant=variant, error=str(exc))
+            return None
+        prompts = workload.consistency_prompts(CONSISTENCY_PROMPTS,
+                                               max_tokens=min(load.max_tokens, CONSISTENCY_MAX_TOKENS))
+        self.consistency[variant] = greedy_outputs(server.base_url, self.plan.engine, server.model, prompts)
+        write_json(self.run.file(layout.CONSISTENCY), self.consistency)
+        return workload
+
+    def alive(self) -> bool:
+        server = self.server
+        if server is None or server.process is None or server.process.alive():
+            return True
+        if not server.exit_reported:
+            server.exit_reported = True
+            tail = server.process.log_tail()
+            log.error("the %s server exited during the run; moving on. Log tail:\n%s", server.variant, tail)
+            self.run.note("server_exited", variant=server.variant, log_tail=tail)
+        return False
+
+    def stop(self) -> None:
+        if self.server is None:
+            return
+        self.telemetry.detach()  # a last sample while the server still answers
+        if self.server.process is not None:
+            self.server.process.stop()
+        self.server = None
+
+    def close(self) -> None:
+        """Stop the server, write the telemetry files, stop the project's Prometheus; idempotent."""
+        self.stop()
+        self.telemetry.close()
+        if self.prometheus is not None:
+            self.prometheus.stop()
+            self.prometheus = None

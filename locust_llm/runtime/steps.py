@@ -1,0 +1,56 @@
+"""The ladder step every process is in: set by the master's shape, broadcast to workers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import gevent.event
+
+from ..records import Phase
+
+__all__ = ["STEP_MESSAGE", "StepBoard", "StepState"]
+
+STEP_MESSAGE = "llm_step"
+
+
+@dataclass(frozen=True)
+class StepState:
+    run_id: str = ""
+    variant: str = ""
+    step: int = -1
+    level: float = math.nan
+    phase: str = Phase.IDLE
+    mode: str = "closed"
+    base_url: str = ""
+    model: str = ""
+    workers: int = 1
+    seed: int = 0
+
+    @property
+    def active(self) -> bool:
+        return self.phase in (Phase.WARMUP, Phase.STEADY) and bool(self.base_url)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class StepBoard:
+    """This process's view of the current step; ``changed`` wakes waiting dispatchers."""
+
+    def __init__(self) -> None:
+        self.state = StepState()
+        self.changed = gevent.event.Event()
+        self.started_at = 0.0  # records.now() when this process received the step
+
+    def update(self, state: StepState, received_at: float) -> None:
+        if state == self.state:
+            return  # the shape repeats its state every tick for late joiners; nothing changed
+        new_step = (state.run_id, state.variant, state.step) != (self.state.run_id, self.state.variant, self.state.step)
+        self.state = state
+        if new_step:
+            self.started_at = received_at
+        # Waiters hold the old event; setting it for good wakes every one of them exactly once.
+        woken, self.changed = self.changed, gevent.event.Event()
+        woken.set()
+

@@ -1,0 +1,223 @@
+"""Locust users: closed loop (next request when the last one ends) and open loop (arrivals on a clock).
+
+Both send through ``client.stream.StreamingClient``, tag each record with the current ladder step, report
+it to Locust's own stats (response time = end-to-end stream time, length = output tokens) and hand it to
+the process's ``RecordShipper``. Nothing raises out of a task.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import gevent
+import gevent.lock
+import gevent.pool
+from locust import User, task
+
+from ..client.engines import request_extra
+from ..client.stream import RequestSpec, StreamingClient
+from ..records import ErrorClass, RequestRecord, now
+from ..scenario import LoadSpec
+from ..workload import Workload
+from .arrivals import ArrivalClock
+from .shipper import RecordShipper
+from .steps import StepBoard, StepState
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ClosedLoopUser", "OpenLoopUser", "ProcessContext", "context_of"]
+
+
+@dataclass
+class ProcessContext:
+    """What the users of one Locust environment share; configured by the plugin at test start."""
+
+    board: StepBoard = field(default_factory=StepBoard)
+    load: LoadSpec = field(default_factory=LoadSpec)
+    worker: int = 0
+    engine: str = "external"
+    shipper: RecordShipper | None = None
+    workload_factory: Callable[[str], Workload] | None = None
+    workloads: dict[str, Workload] = field(default_factory=dict)
+    workload_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
+    request_seq: itertools.count = field(default_factory=itertools.count)
+    step_index: dict[tuple, itertools.count] = field(default_factory=dict)
+
+    def configure(self, load: LoadSpec, worker: int, engine: str, shipper: RecordShipper,
+                  workload_factory: Callable[[str], Workload]) -> None:
+        """New run settings; the step board survives (the shape may have spoken before test_start)."""
+        self.load, self.worker, self.engine = load, worker, engine
+        self.shipper, self.workload_factory = shipper, workload_factory
+        self.workloads.clear()
+        self.step_index.clear()
+
+    def workload(self, base_url: str) -> Workload:
+        """Built once per server (it tokenizes its prompts); concurrent callers wait for that one build."""
+        with self.workload_lock:
+            if base_url not in self.workloads:
+                self.workloads[base_url] = self.workload_factory(base_url)
+        return self.workloads[base_url]
+
+    def prepare(self, base_url: str) -> None:
+        if base_url not in self.workloads and not self.workload_lock.locked():
+            gevent.spawn(self.workload, base_url)
+
+    def next_index(self, state: StepState) -> int:
+        """The k-th request of this worker in this step: the same k gets the same prompt in every variant."""
+        return next(self.step_index.setdefault(step_key(state), itertools.count()))
+
+    def request_id(self) -> str:
+        return f"w{self.worker}-{next(self.request_seq)}"
+
+
+def context_of(environment) -> ProcessContext:
+    """The context of this environment (one per process, or per in-process node in tests)."""
+    context = getattr(environment, "llm_context", None)
+    if context is None:
+        context = environment.llm_context = ProcessContext()
+    return context
+
+
+def step_key(state: StepState) -> tuple:
+    return state.run_id, state.variant, state.step
+
+
+class LLMUser(User):
+    abstract = True
+
+    def on_start(self) -> None:
+        self.context = context_of(self.environment)
+        self._clients: dict[str, StreamingClient] = {}
+
+    def client_for(self, base_url: str) -> StreamingClient:
+        if base_url not in self._clients:
+            self._clients[base_url] = StreamingClient(base_url, timeouts=self.context.load.timeouts,
+                                                      pool_size=max(16, self.context.load.max_inflight))
+        return self._clients[base_url]
+
+    def on_stop(self) -> None:
+        for client in self._clients.values():
+            client.close()
+
+    def new_record(self, state: StepState, t_intended: float = math.nan) -> RequestRecord:
+        return RequestRecord(run_id=state.run_id, variant=state.variant, level=state.level, step=state.step,
+                             phase=state.phase, mode=state.mode, worker=self.context.worker,
+                             request_id=self.context.request_id(), t_intended=t_intended,
+                             api=self.context.load.api)
+
+    def send(self, state: StepState, record: RequestRecord) -> None:
+        """One request from the workload, timed and recorded whatever happens."""
+        try:
+            ctx, load = self.context, self.context.load
+            item = ctx.workload(state.base_url).item(ctx.worker, state.step, ctx.next_index(state))
+            record.bucket, record.prompt_tokens = item.bucket, item.prompt_tokens
+            spec = RequestSpec(prompt=item.prompt, max_tokens=item.max_tokens, api=load.api,
+                               model=state.model or None, temperature=load.temperature,
+                               ignore_eos=load.ignore_eos, seed=state.seed,
+                               extra=request_extra(ctx.engine, item.max_tokens, load.ignore_eos))
+            self.client_for(state.base_url).stream(spec, record)
+        except gevent.GreenletExit:
+            record.error_class = ErrorClass.CANCELLED
+            record.error_message = "stream cancelled: the load was stopped before it finished"
+            self.emit(record)
+            raise
+        except Exception as exc:  # a failed request is data, never a crashed user
+            record.error_class = record.error_class or ErrorClass.CLIENT_ERROR
+            record.error_message = f"{type(exc).__name__}: {exc}"[:500]
+        self.emit(record)
+
+    def emit(self, record: RequestRecord) -> None:
+        # A request never sent (dropped at the cap, failed before sending) keeps t_send NaN in the record.
+        start = now() if math.isnan(record.t_send) else record.t_send
+        end = record.t_end if record.ok else now()
+        exception = None if record.ok else RuntimeError(f"{record.error_class}: {record.error_message}")
+        self.environment.events.request.fire(
+            request_type=record.api, name=f"{record.variant} @ {record.level:g}",
+            response_time=max(end - start, 0.0) * 1000.0, response_length=record.output_tokens,
+            exception=exception, context={"variant": record.variant, "level": record.level,
+                                          "step": record.step, "bucket": record.bucket},
+            response=None, start_time=time.time())
+        if self.context.shipper is not None:
+            self.context.shipper.add(record)
+
+
+IDLE_WAIT_S = 0.5
+
+
+def active_state(board: StepBoard) -> StepState | None:
+    """The running step, or None after idling briefly: a task must end between steps so a stop is honoured."""
+    if not board.state.active:
+        board.changed.wait(timeout=IDLE_WAIT_S)
+        return None
+    return board.state
+
+
+class ClosedLoopUser(LLMUser):
+    """Sends its next request when the previous one has finished (plus an optional think time)."""
+
+    def wait_time(self) -> float:
+        return self.context.load.think_time_s
+
+    @task
+    def one_request(self) -> None:
+        state = active_state(self.context.board)
+        if state is not None:
+            self.send(state, self.new_record(state))
+
+
+class OpenLoopUser(LLMUser):
+    """A dispatcher: arrivals at rate level/workers, independent of responses, each in its own greenlet.
+
+    The shape runs one of these per worker process. Hitting ``max_inflight`` records the arrival
+    as dropped (a failure), never silently skips it.
+    """
+
+    def wait_time(self) -> float:
+        return 0.0
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.inflight = gevent.pool.Pool(self.context.load.max_inflight)
+        self.clock: ArrivalClock | None = None
+        self.clock_key: tuple | None = None
+
+    @task
+    def arrive(self) -> None:
+        state = active_state(self.context.board)
+        if state is None:
+            return
+        key = step_key(state)
+        if key != self.clock_key:
+            ctx, load = self.context, self.context.load
+            ctx.workload(state.base_url)  # ready before the first arrival, so set-up is not schedule lag
+            rate = state.level / max(state.workers, 1)
+            self.clock = ArrivalClock(rate, max(ctx.board.started_at, now()), (state.seed, ctx.worker, state.step),
+                                      load.arrival, load.burstiness)
+            self.clock_key = key
+        t_intended = self.clock.next()
+        board = self.context.board
+        while (delay := t_intended - now()) > 0:
+            changed = board.changed
+            if changed.wait(timeout=delay) and step_key(board.state) != key:
+                return  # a new step starts its own clock; this arrival belonged to the old one
+        state = board.state
+        if not state.active:
+            return
+        record = self.new_record(state, t_intended)
+        if self.inflight.full():
+            record.error_class = ErrorClass.DROPPED
+            record.error_message = f"{self.context.load.max_inflight} requests already in flight; arrival not sent"
+            self.emit(record)
+            return
+        self.inflight.spawn(self.send, state, record)
+
+    def on_stop(self) -> None:
+        stop_timeout = self.environment.stop_timeout or 0
+        self.inflight.join(timeout=stop_timeout)
+        self.inflight.kill()
+        super().on_stop()

@@ -1,0 +1,295 @@
+"""Where telemetry comes from: a server's ``/metrics`` page, a Prometheus, NVML, or the server's process.
+
+Each source's ``poll()`` returns rows ``(t or None, canonical metric, labels JSON, value)`` or raises
+``SourceError`` with the reason (which becomes a recorded gap). ``TelemetryPoller`` schedules them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+
+import psutil
+
+from ..client.http import requests, session
+from .maps import MetricMap, Reading, normalise_nvml
+from .parse import MetricsParseError, Sample, parse_text
+
+log = logging.getLogger(__name__)
+
+__all__ = ["NvmlSource", "ProcessSource", "PrometheusSource", "Row", "ScrapeSource", "SourceError", "probe_nvml"]
+
+
+class SourceError(RuntimeError):
+    """A poll that produced no data: the reason goes into the gap record."""
+
+
+Row = tuple  # (t or None, metric, labels_json, value)
+
+
+def _rows(readings: list[Reading]) -> list[Row]:
+    return [(r.timestamp, r.metric, r.labels_json(), float(r.value)) for r in readings]
+
+
+class ScrapeSource:
+    """GET a Prometheus text page and map it."""
+
+    def __init__(self, name: str, url: str, metric_map: MetricMap, timeout_s: float):
+        self.name = name
+        self.url = url
+        self.map = metric_map
+        self.timeout_s = timeout_s
+        self.session = session(pool_size=1)
+        self.describe = {"source": name, "url": url, "map": metric_map.name}
+
+    def poll(self) -> list[Row]:
+        try:
+            response = self.session.get(self.url, timeout=(self.timeout_s, self.timeout_s))
+        except requests.RequestException as exc:
+            raise SourceError(f"{self.url} unreachable: {type(exc).__name__}: {exc}") from None
+        if response.status_code != 200:
+            raise SourceError(f"{self.url} answered HTTP {response.status_code}")
+        try:
+            samples = parse_text(response.content, wanted=self.map.wants)
+        except MetricsParseError as exc:
+            raise SourceError(f"{self.url}: {exc}") from None
+        return _rows(self.map.normalise(samples))
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class PrometheusSource:
+    """Instant queries for every name the maps know; sample times are Prometheus's scrape times."""
+
+    name = "prometheus"
+
+    def __init__(self, url: str, engine_map: MetricMap, selector: str | None, timeout_s: float,
+                 dcgm_map: MetricMap | None = None, dcgm_selector: str | None = None):
+        from prometheus_api_client import PrometheusConnect
+        from urllib3.util.retry import Retry
+
+        self.url = url.rstrip("/")
+        # No retries with back-off: a failed poll is a gap, the next poll comes a second later.
+        self.client = PrometheusConnect(url=self.url, disable_ssl=True, retry=Retry(total=0), timeout=timeout_s)
+        self.timeout_s = timeout_s
+        self.queries: list[tuple[str, MetricMap, bool]] = [(self._selector(engine_map, selector), engine_map, True)]
+        if dcgm_map is not None:
+            self.queries.append((self._selector(dcgm_map, dcgm_selector), dcgm_map, False))
+        self.seen: dict[tuple[str, str], set[float]] = {}
+        self.describe = {"source": self.name, "url": self.url, "queries": [q for q, _, _ in self.queries]}
+
+    @staticmethod
+    def _selector(metric_map: MetricMap, extra: str | None) -> str:
+        matchers = [f'__name__=~"{metric_map.prometheus_name_regex()}"']
+        if extra:
+            matchers.append(extra.strip().strip("{}"))
+        return "{" + ",".join(matchers) + "}"
+
+    def _query(self, query: str, params: dict | None = None) -> list[dict]:
+        try:
+            return self.client.custom_query(query, params=params, timeout=self.timeout_s)
+        except Exception as exc:  # noqa: BLE001  (requests errors, PrometheusApiClientException, bad JSON)
+            raise SourceError(f"Prometheus {self.url} query failed: {type(exc).__name__}: {exc}") from None
+
+    def _new_rows(self, metric_map: MetricMap, series: list[tuple[dict, float, float]]) -> list[Row]:
+        samples = []
+        for labels, ts, value in series:
+            name = labels.get("__name__", "")
+            samples.append(Sample(name=name, value=value, labels={k: v for k, v in labels.items() if k != "__name__"},
+                                  timestamp=ts))
+        rows = []
+        for reading in metric_map.normalise(samples):
+            key = (reading.metric, reading.labels_json())
+            seen = self.seen.setdefault(key, set())
+            if reading.timestamp in seen:
+                continue
+            seen.add(reading.timestamp)
+            rows.append((reading.timestamp, reading.metric, key[1], float(reading.value)))
+        return rows
+
+    def poll(self) -> list[Row]:
+        rows = []
+        for query, metric_map, required in self.queries:
+            result = self._query(query)
+            if not result and required:
+                raise SourceError(f"Prometheus {self.url} has no current sample for {query[:200]} "
+                                  "(target down or not scraped yet)")
+            series = []
+            for item in result:
+                ts, value = item.get("value", (None, None))
+                series.append((item.get("metric", {}), float(ts), _float(value)))
+            rows.extend(self._new_rows(metric_map, series))
+        return rows
+
+    def backfill(self, start: float, end: float) -> list[Row]:
+        """Every raw sample scraped in [start, end] (a range selector, evaluated at ``end``)."""
+        seconds = max(1, math.ceil(end - start) + 1)
+        rows = []
+        for query, metric_map, _required in self.queries:
+            result = self._query(f"{query}[{seconds}s]", params={"time": f"{end:.3f}"})
+            series = []
+            for item in result:
+                for ts, value in item.get("values", []):
+                    series.append((item.get("metric", {}), float(ts), _float(value)))
+            rows.extend(self._new_rows(metric_map, series))
+        return rows
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _float(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+MIN_CPU_INTERVAL_S = 0.25
+
+
+class ProcessSource:
+    """CPU (cores busy since the last poll) and resident memory of a process and its children."""
+
+    name = "process"
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.describe = {"source": self.name, "pid": pid}
+        try:
+            self.process = psutil.Process(pid)
+        except psutil.Error as exc:
+            raise SourceError(f"server process {pid}: {exc}") from None
+        self._last: tuple[float, float] | None = None
+        self._cpu_seen: dict[int, float] = {}
+        self._prime()
+
+    def _procs(self) -> list[psutil.Process]:
+        procs = [self.process]
+        try:
+            procs.extend(self.process.children(recursive=True))
+        except psutil.Error:
+            pass
+        return procs
+
+    def _cpu_total(self, procs: list[psutil.Process]) -> float:
+        # Summed per pid, so a child that exits between polls does not make the total run backwards.
+        for proc in procs:
+            try:
+                times = proc.cpu_times()
+                self._cpu_seen[proc.pid] = times.user + times.system + times.children_user + times.children_system
+            except psutil.Error:
+                pass
+        return sum(self._cpu_seen.values())
+
+    def _prime(self) -> None:
+        self._last = (time.monotonic(), self._cpu_total(self._procs()))
+
+    def poll(self) -> list[Row]:
+        if not self.process.is_running():
+            raise SourceError(f"server process {self.pid} is not running")
+        procs = self._procs()
+        rss = 0
+        try:
+            rss = self.process.memory_info().rss
+        except psutil.Error as exc:
+            raise SourceError(f"server process {self.pid}: {exc}") from None
+        for child in procs[1:]:
+            try:
+                rss += child.memory_info().rss
+            except psutil.Error:
+                pass
+        wall, cpu = time.monotonic(), self._cpu_total(procs)
+        rows: list[Row] = [(None, "process_rss_mib", "{}", rss / 2**20)]
+        # CPU times tick in 10 ms steps: over a shorter wall interval the quotient is noise, so wait.
+        if self._last is not None and wall - self._last[0] >= MIN_CPU_INTERVAL_S:
+            rows.append((None, "process_cpu_cores", "{}", max(0.0, (cpu - self._last[1]) / (wall - self._last[0]))))
+            self._last = (wall, cpu)
+        return rows
+
+    def close(self) -> None:
+        pass
+
+
+def probe_nvml(module=None) -> tuple[object | None, str]:
+    """``(pynvml, description)`` when nvidia-ml-py imports and sees at least one GPU, else ``(None, why)``."""
+    if module is None:
+        try:
+            import pynvml as module  # nvidia-ml-py, optional
+        except ImportError:
+            return None, "nvidia-ml-py is not installed"
+    try:
+        module.nvmlInit()
+    except Exception as exc:  # noqa: BLE001  (NVMLError_LibraryNotFound, DriverNotLoaded, ...)
+        return None, f"NVML unavailable ({exc})"
+    try:
+        count = module.nvmlDeviceGetCount()
+    except Exception as exc:  # noqa: BLE001
+        return None, f"NVML unavailable ({exc})"
+    if count < 1:
+        return None, "NVML sees no GPU"
+    return module, f"{count} GPU(s) via NVML"
+
+
+class NvmlSource:
+    """Every GPU through NVML, in canonical units (bytes -> MiB, mW -> W, percent -> ratio)."""
+
+    name = "nvml"
+
+    def __init__(self, module):
+        self.nvml = module
+        self.devices = []
+        for index in range(module.nvmlDeviceGetCount()):
+            handle = module.nvmlDeviceGetHandleByIndex(index)
+            labels = {"gpu": str(index)}
+            for key, call in (("UUID", "nvmlDeviceGetUUID"), ("modelName", "nvmlDeviceGetName")):
+                try:
+                    value = getattr(module, call)(handle)
+                    labels[key] = value.decode() if isinstance(value, bytes) else str(value)
+                except Exception as exc:  # noqa: BLE001
+                    log.debug("NVML %s of GPU %d: %s", call, index, exc)
+            self.devices.append((handle, json.dumps(labels, sort_keys=True, separators=(",", ":"))))
+        self.describe = {"source": self.name, "devices": len(self.devices)}
+
+    def _raw(self, handle) -> dict[str, float]:
+        nv = self.nvml
+        readers = {
+            "utilization": lambda: nv.nvmlDeviceGetUtilizationRates(handle),
+            "memory": lambda: nv.nvmlDeviceGetMemoryInfo(handle),
+            "power_mw": lambda: nv.nvmlDeviceGetPowerUsage(handle),
+            "energy_mj": lambda: nv.nvmlDeviceGetTotalEnergyConsumption(handle),
+            "sm_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM),
+            "mem_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM),
+            "temperature_c": lambda: nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU),
+        }
+        raw: dict[str, float] = {}
+        for key, read in readers.items():
+            try:
+                value = read()
+            except Exception as exc:  # noqa: BLE001  (NVMLError_NotSupported on some boards)
+                log.debug("NVML %s: %s", key, exc)
+                continue
+            if key == "utilization":
+                raw["utilization_gpu_percent"] = value.gpu
+                raw["utilization_memory_percent"] = value.memory
+            elif key == "memory":
+                raw["memory_used_bytes"] = value.used
+                raw["memory_free_bytes"] = value.free
+            else:
+                raw[key] = value
+        return raw
+
+    def poll(self) -> list[Row]:
+        rows: list[Row] = []
+        for handle, labels in self.devices:
+            for metric, value in normalise_nvml(self._raw(handle)).items():
+                rows.append((None, metric, labels, value))
+        if not rows:
+            raise SourceError("NVML returned no reading for any GPU")
+        return rows
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,13 @@
+"""The prompts a load test sends: ``LoadSpec`` -> ``PromptItem`` per (worker, step, index). No Locust imports.
+
+``workload`` (the ``Workload`` class), ``tokenizers`` (token counters), ``generate`` (texts of an exact
+token count, unique prefixes), ``datasets`` (JSONL / ShareGPT), ``items`` (``PromptItem``, hashing).
+"""
+
+from .datasets import DatasetRecord, read_dataset
+from .items import PromptItem, WorkloadError
+from .tokenizers import ApproxCounter, LocalTokenizer, ServerTokenizer, TokenCounter, counter_for
+from .workload import Workload
+
+__all__ = ["ApproxCounter", "DatasetRecord", "LocalTokenizer", "PromptItem", "ServerTokenizer", "TokenCounter",
+           "Workload", "WorkloadError", "counter_for", "read_dataset"]

@@ -1,0 +1,33 @@
+"""What a request gets from the workload (``PromptItem``), the workload's error, and its counter-based hashing."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PromptItem", "WorkloadError", "hash64", "unit"]
+
+
+class WorkloadError(ValueError):
+    """A workload that cannot be built; the message names the file, line or bucket and the fix."""
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    bucket: str
+    prompt: str
+    prompt_tokens: int
+    max_tokens: int
+    exact: bool  # prompt_tokens was verified by a real tokenizer (not an estimate)
+    prompt_id: str = ""  # "<bucket>/<pool slot>" (generated) or "<file>:<line>" (dataset)
+
+
+def hash64(*parts: Any) -> int:
+    """A 64-bit value from the parts: the counter-based RNG behind every per-request choice."""
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def unit(*parts: Any) -> float:
+    return hash64(*parts) / 2.0**64

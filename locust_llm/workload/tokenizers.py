@@ -1,0 +1,169 @@
+"""Token counters: the server's own ``/tokenize``, a local Hugging Face tokenizer, or a crude estimate.
+
+Used at set-up only (never on a request's path). The server's counter speaks the llama.cpp and vLLM/SGLang
+shapes of ``POST /tokenize`` (``client.engines``); its only HTTP code is ``urllib`` (no proxies: loopback).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from ..client.engines import TOKENIZE_SHAPES, auth_headers, tokenize_body
+from .items import WorkloadError
+
+__all__ = ["ApproxCounter", "LocalTokenizer", "ServerTokenizer", "TokenCounter", "counter_for"]
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    def count(self, text: str) -> int: ...
+
+
+class ServerTokenizer:
+    """Counts tokens with the inference server's own tokenize endpoint (the tokenizer it serves).
+
+    Shapes tried, in order, on the first call; the one that works is remembered:
+
+    * ``llamacpp``: ``POST /tokenize {"content": text, "add_special": false}`` -> ``{"tokens": [...]}``
+    * ``vllm`` (vLLM, SGLang): ``POST /tokenize {"model": m, "prompt": text,
+      "add_special_tokens": false}`` -> ``{"count": n, "tokens": [...]}``
+    """
+
+    SHAPES = TOKENIZE_SHAPES
+    PROBE = "hello world"
+
+    def __init__(self, base_url: str, model: str | None = None, timeout: float = 10.0):
+        self.base_url = base_url.rstrip("/")
+        if self.base_url.endswith("/v1"):
+            self.base_url = self.base_url[:-3]
+        self.model = model
+        self.timeout = timeout
+        self.shape: str | None = None
+        # Loopback servers: never route through an environment proxy.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def _post(self, shape: str, text: str) -> int:
+        headers = {"Content-Type": "application/json", **auth_headers()}
+        request = urllib.request.Request(f"{self.base_url}/tokenize", method="POST", headers=headers,
+                                         data=json.dumps(tokenize_body(shape, text, self.model)).encode())
+        with self._opener.open(request, timeout=self.timeout) as response:
+            data = json.loads(response.read().decode("utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"unexpected response {str(data)[:80]!r}")
+        tokens = data.get("tokens")
+        if isinstance(tokens, list):
+            return len(tokens)
+        if isinstance(data.get("count"), int):
+            return data["count"]
+        raise ValueError(f"response has neither 'tokens' nor 'count': {str(data)[:120]!r}")
+
+    def _detect(self) -> str:
+        failures = []
+        for shape in self.SHAPES:
+            try:
+                n = self._post(shape, self.PROBE)
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:160].decode("utf-8", "replace").strip()
+                failures.append(f"{shape} request shape: HTTP {exc.code} {detail}")
+                continue
+            except urllib.error.URLError as exc:  # not listening at all: no point trying shapes
+                raise WorkloadError(f"cannot reach {self.base_url}/tokenize to count prompt tokens: "
+                                    f"{exc.reason}; is the server up?") from None
+            except (ValueError, OSError) as exc:
+                failures.append(f"{shape} request shape: {exc}")
+                continue
+            if n > 0:
+                return shape
+            failures.append(f"{shape} request shape: {self.PROBE!r} counted as 0 tokens")
+        raise WorkloadError(f"{self.base_url} has no usable POST /tokenize endpoint ("
+                            + "; ".join(failures) + "). Give a local tokenizer instead, or accept "
+                            "approximate prompt lengths (no counter: PromptItem.exact is False)")
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        if self.shape is None:
+            self.shape = self._detect()
+        try:
+            return self._post(self.shape, text)
+        except (urllib.error.URLError, ValueError, OSError) as exc:
+            raise WorkloadError(f"tokenizing {len(text)} characters at {self.base_url}/tokenize "
+                                f"({self.shape} shape) failed: {exc}") from None
+
+    @staticmethod
+    def available(base_url: str, model: str | None = None, timeout: float = 5.0) -> bool:
+        """True when ``base_url`` answers one of the tokenize shapes (a probe; never raises)."""
+        try:
+            ServerTokenizer(base_url, model, timeout).count(ServerTokenizer.PROBE)
+            return True
+        except WorkloadError:
+            return False
+
+    def __repr__(self) -> str:
+        return f"ServerTokenizer({self.base_url!r}, model={self.model!r}, shape={self.shape!r})"
+
+
+class LocalTokenizer:
+    """A Hugging Face tokenizer in this process (``tokenizer.json`` file/dir or a model id/path).
+
+    Uses the ``tokenizers`` package when the path holds a ``tokenizer.json``, else ``transformers``;
+    neither is a dependency of locust-llm, so the error says what to install.
+    """
+
+    def __init__(self, name_or_path: str | Path):
+        self.name = str(name_or_path)
+        path = Path(name_or_path).expanduser()
+        file = path / "tokenizer.json" if path.is_dir() else path
+        self._encode = None
+        if file.is_file() and file.suffix == ".json":
+            try:
+                from tokenizers import Tokenizer
+            except ImportError:
+                pass
+            else:
+                tok = Tokenizer.from_file(str(file))
+                self._encode = lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+        if self._encode is None:
+            try:
+                from transformers import AutoTokenizer
+            except ImportError:
+                raise WorkloadError(f"local tokenizer {self.name!r} needs the 'tokenizers' package (for a "
+                                    "tokenizer.json) or 'transformers'; pip install one of them") from None
+            tok = AutoTokenizer.from_pretrained(str(path) if path.exists() else self.name)
+            self._encode = lambda text: len(tok.encode(text, add_special_tokens=False))
+
+    def count(self, text: str) -> int:
+        return self._encode(text) if text else 0
+
+    def __repr__(self) -> str:
+        return f"LocalTokenizer({self.name!r})"
+
+
+class ApproxCounter:
+    """Crude estimate used when nothing better exists: per whitespace-separated word,
+    ``max(1, round(len(word) / 4))`` tokens (common English words are one token in GPT/Llama
+    vocabularies, long ones two or three). Never claims exactness: items built with it are
+    ``exact=False``."""
+
+    def count(self, text: str) -> int:
+        return sum(max(1, round(len(word) / 4)) for word in text.split())
+
+
+def counter_for(base_url: str | None, tokenizer: str = "server", model: str | None = None,
+                timeout: float = 10.0) -> TokenCounter | None:
+    """The counter the scenario's ``load.tokenizer`` names: ``server`` (the server's ``/tokenize`` when it
+    answers), ``none``, or a Hugging Face tokenizer name or path. None makes :class:`Workload` fall back to
+    :class:`ApproxCounter` with ``exact=False``."""
+    if tokenizer == "none":
+        return None
+    if tokenizer != "server":
+        return LocalTokenizer(tokenizer)
+    if base_url and ServerTokenizer.available(base_url, model, timeout):
+        counter = ServerTokenizer(base_url, model, timeout)
+        counter.count(ServerTokenizer.PROBE)  # fixes the shape now
+        return counter
+    return None

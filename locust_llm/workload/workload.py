@@ -1,0 +1,233 @@
+"""The prompts a load test sends: exact token lengths, named buckets, datasets, seeded per worker.
+
+What this module guarantees
+---------------------------
+* **Exact prompt lengths.** With a token counter (the server's own ``/tokenize`` via
+  :class:`ServerTokenizer`, or a local tokenizer via :class:`LocalTokenizer`), every generated
+  prompt is verified to be exactly ``prompt_tokens`` tokens long (``PromptItem.exact`` is True).
+  Counts are of the prompt *text* without special tokens: the server may add a BOS token, and the
+  chat API adds its template, on top.
+* **Everything happens at set-up.** :meth:`Workload.from_spec` builds a pool of distinct prompts
+  per bucket (64 by default) and tokenizes them then; :meth:`Workload.item` is a pure function that
+  costs a hash and a string join, and never tokenizes.
+* **Reproducible sequences.** ``item(worker, step, index)`` depends only on
+  ``(seed, worker, index)`` (plus ``step`` for the unique prefix, below). Randomness comes from a
+  counter-based generator: a BLAKE2b hash of ``(seed, purpose, worker, index)``; there is no
+  module-level or per-object RNG state, so Locust forking processes after import, gevent
+  scheduling, or the order in which users ask cannot change which prompt the k-th request of a
+  worker gets. Baseline and speculative variants therefore see the same prompt sequence. Pools are
+  built with ``random.Random`` instances seeded from ``(seed, bucket name, pool slot)``, so every
+  process that builds the workload with the same tokenizer gets the same pools.
+* **Why ``step`` does not change the prompt:** each ladder step restarts the same sequence, so
+  levels and variants are compared on the same prompts. ``step`` only enters the unique prefix:
+  a prefix that repeated in every step would hit the server's prefix cache from the second step
+  on, which is exactly what ``unique_prefix`` exists to prevent.
+* **Unique prefix** (``load.unique_prefix``): each request starts with ``K`` words that spell a
+  bijective mix of ``(worker, step, index)`` in base ``len(alphabet)``, so prefixes never repeat
+  within a run. All alphabet words have the same verified cost at the start of a text and the same
+  cost after a space, so every prefix costs the same known number of tokens (``prefix_tokens``).
+  Pool prompts are built for ``target - prefix_tokens`` tokens, measured *after* a prefix, so the
+  total stays exact. A sample of prefixed prompts is re-counted at set-up; if the tokenizer merges
+  across the word boundary (llama/SPM and GPT-style BPE tokenizers split at spaces, so they do not),
+  the items are marked ``exact=False`` with a warning instead of claiming a wrong count.
+* **Without a counter** (no ``/tokenize`` and no local tokenizer) lengths come from
+  :class:`ApproxCounter`, a crude characters-per-word estimate, and every item has
+  ``exact=False``; reports must say so.
+* **Datasets:** JSONL (``{"prompt": ..., "max_tokens"|"output_tokens": n, "bucket": name}`` per
+  line) or ShareGPT JSON (a list of ``{"conversations": [{"from": "human", "value": ...},
+  {"from": "gpt", "value": ...}]}``; ShareGPT objects may also appear as JSONL lines). Requests
+  draw dataset items uniformly (bucket labels are reported, ``load.buckets`` weights do not apply).
+  Large files are reduced to a seeded sample of ``max_dataset_items`` before tokenization.
+
+No Locust imports.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+import warnings
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..scenario import LoadSpec
+from .datasets import read_dataset
+from .generate import Generator, Measure, Prefixer
+from .items import PromptItem, WorkloadError, hash64, unit
+from .tokenizers import ApproxCounter, TokenCounter
+
+__all__ = ["Workload"]
+
+DEFAULT_POOL_SIZE = 64
+DEFAULT_MAX_DATASET_ITEMS = 1024
+
+
+class Workload:
+    """Pools of prompts per bucket plus the seeded choice of which one a request gets."""
+
+    def __init__(self, pools: dict[str, list[PromptItem]], weights: dict[str, float], seed: int,
+                 prefixer: Prefixer | None = None, prefix_exact: bool = True, source: str = "generated",
+                 skipped: int = 0):
+        if not pools or any(not items for items in pools.values()):
+            raise WorkloadError("a workload needs at least one bucket with at least one prompt")
+        if set(weights) != set(pools) or any(w <= 0 for w in weights.values()):
+            raise WorkloadError("bucket weights must be positive and name exactly the pools")
+        self.pools = {name: list(items) for name, items in pools.items()}
+        self.weights = dict(weights)
+        self.seed = seed
+        self.prefixer = prefixer
+        self.prefix_exact = prefix_exact
+        self.source = source
+        self.skipped = skipped
+        self._names = list(self.pools)
+        total = sum(self.weights[n] for n in self._names)
+        acc, self._cum = 0.0, []
+        for name in self._names:
+            acc += self.weights[name] / total
+            self._cum.append(acc)
+        self._cum[-1] = 1.0
+
+    # -- construction --------------------------------------------------------------------------
+    @classmethod
+    def from_spec(cls, load: LoadSpec, counter: TokenCounter | None, base_dir: Path,
+                  pool_size: int = DEFAULT_POOL_SIZE,
+                  max_dataset_items: int = DEFAULT_MAX_DATASET_ITEMS) -> "Workload":
+        """Build the workload a scenario's ``load`` section describes. ``counter`` None means no
+        tokenizer: lengths are estimated and every item has ``exact=False``. ``base_dir`` resolves a
+        relative ``load.dataset`` (the scenario file's folder)."""
+        exact = counter is not None
+        counter = counter if counter is not None else ApproxCounter()
+        # The word-cost table (one count per word) is needed for generated prompts and prefixes only.
+        gen = Generator(counter) if (load.unique_prefix or not load.dataset) else None
+        prefixer = Prefixer.build(counter, gen.costs) if load.unique_prefix else None
+        measure = Measure(counter, prefixer.text(0, 0, 0) if prefixer else "")
+        if load.dataset:
+            path = Path(load.dataset).expanduser()
+            path = path if path.is_absolute() else Path(base_dir) / path
+            workload = cls._dataset(path, load, counter, exact, measure, prefixer, max_dataset_items)
+        else:
+            buckets = {name: (b.prompt_tokens, b.max_tokens, b.weight) for name, b in load.buckets.items()} \
+                or {"default": (load.prompt_tokens, load.max_tokens, 1.0)}
+            pools = {}
+            for name, (prompt_tokens, max_tokens, _) in buckets.items():
+                pools[name] = cls._generate_pool(name, prompt_tokens, max_tokens, load.seed, gen, measure,
+                                                 prefixer, exact, pool_size)
+            workload = cls(pools, {n: b[2] for n, b in buckets.items()}, load.seed, prefixer)
+        if prefixer and exact:
+            workload.prefix_exact = workload._check_prefixes(counter)
+        return workload
+
+    @staticmethod
+    def _generate_pool(name: str, prompt_tokens: int, max_tokens: int, seed: int, gen: Generator,
+                       measure: Measure, prefixer: Prefixer | None, exact: bool, size: int) -> list[PromptItem]:
+        body_tokens = prompt_tokens - (prefixer.tokens if prefixer else 0)
+        if body_tokens < 1:
+            raise WorkloadError(f"bucket {name!r}: prompt_tokens {prompt_tokens} leaves no room for the unique "
+                                f"prefix, which costs {prefixer.tokens} tokens with this tokenizer; raise "
+                                f"prompt_tokens to at least {prefixer.tokens + 1} or turn unique_prefix off")
+        items, seen = [], set()
+        for slot in range(size):
+            for attempt in range(8):  # a handful of retries keeps the pool distinct
+                rng = random.Random(f"{seed}|{name}|{slot}|{attempt}")
+                text = gen.fit(body_tokens, rng, measure, f"bucket {name!r}")
+                if text not in seen:
+                    break
+            seen.add(text)
+            items.append(PromptItem(name, text, body_tokens, max_tokens, exact, f"{name}/{slot}"))
+        return items
+
+    @classmethod
+    def _dataset(cls, path: Path, load: LoadSpec, counter: TokenCounter, exact: bool, measure: Measure,
+                 prefixer: Prefixer | None, limit: int) -> "Workload":
+        records, skipped = read_dataset(path)
+        if limit and len(records) > limit:
+            keep = sorted(random.Random(f"{load.seed}|dataset").sample(range(len(records)), limit))
+            records = [records[i] for i in keep]
+        items = []
+        for rec in records:
+            if rec.max_tokens is not None:
+                max_tokens = rec.max_tokens
+            elif rec.answer and exact:
+                max_tokens = max(1, counter.count(rec.answer))
+            else:
+                max_tokens = load.max_tokens
+            items.append(PromptItem(rec.bucket or "dataset", rec.prompt, measure(rec.prompt), max_tokens,
+                                    exact, rec.where))
+        return cls({"dataset": items}, {"dataset": 1.0}, load.seed, prefixer, source=str(path), skipped=skipped)
+
+    def _check_prefixes(self, counter: TokenCounter, per_bucket: int = 16) -> bool:
+        """Re-count a sample of prefixed prompts; False (and a warning) if the total is not exact."""
+        for name in self._names:
+            for j, base in enumerate(self.pools[name][:per_bucket]):
+                w, s, k = hash64(self.seed, "check", j) % 1000, j % 7, hash64(self.seed, "idx", j) % 100000
+                item = self._prefixed(base, w, s, k)
+                got = counter.count(item.prompt)
+                if got != item.prompt_tokens:
+                    warnings.warn(f"unique_prefix: bucket {name!r} prompt {base.prompt_id} counts {got} tokens "
+                                  f"with a prefix, not {item.prompt_tokens}; the tokenizer merges across the "
+                                  "prefix boundary, so prompt lengths are marked approximate (exact=False)")
+                    return False
+        return True
+
+    # -- per request -----------------------------------------------------------------------------
+    def _prefixed(self, base: PromptItem, worker: int, step: int, index: int) -> PromptItem:
+        prefix = self.prefixer.text(worker, step, index)
+        return PromptItem(base.bucket, f"{prefix} {base.prompt}", base.prompt_tokens + self.prefixer.tokens,
+                          base.max_tokens, base.exact and self.prefix_exact, base.prompt_id)
+
+    def item(self, worker: int, step: int, index: int) -> PromptItem:
+        """The prompt of request ``index`` of ``worker`` in ladder ``step``.
+
+        Deterministic in ``(seed, worker, index)``: the same in every run, variant and step, so
+        variants and levels are compared on the same prompts. ``step`` only changes the unique
+        prefix (when enabled), so a later step never hits the prefix cache an earlier one filled.
+        """
+        pool_name = self._names[bisect.bisect_right(self._cum, unit(self.seed, "bucket", worker, index))] \
+            if len(self._names) > 1 else self._names[0]
+        pool = self.pools[pool_name]
+        base = pool[hash64(self.seed, "prompt", worker, index) % len(pool)]
+        return self._prefixed(base, worker, step, index) if self.prefixer else base
+
+    def consistency_prompts(self, n: int, max_tokens: int | None = None) -> list[PromptItem]:
+        """``n`` fixed prompts (round-robin over buckets, pool order, no unique prefix) for a greedy
+        baseline-vs-variant output agreement check; ``max_tokens`` caps their output length."""
+        out = []
+        for i in range(n):
+            name = self._names[i % len(self._names)]
+            pool = self.pools[name]
+            base = pool[(i // len(self._names)) % len(pool)]
+            if max_tokens is not None:
+                base = PromptItem(base.bucket, base.prompt, base.prompt_tokens, min(base.max_tokens, max_tokens),
+                                  base.exact, base.prompt_id)
+            out.append(base)
+        return out
+
+    # -- description and transport ------------------------------------------------------------------
+    @property
+    def exact(self) -> bool:
+        """True when every request's prompt_tokens is tokenizer-verified."""
+        return all(it.exact for items in self.pools.values() for it in items) and \
+            (self.prefixer is None or self.prefix_exact)
+
+    @property
+    def prefix_tokens(self) -> int:
+        return self.prefixer.tokens if self.prefixer else 0
+
+    def describe(self) -> dict[str, Any]:
+        """Conditions for env.json and the report: source, exactness, buckets and their pools."""
+        def span(values: list[int]) -> int | dict[str, int]:
+            return values[0] if min(values) == max(values) else {"min": min(values), "max": max(values)}
+
+        total = sum(self.weights.values())
+        return {
+            "source": self.source, "seed": self.seed, "exact": self.exact,
+            "unique_prefix_tokens": self.prefix_tokens, "skipped_conversations": self.skipped,
+            "buckets": {name: {"share": self.weights[name] / total, "pool": len(items),
+                               "prompt_tokens": span([it.prompt_tokens + self.prefix_tokens for it in items]),
+                               "max_tokens": span([it.max_tokens for it in items])}
+                        for name, items in self.pools.items()},
+        }
+
+    def __iter__(self) -> Iterator[PromptItem]:
+        """Every pool item (without per-request prefixes), for inspection."""
+        return (it for items in self.pools.values() for it in items)

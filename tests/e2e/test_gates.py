@@ -1,0 +1,55 @@
+"""Exit codes of real headless runs: the default scenario, an impossible SLO, a saved baseline, bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from locust_llm.analysis.gates import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_OK, EXIT_SLO
+from tests.helpers import REPO, assert_run_completed, require_llama_server, run_locust
+
+SHORT = ("--ladder", "1", "--step-duration", "3", "--warmup", "1")
+
+
+@pytest.mark.server
+def test_default_scenario_passes_and_an_impossible_slo_fails(tmp_path):
+    require_llama_server()
+    done = run_locust(tmp_path, *SHORT, "--run-id", "default")
+    assert done.returncode == EXIT_OK, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "verdict" in done.stderr and "exit code 0" in done.stderr
+    strict = run_locust(tmp_path, *SHORT, "--variant", "baseline", "--run-id", "strict", "--slo-tpot-p99-ms", "0.001")
+    verdict = json.loads((tmp_path / "strict" / "verdict.json").read_text())
+    assert str(EXIT_SLO) in verdict["reasons"], verdict
+    # On a loaded 2-core box the client may also be judged the bottleneck: exit 5 outranks 3 then.
+    client_bound = strict.returncode == EXIT_INVALID and "the client was the bottleneck" in strict.stderr
+    assert strict.returncode == verdict["exit_code"] and (strict.returncode == EXIT_SLO or client_bound)
+
+
+@pytest.mark.server
+def test_nightly_compares_with_a_saved_baseline(tmp_path):
+    require_llama_server()
+    args = ("--scenario", "scenarios/tiny-cpu-test.yaml", "--variant", "baseline", *SHORT)
+    first = run_locust(tmp_path, *args, "--run-id", "first")
+    assert_run_completed(first)
+    library = tmp_path / "library"
+    saved = subprocess.run([sys.executable, "-m", "locust_llm.cli", "baseline", "save", str(tmp_path / "first"),
+                            "--name", "golden", "--library", str(library)], capture_output=True, text=True)
+    assert saved.returncode == 0, saved.stderr
+    missing = run_locust(tmp_path, *args, "--run-id", "missing", "--baseline-run", "nope")
+    assert missing.returncode == EXIT_BAD_INPUT
+    scenario = tmp_path / "nightly.yaml"
+    scenario.write_text((REPO / "scenarios" / "tiny-cpu-test.yaml").read_text()
+                        + f"gates: {{baseline_run: golden, library: {json.dumps(str(library))}, "
+                          f"max_regression_pct: 1000}}\n")
+    second = run_locust(tmp_path, "--scenario", str(scenario), "--variant", "baseline", *SHORT, "--run-id", "second")
+    assert_run_completed(second)
+    assert json.loads((tmp_path / "second" / "compare.json").read_text())["old"] == "first"
+
+
+def test_bad_scenario_exits_with_the_input_code(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nserver: {engin: llamacpp}\nvariants: {a: {}}\n")
+    done = run_locust(tmp_path, "--scenario", str(bad))
+    assert done.returncode == EXIT_BAD_INPUT
+    assert "unknown key 'engin'" in done.stderr and str(bad) in done.stderr

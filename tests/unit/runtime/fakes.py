@@ -1,0 +1,81 @@
+"""Stand-ins for Locust's runner and for the server session, so the runtime runs without a server."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from dataclasses import dataclass, field
+
+from locust_llm.runtime.plan import DEFAULT_SCENARIO
+from locust_llm.runtime.session import ActiveServer
+
+
+def options(**given) -> Namespace:
+    """Parsed options as Locust hands them over, with the plugin's defaults."""
+    defaults = {"scenario": DEFAULT_SCENARIO, "variant": "", "mode": "", "ladder": "", "step_duration": 0.0,
+                "warmup": -1.0, "prompt_tokens": 0, "max_tokens": 0, "api": "", "model": "", "report_dir": "reports",
+                "run_id": "", "slo_ttft_p99_ms": 0.0, "slo_tpot_p99_ms": 0.0, "slo_error_rate": -1.0,
+                "max_regression_pct": -1.0, "baseline_run": "", "prometheus_url": "", "headless": True}
+    return Namespace(**{**defaults, **given})
+
+
+class Clock:
+    """A run clock that moves only when read: each read advances it by ``step`` seconds."""
+
+    def __init__(self, start: float = 1000.0, step: float = 0.25):
+        self.t, self.step = start, step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+@dataclass
+class FakeRunner:
+    user_count: int = 0
+    messages: list = field(default_factory=list)
+
+    def send_message(self, name: str, data: dict) -> None:
+        self.messages.append((name, data))
+
+
+@dataclass
+class FakeEnvironment:
+    runner: FakeRunner = field(default_factory=FakeRunner)
+    stop_timeout: float = 5.0
+
+
+class FakeSession:
+    """Starts nothing: every variant's server is 'up' at a made-up URL until ``die_after`` alive checks."""
+
+    def __init__(self, plan, run, die_after: int | None = None, fail_start: tuple = ()):
+        self.plan, self.run = plan, run
+        self.server: ActiveServer | None = None
+        self.started: list[str] = []
+        self.die_after, self.fail_start = die_after, fail_start
+        self.checks = 0
+
+    def start(self, variant: str) -> ActiveServer:
+        from locust_llm.servers import ServerError
+
+        if variant in self.fail_start:
+            raise ServerError(f"{variant} would not start")
+        self.started.append(variant)
+        self.server = ActiveServer(variant, f"http://127.0.0.1:1/{variant}", "m", None)
+        return self.server
+
+    def check_consistency(self, variant: str):
+        return None
+
+    def alive(self) -> bool:
+        self.checks += 1
+        if self.die_after is not None and self.checks > self.die_after:
+            if not any(e["kind"] == "server_exited" for e in self.run.events):
+                self.run.note("server_exited", variant=self.server.variant)
+            return False
+        return True
+
+    def stop(self) -> None:
+        self.server = None
+
+    def close(self) -> None:
+        self.stop()

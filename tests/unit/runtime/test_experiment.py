@@ -1,0 +1,100 @@
+"""Experiment.program() with a fake runner, clock and servers: the ladder it walks, the windows it writes."""
+
+import math
+
+import pytest
+
+from locust_llm.records import Phase
+from locust_llm.runtime import experiment as experiment_module
+from locust_llm.runtime.experiment import Experiment
+from locust_llm.runtime.plan import load_plan
+from tests.helpers import REPO
+
+from .fakes import Clock, FakeEnvironment, FakeSession, options
+
+SCENARIO = str(REPO / "scenarios" / "tiny-cpu-test.yaml")
+
+
+class Classes(dict):
+    def __missing__(self, mode):
+        return f"{mode}-user"
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(experiment_module, "now", clock)
+    return clock
+
+
+def run_program(tmp_path, session_factory=FakeSession, **given):
+    plan = load_plan(options(**{"scenario": SCENARIO, "report_dir": str(tmp_path), "run_id": "unit", **given}))
+    env = FakeEnvironment()
+    experiment = Experiment(env, plan, Classes(), session=session_factory)
+    ticks, phases = [], []
+    for tick in experiment.program():
+        ticks.append(tick)
+        phases.append((experiment.state.variant, experiment.state.step, experiment.state.phase))
+        if experiment.state.phase == Phase.DRAIN and not experiment.recorder.tally:
+            # the one worker reports that it is idle and has sent nothing more
+            experiment.recorder.on_batch({"worker": 0, "records": [], "client": [], "sent_total": 0,
+                                          "users_running": 0, "final": False})
+        assert len(ticks) < 10_000
+    experiment.recorder.close()
+    return experiment, ticks, phases, env
+
+
+def test_walks_every_variant_over_the_ladder_with_exact_windows(tmp_path, clock):
+    experiment, ticks, phases, env = run_program(tmp_path, ladder="1,3", step_duration=2, warmup=1)
+    rows = experiment.run.steps
+    assert [(r["variant"], r["level"], r["users"]) for r in rows] == [
+        ("baseline", 1, 1), ("baseline", 3, 3), ("spec-k4", 1, 1), ("spec-k4", 3, 3)]
+    for row in rows:
+        # Each window is held until the clock passes its end: at most one clock step longer.
+        assert 1.0 <= row["t_steady"] - row["t_start"] <= 1.0 + 2 * clock.step
+        assert 2.0 <= row["t_end"] - row["t_steady"] <= 2.0 + 2 * clock.step
+        assert row["t_end"] <= next((r["t_start"] for r in rows if r["t_start"] > row["t_start"]), math.inf)
+    users = {(v, s) for (v, s, p), t in zip(phases, ticks) if p in (Phase.WARMUP, Phase.STEADY) for _ in [t]}
+    assert users == {("baseline", 0), ("baseline", 1), ("spec-k4", 0), ("spec-k4", 1)}
+    assert all(t == (3, 3, ["closed-user"]) for (v, s, p), t in zip(phases, ticks)
+               if s == 1 and p in (Phase.WARMUP, Phase.STEADY))
+    assert all(t[0] == 0 for (v, s, p), t in zip(phases, ticks) if p == Phase.DRAIN)
+    sent = [data["phase"] for name, data in env.runner.messages]
+    assert sent[-1] == Phase.IDLE and Phase.STARTING in sent
+    assert experiment.session.started == ["baseline", "spec-k4"]
+
+
+def test_repeats_walk_the_ladder_again(tmp_path, clock):
+    scenario = tmp_path / "repeats.yaml"
+    scenario.write_text((REPO / "scenarios" / "tiny-cpu-test.yaml").read_text().replace(
+        "  mode: closed\n", "  mode: closed\n  repeats: 2\n"))
+    experiment, *_ = run_program(tmp_path, ladder="1,2", step_duration=1, warmup=0, variant="baseline",
+                                 scenario=str(scenario))
+    assert [(r["step"], r["level"]) for r in experiment.run.steps] == [(0, 1), (1, 2), (2, 1), (3, 2)]
+
+
+def test_a_server_that_dies_ends_its_variant_and_is_recorded(tmp_path, clock):
+    def dying(plan, run):
+        return FakeSession(plan, run, die_after=5)
+
+    experiment, ticks, phases, env = run_program(tmp_path, dying, ladder="1,2,4", step_duration=3, warmup=1)
+    rows = experiment.run.steps
+    assert [r["variant"] for r in rows] == ["baseline", "spec-k4"]  # one step each, then the server was gone
+    assert [e["kind"] for e in experiment.run.events] == ["server_exited"]
+
+
+def test_a_server_that_does_not_start_is_skipped_and_recorded(tmp_path, clock):
+    def failing(plan, run):
+        return FakeSession(plan, run, fail_start=("baseline",))
+
+    experiment, *_ = run_program(tmp_path, failing, ladder="1", step_duration=1, warmup=0)
+    assert {r["variant"] for r in experiment.run.steps} == {"spec-k4"}
+    (event,) = experiment.run.events
+    assert event["kind"] == "server_start_failed" and "would not start" in event["error"]
+
+
+def test_open_loop_runs_one_dispatcher_per_process(tmp_path, clock):
+    experiment, ticks, phases, _ = run_program(tmp_path, mode="open", ladder="5,20", step_duration=1, warmup=0,
+                                               variant="baseline")
+    steady = [t for (v, s, p), t in zip(phases, ticks) if p == Phase.STEADY]
+    assert steady and all(t == (1, 1, ["open-user"]) for t in steady)

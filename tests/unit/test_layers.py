@@ -1,0 +1,82 @@
+"""The package's shape: no import cycle, the pure layers never reach Locust, no module over 500 lines.
+
+Static, from the source: a module's imports are read with ``ast`` (function-local imports included), and
+the package-internal graph is followed transitively.
+"""
+
+import ast
+from pathlib import Path
+
+from tests.helpers import REPO
+
+PACKAGE = REPO / "locust_llm"
+PURE = ("locust_llm.analysis", "locust_llm.report", "locust_llm.rundir", "locust_llm.workload",
+        "locust_llm.pipeline", "locust_llm.fmt", "locust_llm.records", "locust_llm.scenario",
+        "locust_llm.client.engines", "locust_llm.client.accounting", "locust_llm.servers")
+FORBIDDEN = ("locust", "gevent", "flask", "requests", "urllib3", "sseclient", "geventhttpclient")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    edges = {}
+    for name, path in modules.items():
+        edges[name] = {i for i in imports_of(path) if i in modules or i.split(".")[0] in FORBIDDEN}
+        # importing a.b.c runs a/__init__ and a/b/__init__ too
+        edges[name] |= {".".join(i.split(".")[:k]) for i in list(edges[name]) for k in range(2, i.count(".") + 1)
+                        if ".".join(i.split(".")[:k]) in modules}
+    return edges
+
+
+def reachable(edges: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        node = todo.pop()
+        for nxt in edges.get(node, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_pure_layers_never_import_locust_or_http_clients():
+    edges = graph()
+    for name in edges:
+        if name.startswith(PURE):
+            leaks = {m for m in reachable(edges, name) if m.split(".")[0] in FORBIDDEN}
+            assert not leaks, f"{name} reaches {sorted(leaks)}"
+
+
+def test_no_import_cycle():
+    # A module inside a package is run by that package's __init__ (which may re-export it): not a cycle.
+    edges = {k: {v for v in vs if v.startswith("locust_llm") and not k.startswith(v + ".")}
+             for k, vs in graph().items()}
+    for name in edges:
+        cycle = [nxt for nxt in edges[name] if nxt != name and name in reachable(edges, nxt)]
+        assert not cycle, f"{name} -> {cycle[0]} -> ... -> {name}"
+
+
+def test_no_module_over_500_lines():
+    sizes = {module_name(p): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert max(sizes.values()) <= 500, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]

@@ -1,0 +1,134 @@
+"""Scenario validation: every bad input gets its own error naming the file, the key and the fix."""
+
+from pathlib import Path
+
+import pytest
+
+from locust_llm.scenario import ScenarioError, load_scenario
+from tests.helpers import REPO
+
+GOOD = """
+name: t
+server:
+  engine: llamacpp
+  tiny_model: {preset: test}
+variants:
+  baseline: {}
+  spec: {speculative: {n_max: 4}}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text)
+    return path
+
+
+def error_of(tmp_path: Path, text: str) -> str:
+    path = write(tmp_path, text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert str(path) in message
+    return message
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_scenarios_are_valid(path):
+    scenario = load_scenario(path)
+    for variant in scenario.variants:
+        scenario.speculative(variant)
+
+
+def test_good_scenario_defaults(tmp_path):
+    scenario = load_scenario(write(tmp_path, GOOD))
+    assert scenario.baseline_variant == "baseline"
+    assert scenario.speculative("baseline") is None
+    assert scenario.speculative("spec").n_max == 4
+    assert scenario.speculative("spec").p_min is None  # the server default applies
+
+
+def test_unknown_key_is_named_with_suggestion(tmp_path):
+    message = error_of(tmp_path, GOOD.replace("engine: llamacpp", "engin: llamacpp"))
+    assert "server.engin: unknown key 'engin'" in message
+    assert "did you mean 'engine'" in message
+    assert "server.engine: required key is missing" in message
+
+
+def test_unknown_key_inside_a_variant(tmp_path):
+    message = error_of(tmp_path, GOOD.replace("spec: {speculative", "spec: {argz: [], speculative"))
+    assert "variants.spec.argz: unknown key 'argz'" in message
+    assert "did you mean 'args'" in message
+
+
+def test_wrong_type_says_expected_and_found(tmp_path):
+    message = error_of(tmp_path, GOOD.replace("n_max: 4", "n_max: four"))
+    assert "variants.spec.speculative.n_max" in message
+    assert "integer" in message and "'four'" in message
+
+
+def test_bad_enum_value(tmp_path):
+    message = error_of(tmp_path, GOOD.replace("engine: llamacpp", "engine: tgi"))
+    assert "server.engine" in message and "'tgi'" in message and "'llamacpp'" in message
+
+
+def test_unknown_speculative_key_for_engine(tmp_path):
+    text = """
+name: t
+server: {engine: vllm, model: m}
+variants:
+  spec: {speculative: {method: eagle3, model: h, num_speculative_tokens: 3, tensor_parallel_size: 2}}
+"""
+    message = error_of(tmp_path, text)
+    assert "variants.spec.speculative.tensor_parallel_size: unknown key" in message
+    assert "did you mean 'draft_tensor_parallel_size'" in message
+
+
+def test_vllm_method_needing_a_model(tmp_path):
+    text = """
+name: t
+server: {engine: vllm, model: m}
+variants:
+  spec: {speculative: {method: draft_model, num_speculative_tokens: 3}}
+"""
+    assert "needs 'model'" in error_of(tmp_path, text)
+
+
+def test_sglang_all_or_none_rule(tmp_path):
+    text = """
+name: t
+server: {engine: sglang, model: m}
+variants:
+  spec: {speculative: {algorithm: EAGLE, draft_model_path: d, num_steps: 3}}
+"""
+    assert "num_steps, eagle_topk and num_draft_tokens" in error_of(tmp_path, text)
+
+
+def test_external_needs_url_and_takes_no_speculation(tmp_path):
+    assert "needs 'url'" in error_of(tmp_path, "name: t\nserver: {engine: external}\nvariants: {a: {}}\n")
+    text = "name: t\nserver: {engine: external, url: 'http://127.0.0.1:1'}\nvariants: {a: {speculative: {x: 1}}}\n"
+    assert "takes no speculative settings" in error_of(tmp_path, text)
+
+
+def test_baseline_must_be_a_variant(tmp_path):
+    assert "baseline 'nope' is not one of the variants" in error_of(tmp_path, GOOD + "baseline: nope\n")
+
+
+def test_bad_ladder(tmp_path):
+    message = error_of(tmp_path, GOOD + "load: {ladder: [1, -2]}\n")
+    assert "load.ladder" in message and "positive" in message
+
+
+def test_not_yaml_and_not_a_mapping(tmp_path):
+    assert "not valid YAML" in error_of(tmp_path, "name: [unclosed\n")
+    assert "expected a mapping" in error_of(tmp_path, "- just\n- a list\n")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ScenarioError, match="not found"):
+        load_scenario(tmp_path / "nope.yaml")
+
+
+def test_llamacpp_ngram_type_rejects_draft_flags(tmp_path):
+    message = error_of(tmp_path, GOOD.replace("{n_max: 4}", "{type: ngram-simple, n_max: 4}"))
+    assert "variants.spec.speculative" in message and "--spec-ngram-*" in message
