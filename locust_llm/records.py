@@ -64,6 +64,7 @@ class RequestRecord:
     mode: str = "closed"
     worker: int = 0
     request_id: str = ""
+    seq: int = -1  # the k-th request of this worker in this step: the same k is the same prompt in every variant
     bucket: str = "default"
     api: str = "completions"
     prompt_tokens: int = -1
@@ -71,9 +72,11 @@ class RequestRecord:
     output_tokens: int = 0
     token_source: str = "none"
     t_intended: float = NAN
+    t_connect: float = NAN  # a new connection was started (NaN: an open one was reused)
     t_send: float = NAN
     t_first: float = NAN
     t_end: float = NAN
+    t_done: float = NAN  # the client was done with the request: the stream ended or failed
     chunk_offsets: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
     finish_reason: str | None = None

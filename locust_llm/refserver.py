@@ -1,8 +1,55 @@
-"""``python -m locust_llm.refserver``: the reference streaming server (it lives in ``locust_llm.testing``)."""
+"""``python -m locust_llm.refserver``: run the reference streaming server (``locust_llm.testing.refserver``).
 
+    python -m locust_llm.refserver --port 8000 [--ttft-s 0.05 --gap-s 0.01 --tokens-per-chunk 1,3 ...]
+
+``--port 0`` binds a free port; the first line on stdout is ``refserver listening on 127.0.0.1:PORT``.
+"""
+
+from __future__ import annotations
+
+import argparse
 import sys
 
-from .testing.refserver import main
+from .testing.refserver import DEFAULTS, FRAMINGS, MODEL, USAGE_MODES, BadRequest, make_server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m locust_llm.refserver", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1; 0 picks a free one")
+    parser.add_argument("--ttft-s", type=float, default=DEFAULTS["ttft_s"])
+    parser.add_argument("--gap-s", type=float, default=DEFAULTS["gap_s"])
+    parser.add_argument("--tokens-per-chunk", default="1", help="an int or a comma list cycled, e.g. 1,3,2,4")
+    parser.add_argument("--usage", choices=USAGE_MODES, default=DEFAULTS["usage"])
+    parser.add_argument("--llamacpp", action="store_true")
+    parser.add_argument("--fault", default="none")
+    parser.add_argument("--stall-once-s", type=float, default=0.0)
+    parser.add_argument("--pause-once-s", type=float, default=0.0)
+    parser.add_argument("--headers-late", action="store_true", help="send headers with the first chunk, not at once")
+    parser.add_argument("--framing", choices=FRAMINGS, default="chunked",
+                        help="chunked (one HTTP chunk per event) or close (the body ends with the connection)")
+    parser.add_argument("--model", default=MODEL)
+    parser.add_argument("--access-log", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        tpc = [int(x) for x in args.tokens_per_chunk.split(",")]
+    except ValueError:
+        parser.error(f"--tokens-per-chunk: not an int list: {args.tokens_per_chunk!r}")
+    defaults = {"ttft_s": args.ttft_s, "gap_s": args.gap_s, "tokens_per_chunk": tpc if len(tpc) > 1 else tpc[0],
+                "usage": args.usage, "llamacpp": args.llamacpp, "fault": args.fault,
+                "stall_once_s": args.stall_once_s, "pause_once_s": args.pause_once_s,
+                "headers_early": not args.headers_late, "framing": args.framing}
+    try:
+        server = make_server(args.port, defaults, args.model, args.access_log)
+    except BadRequest as exc:
+        parser.error(str(exc))
+    server.init_socket()
+    print(f"refserver listening on 127.0.0.1:{server.server_port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -85,6 +85,11 @@ class RefServerProcess:
         with urllib.request.urlopen(f"{self.url}/ref/log/{stream_id}", timeout=10) as response:
             return json.loads(response.read())
 
+    def all_logs(self) -> list[dict]:
+        """Every stream the server logged, oldest first."""
+        with urllib.request.urlopen(f"{self.url}/ref/logs", timeout=10) as response:
+            return json.loads(response.read())["logs"]
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()

@@ -161,3 +161,51 @@ def minimal_run(path: Path) -> Path:
     (path / "steps.json").write_text(json.dumps({"steps": steps, "events": []}))
     (path / "env.json").write_text(json.dumps({"run_id": "minimal", "baseline": "baseline"}))
     return path
+
+
+def stream_record(run_id: str, variant: str, level: float, step: int, send: float, ttft: float, tpot: float,
+                  tokens: int, **fields) -> dict:
+    """A successful stream with one token per chunk: first after ``ttft``, then one every ``tpot`` seconds."""
+    offsets = ttft + tpot * np.arange(tokens)
+    return RequestRecord(run_id=run_id, variant=variant, level=level, step=step, phase="steady",
+                         output_tokens=tokens, token_source="usage_deltas", t_send=send, t_first=send + offsets[0],
+                         t_end=send + offsets[-1], t_done=send + offsets[-1] + 0.001,
+                         chunk_offsets=offsets.tolist(), chunk_tokens=[1] * tokens, finish_reason="length",
+                         http_status=200, **fields).to_dict()
+
+
+def write_run(path: Path, rows: list[dict], steps: list[dict], mode: str = "closed", gates: dict | None = None,
+              slo: dict | None = None, baseline: str = "baseline", first_token_s: float = 120.0) -> Path:
+    write_requests(path, rows)
+    (path / "steps.json").write_text(json.dumps({"steps": steps, "events": []}))
+    env = {"run_id": path.name, "baseline": baseline, "load": {"mode": mode, "timeouts": {"first_token_s":
+                                                                                               first_token_s}},
+           "scenario": {"slo": slo or {}}, "gates": gates or {}}
+    (path / "env.json").write_text(json.dumps(env))
+    return path
+
+
+def window(variant: str, step: int, level: float, start: float, length: float, mode: str = "closed") -> dict:
+    return {"variant": variant, "step": step, "level": level, "mode": mode, "users": int(level),
+            "t_start": start - 1.0, "t_steady": start, "t_end": start + length}
+
+
+def open_loop_run(path: Path, lag_s: dict | None = None, tpot_s: dict | None = None, seconds: float = 20.0,
+                  slo: dict | None = None, gates: dict | None = None, seed: int = 0) -> Path:
+    """Constant arrivals, one step per rate in ``lag_s`` (rate -> how late each request is sent); each variant
+    streams 20 tokens at its TPOT. Request k of every variant has the same intended time (the pairing)."""
+    rng = np.random.default_rng(seed)
+    tpot_s = tpot_s or {"baseline": 0.010}
+    lag_s = lag_s or {10.0: 0.0}
+    rows, steps, t = [], [], 1_700_000_000.0
+    for variant, tpot in tpot_s.items():
+        for step, (rate, lag) in enumerate(lag_s.items()):
+            steps.append(window(variant, step, rate, t, seconds, "open"))
+            for k in range(int(rate * seconds)):
+                intended = t + k / rate
+                ttft = 0.030 * rng.uniform(0.9, 1.1)
+                rows.append(stream_record(path.name, variant, rate, step, intended + lag, ttft,
+                                          tpot * rng.uniform(0.9, 1.1), 20, mode="open", t_intended=intended, seq=k,
+                                          request_id=f"{variant}-{step}-{k}"))
+            t += seconds + 5.0
+    return write_run(path, rows, steps, mode="open", slo=slo, gates=gates)

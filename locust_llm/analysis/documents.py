@@ -49,6 +49,8 @@ class Ratio(Doc):
     """Point estimate."""
     ci95: Interval = None
     """95% interval (bootstrap); null when a side has fewer than 2 samples."""
+    pairs: int | None = None
+    """Requests compared as pairs (the same prompt, and in open loop the same arrival, in both); 0: unpaired."""
 
 
 class Drift(Doc):
@@ -181,6 +183,16 @@ class StepFigures(Doc):
     """Requests per second that succeeded and met every SLO set."""
     ttft_ms: Distribution | None = None
     """Time to first token from the actual send, successful requests."""
+    ttft_all_ms: Distribution | None = None
+    """TTFT over all requests: a failure counts at the time it failed, one never sent as a first-token timeout."""
+    ttft_sched_all_ms: Distribution | None = None
+    """Open loop: TTFT from the intended send over all requests (what the gates use there)."""
+    tpot_all_ms: Distribution | None = None
+    """TPOT over all requests: a request that failed after two tokens counts with its pace until it failed."""
+    e2e_all_ms: Distribution | None = None
+    """E2E over all requests: a failure counts at the time it failed."""
+    e2e_sched_all_ms: Distribution | None = None
+    """Open loop: E2E from the intended send over all requests."""
     ttft_sched_ms: Distribution | None = None
     """Open loop: time to first token from the intended send."""
     tpot_ms: Distribution | None = None
@@ -199,6 +211,9 @@ class StepFigures(Doc):
     """Inter-token latency per token (chunk gaps split over their tokens)."""
     icl_ms: Distribution | None = None
     """Inter-chunk latency: the chunk gaps themselves."""
+    itl_approximate: float | None = None
+    """Share of successful requests whose per-chunk token split is approximate (only a final total, or no count):
+    ITL leans on it; TTFT, TPOT and E2E do not."""
     token_sources: dict[str, int] = {}
     """Requests per token-count source."""
     offered_rate: float | None = None
@@ -265,7 +280,11 @@ class StepComparison(Doc):
     tpot_p95_speedup: Ratio
     """TPOT P95, baseline / variant."""
     ttft_p95_speedup: Ratio
-    """TTFT P95, baseline / variant."""
+    """TTFT P95, baseline / variant (open loop: from the intended send time)."""
+    e2e_sched_p95_speedup: Ratio | None = None
+    """Open loop: E2E P95 from the intended send time over all requests, baseline / variant (the headline)."""
+    goodput_speedup: Ratio | None = None
+    """Open loop: goodput, variant / baseline."""
 
 
 class Comparison(Doc):
@@ -276,7 +295,10 @@ class Comparison(Doc):
     variant: str
     """Compared variant."""
     metric: str
-    """The headline metric the crossover and recommendation rest on."""
+    """The headline the crossover and recommendation rest on: ``output_tps`` (closed loop) or ``e2e_sched_p95``
+    (open loop, where the offered rate fixes throughput)."""
+    metric_name: str = ""
+    """The headline in words."""
     steps: list[StepComparison] = []
     """Speed-ups per level."""
     crossover_level: float | None = None

@@ -1,46 +1,98 @@
-"""Per-request metrics (README, "Metric definitions"). Pure functions."""
+"""Per-request and per-chunk metrics (README, "Metric definitions"), vectorised over a frame. Pure.
+
+Two forms of every latency: over successful requests (``ttft_ms``, ...), and over all requests
+(``ttft_all_ms``, ...), where a failed request counts at the time it failed (``t_done``: a timeout at its
+deadline, a request that never got a first token has TTFT = its elapsed time) and a request that was never
+sent (dropped at the in-flight cap) counts as a first-token timeout. The ``*_sched_*`` forms (open loop) run
+from the intended send time instead of the actual one.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-__all__ = ["inter_chunk_ms", "per_token_itl_ms", "request_metrics"]
+__all__ = ["APPROXIMATE_SOURCES", "Chunks", "request_metrics"]
+
+# Per-chunk splits that are not exact (the total may still be): ITL from them is marked approximate.
+APPROXIMATE_SOURCES = ("usage+text_share", "unknown")
 
 
-def request_metrics(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per request with its latency and speed figures (NaN where undefined, e.g. failures)."""
+def _column(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A time column; runs recorded before it existed have NaN."""
+    return frame[name] if name in frame else pd.Series(np.nan, index=frame.index)
+
+
+def request_metrics(frame: pd.DataFrame, first_token_timeout_s: float = np.nan) -> pd.DataFrame:
+    """One row per request with its latency and speed figures (NaN where undefined)."""
     ok = frame["error_class"].isna()
     n = frame["output_tokens"].astype(float)
-    decode_s = frame["t_end"] - frame["t_first"]
+    t_send, t_first, t_end, t_intended = frame["t_send"], frame["t_first"], frame["t_end"], frame["t_intended"]
+    t_done = _column(frame, "t_done").fillna(t_end)
+    decode_s = t_end - t_first
     out = pd.DataFrame(index=frame.index)
-    out["ttft_ms"] = ((frame["t_first"] - frame["t_send"]) * 1000).where(ok)
-    out["ttft_sched_ms"] = ((frame["t_first"] - frame["t_intended"]) * 1000).where(ok)
-    out["e2e_ms"] = ((frame["t_end"] - frame["t_send"]) * 1000).where(ok)
-    out["e2e_sched_ms"] = ((frame["t_end"] - frame["t_intended"]) * 1000).where(ok)
+    out["ttft_ms"] = ((t_first - t_send) * 1000).where(ok)
+    out["ttft_sched_ms"] = ((t_first - t_intended) * 1000).where(ok)
+    out["e2e_ms"] = ((t_end - t_send) * 1000).where(ok)
+    out["e2e_sched_ms"] = ((t_end - t_intended) * 1000).where(ok)
     multi = ok & (n >= 2) & (decode_s > 0)
     out["tpot_ms"] = (decode_s / (n - 1) * 1000).where(multi)
     out["decode_tps"] = ((n - 1) / decode_s).where(multi)
-    out["e2e_tps"] = (n / (frame["t_end"] - frame["t_send"])).where(ok & (n >= 1))
-    out["schedule_lag_ms"] = (frame["t_send"] - frame["t_intended"]) * 1000
+    out["e2e_tps"] = (n / (t_end - t_send)).where(ok & (n >= 1))
+    out["schedule_lag_ms"] = (t_send - t_intended) * 1000
+
+    # All requests: a failure counts at the time it failed; one never sent, as a first-token timeout.
+    failed = ~ok
+    never_sent = t_send.isna()
+    deadline_ms = first_token_timeout_s * 1000
+    first = t_first.where(t_first.notna(), t_done)  # no first token: the whole wait counts
+    out["ttft_all_ms"] = out["ttft_ms"].where(ok, (first - t_send) * 1000).where(~never_sent, deadline_ms)
+    out["e2e_all_ms"] = out["e2e_ms"].where(ok, (t_done - t_send) * 1000).where(~never_sent, deadline_ms)
+    lag_ms = out["schedule_lag_ms"].where(~never_sent, 0.0)
+    out["ttft_sched_all_ms"] = out["ttft_all_ms"] + lag_ms
+    out["e2e_sched_all_ms"] = out["e2e_all_ms"] + lag_ms
+    cut = failed & (n >= 2) & ((t_done - t_first) > 0)  # failed after two tokens: their pace until it failed
+    out["tpot_all_ms"] = out["tpot_ms"].where(~cut, (t_done - t_first) / (n - 1) * 1000)
     return out
 
 
-def per_token_itl_ms(offsets: Iterable, tokens: Iterable) -> list[float]:
-    """Inter-token latency: each chunk gap split evenly over the tokens that chunk carried.
+@dataclass
+class Chunks:
+    """Every token-carrying chunk of a set of requests, flat: which request, when, how many tokens."""
 
-    Tokens that arrive with the first chunk have no gap before them (TTFT covers them).
-    """
-    offsets, tokens = list(offsets), list(tokens)
-    values: list[float] = []
-    for j in range(1, len(offsets)):
-        k = int(tokens[j])
-        if k > 0:
-            values.extend([(offsets[j] - offsets[j - 1]) * 1000.0 / k] * k)
-    return values
+    request: np.ndarray  # row position in the frame
+    offset: np.ndarray  # seconds after the request's t_send
+    tokens: np.ndarray
 
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> "Chunks":
+        offsets, tokens = frame["chunk_offsets"].to_numpy(), frame["chunk_tokens"].to_numpy()
+        lengths = np.fromiter((0 if o is None else len(o) for o in offsets), dtype=np.int64, count=len(offsets))
+        if not lengths.sum():
+            return cls(np.empty(0, np.int64), np.empty(0), np.empty(0))
+        present = [o for o in offsets if o is not None and len(o)]
+        return cls(np.repeat(np.arange(len(frame)), lengths),
+                   np.concatenate(present).astype(np.float64),
+                   np.concatenate([t for t in tokens if t is not None and len(t)]).astype(np.float64))
 
-def inter_chunk_ms(offsets: Iterable) -> list[float]:
-    offsets = list(offsets)
-    return [(offsets[j] - offsets[j - 1]) * 1000.0 for j in range(1, len(offsets))]
+    def arrivals(self, t_send: np.ndarray) -> np.ndarray:
+        """Absolute arrival time of every chunk."""
+        return np.asarray(t_send, dtype=float)[self.request] + self.offset
+
+    def gaps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(gap_s, tokens, request)`` of every chunk after a request's first (its gap to the one before)."""
+        same = self.request[1:] == self.request[:-1]
+        return (self.offset[1:] - self.offset[:-1])[same], self.tokens[1:][same], self.request[1:][same]
+
+    def itl_ms(self) -> tuple[np.ndarray, np.ndarray]:
+        """Inter-token latency as ``(value, weight)``: each chunk gap split evenly over the chunk's tokens, each
+        of which carries it; first-chunk tokens have no gap (TTFT covers them)."""
+        gap, tokens, _ = self.gaps()
+        carries = tokens > 0
+        return gap[carries] * 1000.0 / tokens[carries], tokens[carries]
+
+    def icl_ms(self) -> np.ndarray:
+        """Inter-chunk latency: the gaps themselves."""
+        return self.gaps()[0] * 1000.0

@@ -20,10 +20,10 @@ __all__ = ["compare_runs"]
 # metric -> (how to get the samples, statistic, higher is better)
 METRICS = {
     "output_tps": (lambda s: s.token_rates, np.mean, True),
-    "decode_tps": (lambda s: s.decode_tps, np.mean, True),
-    "tpot_p50": (lambda s: s.tpot_ms, percentile_stat(50), False),
-    "tpot_p95": (lambda s: s.tpot_ms, percentile_stat(95), False),
-    "ttft_p95": (lambda s: s.ttft_ms, percentile_stat(95), False),
+    "decode_tps": (lambda s: s.values("decode_tps"), np.mean, True),
+    "tpot_p50": (lambda s: s.values("tpot_ms"), percentile_stat(50), False),
+    "tpot_p95": (lambda s: s.values("tpot_ms"), percentile_stat(95), False),
+    "ttft_p95": (lambda s: s.values("ttft_ms"), percentile_stat(95), False),
 }
 N_BOOT = 1000
 

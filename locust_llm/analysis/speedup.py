@@ -1,8 +1,8 @@
 """Variant-vs-baseline speed-ups with bootstrap CIs, the crossover level, and a plain-language recommendation.
 
 Speed-up of variant V at level L = metric(V, L) / metric(baseline, L), with a bootstrap 95% CI; the crossover
-is the first level whose CI's upper bound is below 1 (README, "The experiment"). A speed-up is always oriented so that
-**> 1 means the variant is better**: ``variant / baseline`` for higher-is-better metrics (decode tok/s, output
+is the first level whose CI's upper bound is below 1 (README, "The experiment"). A speed-up is always oriented
+so that **> 1 means the variant is better**: ``variant / baseline`` for higher-is-better metrics (decode tok/s, output
 tok/s, goodput) and ``baseline / variant`` for lower-is-better ones (TPOT, TTFT, ITL, E2E).
 
 A step, as used by :func:`crossover_level` and :func:`recommendation`, is a dict with ``level`` and a speed-up
@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from ..fmt import ci_text, lvl, speedup
-from .stats import DEFAULT_N_BOOT, bootstrap_distribution, finite, percentile_interval
+from .stats import DEFAULT_N_BOOT, bootstrap_distribution, finite, percentile_interval, resample_indices
 
-__all__ = ["crossover_level", "ratio_ci", "recommendation", "speedup_state"]
+__all__ = ["crossover_level", "paired_ratio_ci", "ratio_ci", "recommendation", "speedup_state"]
 
 
 def ratio_ci(variant_values, baseline_values, statistic: Callable[[np.ndarray], float] = np.mean,
@@ -50,6 +50,30 @@ def ratio_ci(variant_values, baseline_values, statistic: Callable[[np.ndarray], 
         ratios = boot_variant / boot_baseline if higher_is_better else boot_baseline / boot_variant
     interval = percentile_interval(ratios, alpha)
     return {"value": value, "ci95": list(interval) if interval else None}
+
+
+def paired_ratio_ci(variant_values, baseline_values, statistic: Callable[[np.ndarray], float] = np.mean,
+                    higher_is_better: bool = True, n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
+                    alpha: float = 0.05) -> dict:
+    """Like :func:`ratio_ci` for paired samples (element i of each side is the same request in both variants):
+    each resample draws the same pairs on both sides, so what the pairs share (the prompt, the arrival) cancels
+    in the ratio instead of widening it. ``pairs`` says how many there were."""
+    variant, baseline = np.asarray(variant_values, dtype=float), np.asarray(baseline_values, dtype=float)
+    keep = np.isfinite(variant) & np.isfinite(baseline)
+    variant, baseline = variant[keep], baseline[keep]
+    if variant.size < 2:
+        return {"value": None, "ci95": None, "pairs": int(variant.size)}
+    rng = np.random.default_rng(seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        num, den = (variant, baseline) if higher_is_better else (baseline, variant)
+        value = float(np.float64(statistic(num)) / np.float64(statistic(den)))
+        ratios = []
+        for idx in resample_indices(variant.size, n_boot, rng):
+            top = np.asarray(statistic(num[idx], axis=1), dtype=float)
+            bottom = np.asarray(statistic(den[idx], axis=1), dtype=float)
+            ratios.append(top / bottom)
+    interval = percentile_interval(np.concatenate(ratios), alpha)
+    return {"value": value, "ci95": list(interval) if interval else None, "pairs": int(variant.size)}
 
 
 def _speedup(step: Mapping) -> Mapping:

@@ -22,8 +22,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["bootstrap_ci", "bootstrap_distribution", "finite", "percentile_interval", "percentile_stat",
-           "rate_samples", "summarize", "t_quantile", "t_sf"]
+__all__ = ["LARGE", "bootstrap_ci", "bootstrap_distribution", "finite", "percentile_interval", "percentile_stat",
+           "rate_samples", "resample_indices", "summarize", "t_quantile", "t_sf", "weighted_percentiles"]
 
 PERCENTILES = (50, 95, 99)
 DEFAULT_N_BOOT = 2000
@@ -51,7 +51,7 @@ def percentile_stat(q: float) -> Callable[..., float]:
     return functools.partial(np.percentile, q=q)
 
 
-def _resample_chunks(n: int, n_boot: int, rng: np.random.Generator):
+def resample_indices(n: int, n_boot: int, rng: np.random.Generator):
     """Index matrices ``(rows, n)`` drawn with replacement, ``n_boot`` rows in total."""
     rows_per_chunk = max(1, _CHUNK_ELEMENTS // max(n, 1))
     done = 0
@@ -83,7 +83,7 @@ def bootstrap_distribution(values, statistic: Callable[[np.ndarray], float], n_b
     if array.size == 0 or n_boot <= 0:
         return np.empty(0)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    parts = [_apply(statistic, array[idx]) for idx in _resample_chunks(array.size, n_boot, rng)]
+    parts = [_apply(statistic, array[idx]) for idx in resample_indices(array.size, n_boot, rng)]
     return np.concatenate(parts)
 
 
@@ -111,26 +111,78 @@ def bootstrap_ci(values, statistic: Callable[[np.ndarray], float], n_boot: int =
     return percentile_interval(bootstrap_distribution(array, statistic, n_boot, seed), alpha)
 
 
-def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float = 0.05) -> dict:
+LARGE = 20_000  # beyond this many values, intervals come from order statistics, not resampling
+
+
+def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs) -> np.ndarray:
+    """``np.percentile(np.repeat(values, weights), qs)`` (linear) without building the repeated array."""
+    order = np.argsort(values, kind="stable")
+    values, cum = values[order], np.cumsum(weights[order])
+    total = cum[-1]
+    out = []
+    for q in np.atleast_1d(qs):
+        h = (total - 1) * q / 100.0
+        lo, hi = int(np.floor(h)), int(np.ceil(h))
+        v_lo = values[np.searchsorted(cum, lo + 1)]
+        v_hi = values[np.searchsorted(cum, hi + 1)]
+        out.append(v_lo + (h - lo) * (v_hi - v_lo))
+    return np.asarray(out)
+
+
+def _order_statistic_cis(values: np.ndarray, weights: np.ndarray | None, n: int, alpha: float) -> dict:
+    """Distribution-free intervals of P50/P95/P99 (the binomial ranks around each), and a normal interval of
+    the mean: exact enough for ``n`` in the tens of thousands, and no resampling of millions of values."""
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    weights = np.ones_like(values) if weights is None else weights
+    out = {}
+    for q in PERCENTILES:
+        p = q / 100.0
+        half = z * math.sqrt(p * (1 - p) / n)
+        lo, hi = weighted_percentiles(values, weights, [100 * max(p - half, 0.0), 100 * min(p + half, 1.0)])
+        out[f"p{q}"] = [float(lo), float(hi)]
+    mean = float(np.average(values, weights=weights))
+    sd = math.sqrt(float(np.average((values - mean) ** 2, weights=weights)))
+    out["mean"] = [mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)]
+    return out
+
+
+def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float = 0.05,
+              weights=None) -> dict:
     """``{p50, p95, p99, mean, n, ci95: {p50: [lo, hi], p95: [...], p99: [...], mean: [...]}}``.
 
-    Point figures are computed on the finite values exactly as ``np.percentile`` (linear) and ``np.mean`` do.
-    The four intervals come from the same ``n_boot`` resamples (percentile bootstrap, ``seed``); the key is
-    called ``ci95`` whatever ``alpha`` is, because the report and summary.json say so. With no finite values
-    every figure is None and ``n`` is 0; with one value the point figures are that value and intervals None.
+    Point figures are computed on the finite values exactly as ``np.percentile`` (linear) and ``np.mean`` do;
+    ``weights`` (integer counts, e.g. the tokens that share one inter-token latency) count each value that
+    many times. Up to ``LARGE`` values the four intervals come from the same ``n_boot`` resamples (percentile
+    bootstrap, ``seed``); beyond, from order statistics (``_order_statistic_cis``). The key is called ``ci95``
+    whatever ``alpha`` is, because the report and summary.json say so. With no finite values every figure is
+    None and ``n`` is 0; with one value the point figures are that value and intervals None.
     """
-    array = finite(values)
     names = ("p50", "p95", "p99", "mean")
+    if weights is not None:
+        array, weights = np.asarray(values, dtype=float), np.asarray(weights, dtype=float)
+        keep = np.isfinite(array) & np.isfinite(weights) & (weights > 0)
+        array, weights = array[keep], weights[keep]
+        if weights.sum() <= LARGE:
+            array, weights = np.repeat(array, weights.astype(np.int64)), None
+    else:
+        array = finite(values)
     if array.size == 0:
         return {"p50": None, "p95": None, "p99": None, "mean": None, "n": 0, "ci95": {k: None for k in names}}
+    if weights is not None:
+        p50, p95, p99 = (float(x) for x in weighted_percentiles(array, weights, PERCENTILES))
+        return {"p50": p50, "p95": p95, "p99": p99, "mean": float(np.average(array, weights=weights)),
+                "n": int(weights.sum()), "ci95": _order_statistic_cis(array, weights, array.size, alpha)}
     p50, p95, p99 = (float(x) for x in np.percentile(array, PERCENTILES))
     out = {"p50": p50, "p95": p95, "p99": p99, "mean": float(array.mean()), "n": int(array.size)}
     if array.size < 2:
         out["ci95"] = {k: None for k in names}
         return out
+    if array.size > LARGE:
+        out["ci95"] = _order_statistic_cis(array, None, array.size, alpha)
+        return out
     rng = np.random.default_rng(seed)
     reps = []
-    for idx in _resample_chunks(array.size, n_boot, rng):
+    for idx in resample_indices(array.size, n_boot, rng):
         samples = array[idx]
         pct = np.percentile(samples, PERCENTILES, axis=1)  # shape (3, rows)
         reps.append(np.vstack([pct, samples.mean(axis=1)]))

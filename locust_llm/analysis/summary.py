@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,126 +15,108 @@ from .agreement import agreement
 from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
 from .documents import Summary
 from .errors import error_samples
-from .metrics import inter_chunk_ms, per_token_itl_ms, request_metrics
+from .metrics import APPROXIMATE_SOURCES, Chunks, request_metrics
+from .samples import PAIR_KEY, StepSamples, paired
 from .server_metrics import cross_check, server_figures
-from .speedup import crossover_level, ratio_ci, recommendation
+from .speedup import crossover_level, paired_ratio_ci, ratio_ci, recommendation
 from .stats import bootstrap_ci, percentile_stat, rate_samples, summarize
 from .steady import drift
 from .validity import client_validity
 from .values import json_safe, to_float
 
-__all__ = ["StepSamples", "analyse", "build_summary"]
+__all__ = ["HEADLINE", "KNEE_THRESHOLD", "analyse", "build_summary", "latency_keys"]
 
-REQUEST_FIELDS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "e2e_sched_ms", "decode_tps", "e2e_tps",
-                  "schedule_lag_ms")
-OPEN_LOOP_ONLY = ("ttft_sched_ms", "e2e_sched_ms", "schedule_lag_ms")
-# Bootstrap work grows with n; per-token lists of long steps do not need 2000 resamples for a tight CI.
+CLOSED_FIELDS = ("ttft_ms", "tpot_ms", "e2e_ms", "decode_tps", "e2e_tps", "ttft_all_ms", "tpot_all_ms",
+                 "e2e_all_ms")
+OPEN_FIELDS = ("ttft_sched_ms", "e2e_sched_ms", "schedule_lag_ms", "ttft_sched_all_ms", "e2e_sched_all_ms")
 N_BOOT = 1000
-N_BOOT_LARGE = 200
-LARGE = 20_000
 RATE_BIN_S = 1.0
 # In a closed loop latency past saturation grows in proportion to users (Little's law), so the knee is
 # where half of each load increase already goes into waiting; open loop uses proportional growth.
 KNEE_THRESHOLD = {"closed": 0.5, "open": 1.0}
+# What a comparison's crossover and recommendation rest on: in a closed loop the aggregate throughput; in an
+# open loop the offered rate fixes throughput below saturation, so the latency users see from their intended
+# send time (paired by arrival) decides.
+HEADLINE = {"closed": "output_tps", "open": "e2e_sched_p95"}
+HEADLINE_NAMES = {"output_tps": "aggregate output tok/s", "e2e_sched_p95": "E2E P95 from the intended send time"}
 
 
-def _summarize(values) -> dict:
-    values = np.asarray(values, dtype=float)
-    return summarize(values, n_boot=N_BOOT_LARGE if values.size > LARGE else N_BOOT)
+def latency_keys(mode: str) -> dict[str, str]:
+    """The TTFT and E2E figures that are the headline (gates, goodput, knee, speed-ups) in this mode."""
+    if mode == "open":
+        return {"ttft": "ttft_sched_ms", "e2e": "e2e_sched_ms", "ttft_all": "ttft_sched_all_ms",
+                "e2e_all": "e2e_sched_all_ms"}
+    return {"ttft": "ttft_ms", "e2e": "e2e_ms", "ttft_all": "ttft_all_ms", "e2e_all": "e2e_all_ms"}
 
 
-@dataclass
-class StepSamples:
-    """Raw per-step arrays kept for the comparisons (not written to summary.json)."""
-
-    token_rates: np.ndarray
-    decode_tps: np.ndarray
-    tpot_ms: np.ndarray
-    ttft_ms: np.ndarray
-
-    def pooled_with(self, other: "StepSamples") -> "StepSamples":
-        """A repeated ladder measures a level more than once; its samples are pooled."""
-        return StepSamples(*(np.concatenate([a, b]) for a, b in zip(
-            (self.token_rates, self.decode_tps, self.tpot_ms, self.ttft_ms),
-            (other.token_rates, other.decode_tps, other.tpot_ms, other.ttft_ms))))
-
-
-def token_arrivals(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Arrival time and token count of every chunk of every request in ``frame``."""
-    times, counts = [], []
-    for t_send, offsets, tokens in zip(frame["t_send"], frame["chunk_offsets"], frame["chunk_tokens"]):
-        if offsets is not None and len(offsets):
-            times.append(t_send + np.asarray(offsets, dtype=float))
-            counts.append(np.asarray(tokens, dtype=float))
-    if not times:
-        return np.empty(0), np.empty(0)
-    return np.concatenate(times), np.concatenate(counts)
-
-
-def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict) -> pd.Series:
-    """Requests that succeeded and met every SLO that is set; failures are never good."""
+def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict, mode: str) -> pd.Series:
+    """Requests that succeeded and met every SLO that is set; failures are never good. TPOT is undefined for a
+    one-token answer, so the TPOT SLO does not apply to it."""
+    keys = latency_keys(mode)
     good = sent["error_class"].isna()
-    for key, column in (("ttft_ms", "ttft_ms"), ("tpot_ms", "tpot_ms"), ("e2e_ms", "e2e_ms")):
+    for key, column, missing in (("ttft_ms", keys["ttft"], math.inf), ("tpot_ms", "tpot_ms", 0.0),
+                                 ("e2e_ms", keys["e2e"], math.inf)):
         limit = slo.get(key)
         if limit is not None:
-            good &= derived[column].fillna(math.inf) <= limit
+            good &= derived[column].fillna(missing) <= limit
     return good
 
 
-def step_summary(run: RunData, variant_frame: pd.DataFrame, arrivals: tuple[np.ndarray, np.ndarray], step: dict,
+def step_summary(run: RunData, frame: pd.DataFrame, arrivals: tuple[np.ndarray, np.ndarray], step: dict,
                  slo: dict) -> tuple[dict, StepSamples]:
     """Figures of one ladder step: requests sent in its steady window, tokens arriving in it."""
     start, end = to_float(step.get("t_steady")), to_float(step.get("t_end"))
     window = end - start if math.isfinite(start) and math.isfinite(end) and end > start else math.nan
-    sent = variant_frame[(variant_frame["step"] == step["step"]) & (variant_frame["phase"] == "steady")]
-    derived = request_metrics(sent)
+    mode = step["mode"]
+    timeouts = ((run.env.get("load") or {}).get("timeouts") or {})
+    sent = frame[(frame["step"] == step["step"]) & (frame["phase"] == "steady")]
+    derived = request_metrics(sent, to_float(timeouts.get("first_token_s")))
     failed = sent["error_class"].notna()
     ok_rows = sent[~failed]
-    itl = [v for offsets, tokens in zip(ok_rows["chunk_offsets"], ok_rows["chunk_tokens"])
-           for v in per_token_itl_ms(offsets, tokens)]
-    icl = [v for offsets in ok_rows["chunk_offsets"] for v in inter_chunk_ms(offsets)]
+    chunks = Chunks.of(ok_rows)
+    itl, itl_weights = chunks.itl_ms()
     rates = rate_samples(*arrivals, start, end, RATE_BIN_S)
-    output_tps = float(rates.mean()) if rates.size else None
-    good = good_requests(sent, derived, slo)
+    good = good_requests(sent, derived, slo, mode)
+    good_rates = rate_samples(sent.loc[good, "t_send"].to_numpy(dtype=float), None, start, end, RATE_BIN_S)
+    per_window = (lambda count: count / window) if math.isfinite(window) else (lambda count: None)
     summary = {
-        "step": step["step"], "level": step["level"], "mode": step["mode"], "users": step.get("users"),
+        "step": step["step"], "level": step["level"], "mode": mode, "users": step.get("users"),
         "window_s": window if math.isfinite(window) else None,
         "requests": int(len(sent)), "errors": int(failed.sum()),
         "error_rate": float(failed.mean()) if len(sent) else None,
         "errors_by_class": {str(k): int(v) for k, v in sent.loc[failed, "error_class"].value_counts().items()},
         "output_tokens": int(ok_rows["output_tokens"].sum()),
-        "output_tps": output_tps,
+        "output_tps": float(rates.mean()) if rates.size else None,
         "output_tps_ci95": _ci(bootstrap_ci(rates, np.mean, n_boot=N_BOOT)),
-        "request_rate": len(sent) / window if math.isfinite(window) else None,
-        "goodput_rps": float(good.sum()) / window if math.isfinite(window) else None,
-        "itl_ms": _summarize(itl), "icl_ms": _summarize(icl),
+        "request_rate": per_window(len(sent)), "goodput_rps": per_window(float(good.sum())),
+        "itl_ms": summarize(itl, n_boot=N_BOOT, weights=itl_weights), "icl_ms": summarize(chunks.icl_ms()),
+        "itl_approximate": float(ok_rows["token_source"].isin(APPROXIMATE_SOURCES).mean()) if len(ok_rows) else None,
         "token_sources": {str(k): int(v) for k, v in sent["token_source"].value_counts().items()},
     }
-    for name in REQUEST_FIELDS:
-        if step["mode"] == "open" or name not in OPEN_LOOP_ONLY:
-            summary[name] = _summarize(derived[name])
-    if step["mode"] == "open":
-        arrivals = variant_frame["t_intended"].between(start, end, inclusive="left") if math.isfinite(window) \
-            else pd.Series(False, index=variant_frame.index)
+    for name in CLOSED_FIELDS + (OPEN_FIELDS if mode == "open" else ()):
+        summary[name] = summarize(derived[name].to_numpy(dtype=float), n_boot=N_BOOT)
+    if mode == "open":
+        scheduled = frame["t_intended"].between(start, end, inclusive="left") if math.isfinite(window) \
+            else pd.Series(False, index=frame.index)
         summary["offered_rate"] = step["level"]
-        summary["scheduled_rate"] = float(arrivals.sum()) / window if math.isfinite(window) else None
+        summary["scheduled_rate"] = per_window(float(scheduled.sum()))
         # Dropped arrivals were never sent: their t_send stays NaN.
-        summary["achieved_rate"] = float(sent["t_send"].notna().sum()) / window if math.isfinite(window) else None
+        summary["achieved_rate"] = per_window(float(sent["t_send"].notna().sum()))
     drafted = sent["draft_n"].dropna().sum()
     if drafted:
         accepted = sent["draft_accepted"].dropna().sum()
         summary["acceptance_client"] = {"rate": float(accepted / drafted), "draft_tokens": int(drafted),
                                         "accepted_tokens": int(accepted), "source": "client (per-request timings)"}
-    ok_tokens = ok_rows["chunk_tokens"].map(len)
     if len(ok_rows):
-        summary["tokens_per_chunk"] = {"value": float(ok_rows["output_tokens"].sum() / max(ok_tokens.sum(), 1)),
+        summary["tokens_per_chunk"] = {"value": float(ok_rows["output_tokens"].sum() / max(len(chunks.offset), 1)),
                                        "source": "client (tokens / token-carrying chunks)"}
     summary.update(steadiness(rates, start, ok_rows, derived.loc[ok_rows.index, "tpot_ms"]))
     summary.update(client_validity(run.client, summary, start, end))
-    samples = StepSamples(token_rates=rates, decode_tps=derived["decode_tps"].to_numpy(dtype=float),
-                          tpot_ms=derived["tpot_ms"].to_numpy(dtype=float),
-                          ttft_ms=derived["ttft_ms"].to_numpy(dtype=float))
-    return summary, samples
+    keys = [c for c in PAIR_KEY if c in sent]
+    requests = pd.concat([sent[keys].reset_index(drop=True), derived.reset_index(drop=True)], axis=1)
+    if "seq" not in requests:
+        requests["seq"] = -1
+    return summary, StepSamples(rates, good_rates, requests)
 
 
 def steadiness(rates: np.ndarray, start: float, ok_rows: pd.DataFrame, tpot_ms: pd.Series) -> dict:
@@ -171,39 +152,68 @@ def attach_server_figures(entry: dict, server: dict | None) -> None:
                           "gaps": server.get("gaps")}
 
 
-def variant_curves(steps: list[dict], mode: str) -> dict:
-    levels = [s["level"] for s in steps]
-    throughput = [(s.get("output_tps"), *(s.get("output_tps_ci95") or (None, None))) for s in steps]
+def variant_curves(by_level: dict[float, StepSamples], mode: str) -> dict:
+    """Saturation and knee over the levels (a repeated level's steps pooled into one point)."""
+    levels = sorted(by_level)
+    throughput = []
+    for level in levels:
+        rates = by_level[level].token_rates
+        ci = bootstrap_ci(rates, np.mean, n_boot=N_BOOT)
+        throughput.append((float(rates.mean()) if rates.size else None, *(ci or (None, None))))
     threshold = KNEE_THRESHOLD.get(mode, 1.0)
-    knees = {name: knee_level(levels, [(s.get(name) or {}).get("p95") for s in steps], threshold)
-             for name in ("tpot_ms", "ttft_ms")}
+    columns = {"tpot_ms": "tpot_ms", "ttft_ms": latency_keys(mode)["ttft"]}
+    knees = {}
+    for name, column in columns.items():
+        p95 = [_percentile(by_level[level].values(column), 95) for level in levels]
+        knees[name] = knee_level(levels, p95, threshold)
     found = [k for k in knees.values() if k is not None]
     return {"saturation_level": saturation_level(levels, throughput), "knee_level": min(found) if found else None,
             "knee_by_metric": knees,
             "rules": {"saturation": f"first level that no higher level beats by >{SATURATION_MIN_GAIN:.0%} with "
                                     "non-overlapping 95% CIs",
-                      "knee": f"first level after which P95 TPOT or TTFT grows with log-log slope > {threshold}"}}
+                      "knee": f"first level after which P95 TPOT or {columns['ttft_ms']} grows with log-log slope "
+                              f"> {threshold}"}}
+
+
+def _percentile(values: np.ndarray, q: float) -> float | None:
+    values = values[np.isfinite(values)]
+    return float(np.percentile(values, q)) if values.size else None
+
+
+def _latency_speedup(v: StepSamples, b: StepSamples, column: str, statistic, higher_is_better: bool,
+                     seed: int) -> dict:
+    """Paired by request when the runs carry the pairing key; otherwise the two samples independently."""
+    pairs = paired(v, b, column)
+    if pairs is not None:
+        return paired_ratio_ci(*pairs, statistic, higher_is_better, N_BOOT, seed)
+    return {**ratio_ci(v.values(column), b.values(column), statistic, higher_is_better, N_BOOT, seed), "pairs": 0}
 
 
 def comparison(baseline: str, variant: str, base: dict[float, StepSamples], other: dict[float, StepSamples],
                mode: str) -> dict:
+    ttft = latency_keys(mode)["ttft"]
     steps = []
-    for i, level in enumerate(sorted(set(base) & set(other))):
+    for seed, level in enumerate(sorted(set(base) & set(other))):
         b, v = base[level], other[level]
-        seed = i
-        steps.append({
+        step = {
             "level": level,
             "output_tps_speedup": ratio_ci(v.token_rates, b.token_rates, np.mean, True, N_BOOT, seed),
-            "decode_tps_speedup": ratio_ci(v.decode_tps, b.decode_tps, np.mean, True, N_BOOT, seed),
-            "tpot_p50_speedup": ratio_ci(v.tpot_ms, b.tpot_ms, percentile_stat(50), False, N_BOOT, seed),
-            "tpot_p95_speedup": ratio_ci(v.tpot_ms, b.tpot_ms, percentile_stat(95), False, N_BOOT, seed),
-            "ttft_p95_speedup": ratio_ci(v.ttft_ms, b.ttft_ms, percentile_stat(95), False, N_BOOT, seed),
-        })
-    headline = [{"level": s["level"], "speedup": s["output_tps_speedup"]} for s in steps]
+            "decode_tps_speedup": _latency_speedup(v, b, "decode_tps", np.mean, True, seed),
+            "tpot_p50_speedup": _latency_speedup(v, b, "tpot_ms", percentile_stat(50), False, seed),
+            "tpot_p95_speedup": _latency_speedup(v, b, "tpot_ms", percentile_stat(95), False, seed),
+            "ttft_p95_speedup": _latency_speedup(v, b, ttft, percentile_stat(95), False, seed),
+        }
+        if mode == "open":
+            step["e2e_sched_p95_speedup"] = _latency_speedup(v, b, "e2e_sched_all_ms", percentile_stat(95), False,
+                                                             seed)
+            step["goodput_speedup"] = ratio_ci(v.good_rates, b.good_rates, np.mean, True, N_BOOT, seed)
+        steps.append(step)
+    metric = HEADLINE.get(mode, "output_tps")
+    headline = [{"level": s["level"], "speedup": s[f"{metric}_speedup"]} for s in steps]
     crossover = crossover_level(headline)
     unit = "req/s" if mode == "open" else "concurrent streams"
-    return {"baseline": baseline, "variant": variant, "metric": "output_tps", "steps": steps,
-            "crossover_level": crossover,
+    return {"baseline": baseline, "variant": variant, "metric": metric, "metric_name": HEADLINE_NAMES[metric],
+            "steps": steps, "crossover_level": crossover,
             "recommendation": recommendation(variant, baseline, headline, crossover, unit)}
 
 
@@ -220,7 +230,8 @@ def analyse(run: RunData) -> tuple[dict[str, dict], dict[str, dict[float, StepSa
         name = step["variant"]
         if name not in per_variant:
             selected = frame[frame["variant"] == name] if len(frame) else frame
-            per_variant[name] = (selected, token_arrivals(selected) if len(selected) else (np.empty(0),) * 2)
+            chunks = Chunks.of(selected)
+            per_variant[name] = (selected, (chunks.arrivals(selected["t_send"].to_numpy()), chunks.tokens))
         variant_frame, arrivals = per_variant[name]
         entry = variants.setdefault(name, {"steps": []})
         modes[name] = step["mode"]
@@ -243,7 +254,7 @@ def build_summary(run: RunData) -> Summary:
     variants, samples, modes = analyse(run)
     server = server_figures(run.telemetry, run.telemetry_meta, run.steps)
     for name, entry in variants.items():
-        entry.update(variant_curves([s for s in entry["steps"] if "output_tps" in s], modes[name]))
+        entry.update(variant_curves(samples.get(name, {}), modes[name]))
         attach_server_figures(entry, server["variants"].get(name))
     comparisons = []
     if baseline in samples:

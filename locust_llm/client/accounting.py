@@ -1,7 +1,19 @@
 """Stamped SSE events -> token counts per chunk, offsets, finish reason and error class. Pure.
 
-The stamping code (``stream``) only collects ``Event(t, data)`` pairs; everything here runs after the
-stream has ended, so none of it delays a timestamp.
+The stamping code (``stream``) only collects ``Event(t, data)`` pairs; everything here runs after the stream
+has ended, so none of it delays a timestamp. Token counts come from, in this order (``token_source``):
+
+* ``usage_deltas``: cumulative usage on every chunk (vLLM/SGLang ``continuous_usage_stats``);
+* ``token_ids``: token lists per chunk;
+* ``server_events`` / ``server_events+usage``: llama.cpp's one event per token, checked against its final usage
+  (a stream cut short keeps the tokens it delivered);
+* ``usage+text_share``: only a final total: the total is exact, its split over chunks follows their text length
+  (approximate per chunk) until a tokenizer refines it to ``usage+tokenizer``;
+* ``tokenizer``: no usage at all: counted by the server's ``/tokenize`` or a local tokenizer after the stream;
+* ``unknown``: no usage and no tokenizer: times are known, counts are not.
+
+Server-supplied values that cannot be right (a finish reason that is not text, a count that is not a
+non-negative integer of sane size) make the request a ``malformed_event`` failure naming the raw value.
 """
 
 from __future__ import annotations
@@ -11,7 +23,9 @@ from typing import Callable
 
 from ..records import ErrorClass, RequestRecord
 
-__all__ = ["Event", "account", "choice_text", "count_tokens"]
+__all__ = ["Event", "Split", "account", "apportion", "choice_text", "count_tokens"]
+
+MAX_COUNT = 1 << 40  # larger than any real token count, small enough for every integer column
 
 
 @dataclass
@@ -20,98 +34,177 @@ class Event:
     data: dict
 
 
-def choice_text(choice: dict) -> str:
+class Malformed(ValueError):
+    pass
+
+
+def choice_text(choice) -> str:
+    if not isinstance(choice, dict):
+        return ""
     if "text" in choice:
-        return choice.get("text") or ""
-    delta = choice.get("delta") or {}
-    return (delta.get("content") or "") + (delta.get("reasoning_content") or delta.get("reasoning") or "")
+        text = choice.get("text")
+    else:
+        delta = choice.get("delta") or {}
+        text = "".join(v for v in (delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning"))
+                       if isinstance(v, str)) if isinstance(delta, dict) else ""
+    return text if isinstance(text, str) else ""
+
+
+def _choices(data: dict) -> list:
+    choices = data.get("choices")
+    return choices if isinstance(choices, list) else []
+
+
+def _count(value, what: str) -> int | None:
+    """A server-supplied count: None when absent, an int when sane, ``Malformed`` otherwise."""
+    if value is None:
+        return None
+    number = int(value) if isinstance(value, float) and value.is_integer() else value
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= MAX_COUNT:
+        raise Malformed(f"{what} must be a non-negative integer up to {MAX_COUNT}, found {str(value)[:60]!r}")
+    return number
 
 
 def _token_ids(chunk: dict) -> int | None:
     """Tokens in a chunk when the server lists them (vLLM return_token_ids, llama.cpp tokens)."""
-    for choice in chunk.get("choices") or []:
+    for choice in _choices(chunk):
         for key in ("token_ids", "tokens"):
-            ids = choice.get(key)
+            ids = choice.get(key) if isinstance(choice, dict) else None
             if isinstance(ids, list):
                 return len(ids)
     return None
 
 
-def count_tokens(events: list[Event], tokenize: Callable[[str], int] | None) -> tuple[list[int], str, int | None]:
-    """Tokens per event, the source of that count, and the server's final completion total (if any).
+def apportion(total: int, weights: list[float]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (largest remainder): integers that sum to ``total``."""
+    weight_sum = sum(weights)
+    if total <= 0 or not weights:
+        return [0] * len(weights)
+    if weight_sum <= 0:
+        weights, weight_sum = [1.0] * len(weights), float(len(weights))
+    exact = [total * w / weight_sum for w in weights]
+    counts = [int(x) for x in exact]
+    order = sorted(range(len(exact)), key=lambda i: exact[i] - counts[i], reverse=True)
+    for i in order[:total - sum(counts)]:
+        counts[i] += 1
+    return counts
 
-    Order: cumulative usage deltas (vLLM/SGLang continuous usage), token lists per chunk, the
-    server's one-event-per-token stream checked against its final usage (llama.cpp), a tokenizer.
-    """
-    usage = [((e.data.get("usage") or {}).get("completion_tokens")) for e in events]
-    texts = ["".join(choice_text(c) for c in e.data.get("choices") or []) for e in events]
-    final_total = next((u for u in reversed(usage) if isinstance(u, int)), None)
-    carries_text = [bool(t) for t in texts]
-    with_text_have_usage = all(isinstance(u, int) for u, c in zip(usage, carries_text) if c)
+
+def _completion_tokens(data: dict) -> int | None:
+    usage = data.get("usage")
+    return _count(usage.get("completion_tokens"), "usage.completion_tokens") if isinstance(usage, dict) else None
+
+
+def count_tokens(events: list[Event], llamacpp: bool = False) -> tuple[list[int], str, int | None]:
+    """Tokens per event, their source, and the server's final completion total (None when it gave none)."""
+    usage = [_completion_tokens(e.data) for e in events]
+    texts = ["".join(choice_text(c) for c in _choices(e.data)) for e in events]
+    final_total = next((u for u in reversed(usage) if u is not None), None)
+    with_text = [bool(t) for t in texts]
     # A count that only appears on the final usage chunk is not per-chunk information.
-    per_chunk_usage = sum(isinstance(u, int) for u in usage) > 1 and with_text_have_usage
+    per_chunk_usage = sum(u is not None for u in usage) > 1 and all(u is not None for u, c in zip(usage, with_text)
+                                                                    if c)
     if per_chunk_usage:
         counts, previous = [], 0
         for u in usage:
-            if isinstance(u, int):
-                counts.append(max(u - previous, 0))
-                previous = max(previous, u)
-            else:
-                counts.append(0)
+            counts.append(max(u - previous, 0) if u is not None else 0)
+            previous = max(previous, u) if u is not None else previous
         return counts, "usage_deltas", final_total
     id_counts = [_token_ids(e.data) for e in events]
     if any(c is not None for c in id_counts):
         return [c or 0 for c in id_counts], "token_ids", final_total
-    is_llamacpp = any("timings" in e.data for e in events)
-    one_per_event = [1 if c else 0 for c in carries_text]
-    if is_llamacpp or (final_total is not None and final_total == sum(one_per_event)):
-        if final_total is not None and final_total != sum(one_per_event) and any(one_per_event):
+    one_per_event = [1 if c else 0 for c in with_text]
+    events_total = sum(one_per_event)
+    llamacpp = llamacpp or any("timings" in e.data for e in events)
+    if llamacpp or (final_total is not None and final_total == events_total):
+        if final_total is not None and final_total > events_total and events_total:
             # llama.cpp holds back incomplete UTF-8, so one event can carry several tokens;
             # the server's total is exact, the difference lands on the last text event.
             last = max(i for i, c in enumerate(one_per_event) if c)
-            one_per_event[last] += final_total - sum(one_per_event)
+            one_per_event[last] += final_total - events_total
             return one_per_event, "server_events+usage", final_total
         return one_per_event, "server_events", final_total
-    if tokenize is not None:
-        try:
-            return [tokenize(t) if t else 0 for t in texts], "tokenizer", final_total
-        except Exception:  # a failing tokenizer leaves counts unknown, below
-            pass
-    return [0] * len(events), "unknown", final_total
+    if final_total is not None:
+        return apportion(final_total, [len(t) for t in texts]), "usage+text_share", final_total
+    return [0] * len(events), "unknown", None
 
 
-def account(record: RequestRecord, events: list[Event], done: bool,
-            tokenize: Callable[[str], int] | None = None) -> None:
-    """Fill ``record`` from the stream's stamped events; ``done``: the stream ended properly."""
-    counts, source, final_total = count_tokens(events, tokenize)
+@dataclass
+class Split:
+    """Per-chunk counts a tokenizer can still make exact, after the stream (never on the stamping path)."""
+
+    record: RequestRecord
+    texts: list[str]  # the text of each chunk in ``record.chunk_offsets``
+    total: int | None  # the server's final total, when it gave one
+
+    def apply(self, count: Callable[[str], int]) -> None:
+        """Count each chunk's text; with a server total, the total stays exact and the counts set the split."""
+        counts = [count(t) if t else 0 for t in self.texts]
+        record = self.record
+        if self.total is not None:
+            record.chunk_tokens = apportion(self.total, counts)
+            record.token_source = "usage+tokenizer"
+        else:
+            record.chunk_tokens = counts
+            record.output_tokens = sum(counts)
+            record.token_source = "tokenizer"
+            if record.error_class == ErrorClass.EMPTY and record.output_tokens:
+                record.error_class = record.error_message = None
+
+
+def _details(record: RequestRecord, events: list[Event]) -> None:
+    for event in events:
+        for choice in _choices(event.data):
+            reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+            if reason is not None:
+                if not isinstance(reason, str) or len(reason) > 64:
+                    raise Malformed(f"finish_reason must be a short string, found {str(reason)[:60]!r}")
+                record.finish_reason = reason
+        usage = event.data.get("usage")
+        prompt = _count(usage.get("prompt_tokens"), "usage.prompt_tokens") if isinstance(usage, dict) else None
+        if prompt is not None:
+            record.prompt_tokens = prompt
+        timings = event.data.get("timings")
+        if isinstance(timings, dict) and "draft_n" in timings:
+            record.draft_n = _count(timings["draft_n"], "timings.draft_n")
+            record.draft_accepted = _count(timings.get("draft_n_accepted", 0), "timings.draft_n_accepted")
+        spec = (event.data.get("metrics") or {}).get("speculative_decoding") if isinstance(
+            event.data.get("metrics"), dict) else None
+        if isinstance(spec, dict) and "num_draft_tokens" in spec:
+            record.draft_n = _count(spec["num_draft_tokens"], "num_draft_tokens")
+            record.draft_accepted = _count(spec.get("num_accepted_draft_tokens", 0), "num_accepted_draft_tokens")
+
+
+def account(record: RequestRecord, events: list[Event], done: bool, llamacpp: bool = False) -> Split | None:
+    """Fill ``record`` from the stream's stamped events; ``done``: the stream ended properly.
+
+    Returns a ``Split`` when a tokenizer can still count the chunks (a final total only, or no usage)."""
+    try:
+        counts, source, final_total = count_tokens(events, llamacpp)
+        _details(record, events)
+    except Malformed as exc:
+        record.error_class = record.error_class or ErrorClass.MALFORMED
+        record.error_message = record.error_message or f"malformed server value: {exc}"
+        return None
     record.token_source = source
+    texts = []
     for event, n in zip(events, counts):
-        if n > 0:
+        text = "".join(choice_text(c) for c in _choices(event.data))
+        if n > 0 or text:
             record.chunk_offsets.append(event.t - record.t_send)
             record.chunk_tokens.append(n)
-    record.output_tokens = sum(record.chunk_tokens) if record.chunk_tokens else (final_total or 0)
+            texts.append(text)
+    record.output_tokens = sum(record.chunk_tokens) if source != "unknown" else 0
     if record.chunk_offsets:
         record.t_first = record.t_send + record.chunk_offsets[0]
         record.t_end = record.t_send + record.chunk_offsets[-1]
-    for event in events:
-        for choice in event.data.get("choices") or []:
-            if choice.get("finish_reason"):
-                record.finish_reason = choice["finish_reason"]
-        usage = event.data.get("usage") or {}
-        if isinstance(usage.get("prompt_tokens"), int):
-            record.prompt_tokens = usage["prompt_tokens"]
-        timings = event.data.get("timings") or {}
-        if "draft_n" in timings:
-            record.draft_n = int(timings["draft_n"])
-            record.draft_accepted = int(timings.get("draft_n_accepted", 0))
-        spec = (event.data.get("metrics") or {}).get("speculative_decoding") or {}
-        if "num_draft_tokens" in spec:
-            record.draft_n = int(spec["num_draft_tokens"])
-            record.draft_accepted = int(spec.get("num_accepted_draft_tokens", 0))
     if record.error_class is None:
         if not done:
             record.error_class = ErrorClass.TRUNCATED
             record.error_message = f"stream ended without [DONE] or finish_reason after {len(events)} events"
-        elif record.output_tokens == 0:
+        elif not record.chunk_offsets:
             record.error_class = ErrorClass.EMPTY
             record.error_message = "the server finished without producing a token"
+    if source in ("usage+text_share", "unknown") and texts:
+        return Split(record, texts, final_total)
+    return None

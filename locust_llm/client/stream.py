@@ -1,25 +1,28 @@
 """One streaming OpenAI-compatible request -> one ``RequestRecord``: sending and stamping only.
 
-Each SSE event is stamped with ``records.now()`` the moment sseclient-py yields it; JSON decoding happens
-after the stamp and token accounting (``accounting``) after the stream ends.
+What the times include (README, "What TTFT includes"): ``t_send`` is taken immediately before the request's
+bytes are written to a connected socket (building them and connecting come before it; a new connection's
+start is ``t_connect``); each chunk's time is taken immediately after the socket read that returned its last
+byte. JSON decoding happens after the stamp; token accounting (``accounting``) after the stream has ended.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
-
-import gevent
-import sseclient
+from typing import Any
 
 from ..records import ErrorClass, RequestRecord, now
 from ..scenario import Timeouts
-from .accounting import Event, account
-from .engines import PATHS
-from .http import requests, session
+from .accounting import Event, Split, account
+from .engines import PATHS, auth_headers
+from .sse import EventTooLarge, SSEParser
+from .transport import Body, Connection, Target, TransportError, build_request
 
 __all__ = ["RequestSpec", "StreamingClient"]
+
+PREPARED_MAX = 512  # request bytes kept per client (prompts come from a pool of a few dozen)
+DONE_DRAIN_S = 0.05  # after [DONE], how long to wait for the end of the body before dropping the connection
 
 
 @dataclass
@@ -54,115 +57,168 @@ class RequestSpec:
         body.update(self.extra)
         return body
 
+    def key(self) -> tuple:
+        return (self.prompt, self.max_tokens, self.api, self.model, self.temperature, self.ignore_eos, self.seed,
+                repr(self.extra))
 
-class _PhaseTimeout(Exception):
-    def __init__(self, error_class: str, seconds: float, what: str):
-        super().__init__(f"no {what} within {seconds:g} s")
+
+class _Failed(Exception):
+    def __init__(self, error_class: str, message: str):
+        super().__init__(message)
         self.error_class = error_class
 
 
-class _MalformedEvent(Exception):
-    pass
+class _Deadlines:
+    """Which wait applies to the next read: the first-token deadline, the idle gap, or the total deadline."""
 
+    def __init__(self, t_send: float, timeouts: Timeouts):
+        self.timeouts = timeouts
+        self.first_by = t_send + timeouts.first_token_s
+        self.total_by = t_send + timeouts.total_s
+        self.started = False  # an event has arrived
 
-class _ServerErrorEvent(Exception):
-    pass
+    def next_wait(self) -> float:
+        t = now()
+        phase_end = t + self.timeouts.idle_s if self.started else self.first_by
+        return max(min(phase_end, self.total_by) - t, 0.0)
+
+    def expired(self) -> _Failed:
+        t = self.timeouts
+        if now() >= self.total_by - 1e-3:
+            return _Failed(ErrorClass.TOTAL_TIMEOUT, f"no complete response within {t.total_s:g} s")
+        if not self.started:
+            return _Failed(ErrorClass.FIRST_TOKEN_TIMEOUT, f"no first token within {t.first_token_s:g} s")
+        return _Failed(ErrorClass.IDLE_TIMEOUT, f"no event for {t.idle_s:g} s")
 
 
 class StreamingClient:
-    """Streams completions from one server. One instance per Locust user (it owns a connection pool)."""
+    """Streams completions from one server. One instance per Locust user; it keeps its idle keep-alive
+    connections (one for a closed-loop user, one per stream in flight for an open-loop dispatcher)."""
 
     def __init__(self, base_url: str, timeouts: Timeouts = Timeouts(), verify_tls: bool = True,
-                 tokenize: Callable[[str], int] | None = None, pool_size: int = 16):
-        self.base_url = base_url.rstrip("/")
+                 engine: str = "external"):
+        self.target = Target.parse(base_url.rstrip("/"))
         self.timeouts = timeouts
-        self.tokenize = tokenize
-        self.session = session(pool_size, verify_tls)
-        self.session.headers["Accept"] = "text/event-stream"
+        self.llamacpp = engine == "llamacpp"
+        self.headers = auth_headers()
+        self.verify_tls = verify_tls
+        self.idle: list[Connection] = []
+        self.prepared: dict[tuple, bytes] = {}
 
     def close(self) -> None:
-        self.session.close()
+        while self.idle:
+            self.idle.pop().close()
 
-    def stream(self, spec: RequestSpec, record: RequestRecord) -> RequestRecord:
-        """Send ``spec``, fill ``record`` in place and return it. Never raises for request failures."""
-        t = self.timeouts
-        record.api = spec.api
-        record.max_tokens = spec.max_tokens
+    def connection(self) -> Connection:
+        """An idle kept-alive connection, or a new (not yet connected) one."""
+        return self.idle.pop() if self.idle else Connection(self.target, self.timeouts.connect_s, self.verify_tls)
+
+    def prepare(self, spec: RequestSpec) -> bytes:
+        """The request's bytes, built once per distinct request and kept for the next time it is sent."""
+        key = spec.key()
+        data = self.prepared.get(key)
+        if data is None:
+            if len(self.prepared) >= PREPARED_MAX:
+                self.prepared.clear()
+            body = json.dumps(spec.body(), separators=(",", ":")).encode()
+            data = self.prepared[key] = build_request(self.target, PATHS[spec.api], body, self.headers)
+        return data
+
+    def stream(self, spec: RequestSpec, record: RequestRecord) -> Split | None:
+        """Send ``spec``, fill ``record`` in place. Never raises for request failures.
+
+        Returns a ``Split`` when a tokenizer can still make the per-chunk counts exact (see ``accounting``)."""
+        record.api, record.max_tokens = spec.api, spec.max_tokens
+        data = self.prepare(spec)
         events: list[Event] = []
         done = False
-        response = None
-        total = gevent.Timeout(t.total_s, _PhaseTimeout(ErrorClass.TOTAL_TIMEOUT, t.total_s, "complete response"))
-        total.start()
+        body = None
+        conn = self.connection()
         try:
-            record.t_send = now()
-            # The first-token deadline runs from the send, through the response headers (llama.cpp
-            # sends them only with the first token), to the first event.
-            with gevent.Timeout(t.first_token_s, _PhaseTimeout(ErrorClass.FIRST_TOKEN_TIMEOUT, t.first_token_s,
-                                                               "first token")):
-                response = self.session.post(self.base_url + PATHS[spec.api], json=spec.body(), stream=True,
-                                             timeout=(t.connect_s, max(t.first_token_s, t.idle_s)))
-            record.http_status = response.status_code
-            if response.status_code != 200:
-                record.error_class = ErrorClass.HTTP_ERROR
-                record.error_message = f"HTTP {response.status_code}: {response.text[:500]}"
-                return record
-            done = self._read_events(response, events, record.t_send + t.first_token_s)
-        except _PhaseTimeout as exc:
-            record.error_class, record.error_message = exc.error_class, str(exc)
-        except requests.exceptions.ConnectTimeout as exc:
-            record.error_class, record.error_message = ErrorClass.CONNECT_TIMEOUT, str(exc)[:500]
-        except requests.exceptions.ReadTimeout as exc:
-            record.error_class = ErrorClass.FIRST_TOKEN_TIMEOUT if not events else ErrorClass.IDLE_TIMEOUT
-            record.error_message = str(exc)[:500]
-        except requests.exceptions.ConnectionError as exc:
-            # Refused (nothing was sent), or reset once the exchange had begun.
-            refused = record.http_status is None and ("NewConnectionError" in str(exc) or "refused" in str(exc))
-            record.error_class = ErrorClass.CONNECT_ERROR if refused else ErrorClass.CONNECTION_RESET
-            record.error_message = str(exc)[:500]
-        except (requests.exceptions.ChunkedEncodingError, ConnectionResetError) as exc:
-            record.error_class, record.error_message = ErrorClass.CONNECTION_RESET, str(exc)[:500]
-        except _MalformedEvent as exc:
-            record.error_class, record.error_message = ErrorClass.MALFORMED, str(exc)[:500]
-        except _ServerErrorEvent as exc:
-            record.error_class, record.error_message = ErrorClass.SERVER_ERROR_EVENT, str(exc)[:500]
+            started = self._connect(conn)
+            if started is not None:
+                record.t_connect = started
+            record.t_send = conn.send(data)
+            deadlines = _Deadlines(record.t_send, self.timeouts)
+            head, t_head = self._expect(lambda: conn.read_head(min(deadlines.first_by, deadlines.total_by)),
+                                        deadlines)
+            record.http_status = head.status
+            body = Body(conn, head, t_head)
+            if head.status != 200:
+                text = body.read_error(min(deadlines.first_by, deadlines.total_by)).decode("utf-8", "replace")
+                raise _Failed(ErrorClass.HTTP_ERROR, f"HTTP {head.status}: {text[:500]}")
+            done = self._read_events(body, events, deadlines)
+        except _Failed as exc:
+            record.error_class, record.error_message = exc.error_class, str(exc)[:500]
         except Exception as exc:  # anything else is still a counted failure, never a crash
             record.error_class, record.error_message = ErrorClass.CLIENT_ERROR, f"{type(exc).__name__}: {exc}"[:500]
         finally:
-            total.close()
-            if response is not None:
-                response.close()
-        account(record, events, done, self.tokenize)
-        return record
+            record.t_done = now()
+            if body is not None:
+                body.finish()
+            elif record.error_class is not None:
+                conn.close()
+            if conn.sock is not None:
+                self.idle.append(conn)
+        return account(record, events, done, self.llamacpp)
 
-    def _read_events(self, response, events: list[Event], first_token_by: float) -> bool:
-        """Read SSE events until ``[DONE]``; return whether the stream ended properly."""
-        iterator = sseclient.SSEClient(response).events()
+    @staticmethod
+    def _connect(conn: Connection) -> float | None:
+        try:
+            return conn.connect()
+        except TransportError as exc:
+            kind = {"refused": ErrorClass.CONNECT_ERROR, "connect_timeout": ErrorClass.CONNECT_TIMEOUT}
+            raise _Failed(kind.get(exc.kind, ErrorClass.CONNECTION_RESET), str(exc)) from None
+
+    @staticmethod
+    def _expect(call, deadlines: _Deadlines):
+        try:
+            return call()
+        except TransportError as exc:
+            if exc.kind == "timeout":
+                raise deadlines.expired() from None
+            error = ErrorClass.MALFORMED if exc.kind == "protocol" else ErrorClass.CONNECTION_RESET
+            raise _Failed(error, str(exc)) from None
+
+    def _read_events(self, body: Body, events: list[Event], deadlines: _Deadlines) -> bool:
+        """Read events until ``[DONE]`` (or the end of the body); return whether the stream ended properly."""
+        parser = SSEParser()
         finished = False
-        first = True
+        pieces = body.pieces(deadlines.next_wait)
         while True:
-            if first:
-                seconds = max(first_token_by - now(), 0.0)
-                phase = _PhaseTimeout(ErrorClass.FIRST_TOKEN_TIMEOUT, self.timeouts.first_token_s, "first token")
-            else:
-                seconds = self.timeouts.idle_s
-                phase = _PhaseTimeout(ErrorClass.IDLE_TIMEOUT, seconds, "event")
-            with gevent.Timeout(seconds, phase):
-                event = next(iterator, None)
-            t = now()
-            if event is None:
+            piece = self._expect(lambda: next(pieces, None), deadlines)
+            if piece is None:
                 return finished
-            data = event.data
-            if data.strip() == "[DONE]":
-                return True
+            payload, t = piece
             try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise _MalformedEvent(f"event is not JSON: {data[:200]!r}") from None
-            if not isinstance(chunk, dict):
-                raise _MalformedEvent(f"event is not a JSON object: {data[:200]!r}")
-            if "error" in chunk and not chunk.get("choices"):
-                raise _ServerErrorEvent(f"server sent an error event: {json.dumps(chunk['error'])[:400]}")
-            events.append(Event(t, chunk))
-            if any(c.get("finish_reason") for c in chunk.get("choices") or [] if isinstance(c, dict)):
-                finished = True
-            first = False
+                raw_events = parser.feed(payload)
+            except EventTooLarge as exc:
+                raise _Failed(ErrorClass.MALFORMED, str(exc)) from None
+            for raw in raw_events:
+                if raw.strip() == b"[DONE]":
+                    self._drain(body)
+                    return True
+                try:
+                    chunk = json.loads(raw)
+                except ValueError:
+                    raise _Failed(ErrorClass.MALFORMED, f"event is not JSON: {raw[:200]!r}") from None
+                if not isinstance(chunk, dict):
+                    raise _Failed(ErrorClass.MALFORMED, f"event is not a JSON object: {raw[:200]!r}")
+                if "error" in chunk and not chunk.get("choices"):
+                    raise _Failed(ErrorClass.SERVER_ERROR_EVENT,
+                                  f"server sent an error event: {json.dumps(chunk['error'])[:400]}")
+                events.append(Event(t, chunk))
+                deadlines.started = True
+                choices = chunk.get("choices")
+                if isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason")
+                                                     for c in choices):
+                    finished = True
+
+    @staticmethod
+    def _drain(body: Body) -> None:
+        """Read the end of the body after ``[DONE]`` briefly, so the connection can serve the next request."""
+        try:
+            for _ in body.pieces(lambda: DONE_DRAIN_S):
+                pass
+        except TransportError:
+            pass

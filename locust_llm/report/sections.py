@@ -50,7 +50,7 @@ def headline(view: RunView) -> dict:
     for comp in view.comparisons:
         steps = sorted(comp.steps, key=lambda s: s.level)
         low = steps[0] if steps else None
-        speed = low.output_tps_speedup if low else None
+        speed = getattr(low, f"{comp.metric}_speedup", None) if low else None
         state = speedup_state(speed.model_dump()) if speed else "unclear"
         crossover = comp.crossover_level
         if ok(crossover):
@@ -68,6 +68,7 @@ def headline(view: RunView) -> dict:
             "level": lvl(low.level) if low else None,
             "unit": unit_of(view.mode, plural=not (low and low.level == 1)),
             "crossover": crossover_text, "recommendation": comp.recommendation or "no recommendation",
+            "metric_name": comp.metric_name or "aggregate output tok/s",
             "agreement": pct(agreement.agreement, 0) if agreement else None,
             "identical": agreement.identical if agreement else None,
             "compared": agreement.compared if agreement else None,

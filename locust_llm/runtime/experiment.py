@@ -76,22 +76,24 @@ class Experiment:
             classes = [self.user_classes[load.mode]]
             for step, level in enumerate(self.levels()):
                 users = self.users_for(level)
+                tick = (users, max(users, self.environment.runner.user_count, 1), classes)
+                yield from self.settle(tick)
                 row = {"variant": variant, "step": step, "level": level, "mode": load.mode, "users": users,
                        "t_start": now(), "t_steady": math.nan, "t_end": math.nan}
                 self.run.steps.append(row)
-                self.broadcast(variant, step, level, Phase.WARMUP)
+                self.broadcast(variant, step, level, Phase.WARMUP, t_start=row["t_start"])
                 self.announce(variant, step, level)
-                yield from self.hold(row["t_start"] + load.warmup_s, (users, max(users, 1), classes))
+                yield from self.hold(row["t_start"] + load.warmup_s, tick)
                 row["t_steady"] = now()
-                self.broadcast(variant, step, level, Phase.STEADY)
-                yield from self.hold(row["t_steady"] + load.step_duration_s, (users, max(users, 1), classes))
+                self.broadcast(variant, step, level, Phase.STEADY, t_start=row["t_start"])
+                yield from self.hold(row["t_steady"] + load.step_duration_s, tick)
                 row["extended_s"] = 0.0
                 while row["extended_s"] < load.max_extend_s and not self.looks_steady(variant, level, row):
                     extra = min(load.step_duration_s / 2, load.max_extend_s - row["extended_s"])
                     log.info("variant %s level %g: throughput still drifting; extending the step by %gs",
                              variant, level, extra)
                     row["extended_s"] += extra
-                    yield from self.hold(now() + extra, (users, max(users, 1), classes))
+                    yield from self.hold(now() + extra, tick)
                 row["t_end"] = now()
                 self.run.write_steps()
                 if not self.session.alive():
@@ -130,6 +132,18 @@ class Experiment:
             self.send_state()
             yield tick
 
+    def settle(self, tick: tuple) -> Iterator[tuple]:
+        """Before a step with fewer users, stop the surplus ones: nobody sends (the previous step drains, its
+        streams finish and keep its label) until only the new step's users are left."""
+        users = tick[0]
+        if self.environment.runner.user_count <= users:
+            return
+        self.broadcast(self.state.variant, self.state.step, self.state.level, Phase.DRAIN)
+        deadline = now() + (self.environment.stop_timeout or 0) + DRAIN_GRACE_S
+        while self.environment.runner.user_count > users and now() < deadline:
+            self.send_state()
+            yield tick
+
     def drain(self, classes: list[type]) -> Iterator[tuple]:
         """Zero users; wait until every stream in flight has ended and its record has arrived."""
         deadline = now() + (self.environment.stop_timeout or 0) + DRAIN_GRACE_S
@@ -152,12 +166,12 @@ class Experiment:
         return runner.worker_count if isinstance(runner, MasterRunner) else 1
 
     # -- step state -----------------------------------------------------------------------
-    def broadcast(self, variant: str, step: int, level: float, phase: str) -> None:
+    def broadcast(self, variant: str, step: int, level: float, phase: str, t_start: float = math.nan) -> None:
         server = self.session.server
         self.state = StepState(run_id=self.plan.run_id, variant=variant, step=step, level=level, phase=phase,
                                mode=self.plan.load.mode, base_url=server.base_url if server else "",
                                model=server.model if server else "", workers=max(self.worker_count(), 1),
-                               seed=self.plan.load.seed)
+                               seed=self.plan.load.seed, t_start=t_start)
         self.send_state()
 
     def send_state(self) -> None:

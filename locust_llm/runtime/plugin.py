@@ -117,7 +117,8 @@ def _setup_load_process(environment) -> None:
     plan = load_plan(environment.parsed_options, environment.host)
     load = plan.load
     context = users.context_of(environment)
-    context.configure(load=load, worker=worker, engine=plan.engine, shipper=RecordShipper(runner, worker),
+    shipper = RecordShipper(runner, worker, measuring=lambda: context.board.state.active)
+    context.configure(load=load, worker=worker, engine=plan.engine, shipper=shipper,
                       workload_factory=lambda base_url: Workload.from_spec(
                           load, counter_for(base_url, load.tokenizer), plan.base_dir))
     context.shipper.start()

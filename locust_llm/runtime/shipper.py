@@ -7,6 +7,8 @@ record a worker sent has arrived. A batch that cannot be sent is kept and retrie
 from __future__ import annotations
 
 import logging
+from collections import deque
+from typing import Callable
 
 import gevent
 
@@ -19,22 +21,41 @@ __all__ = ["RECORDS_MESSAGE", "RecordShipper"]
 
 RECORDS_MESSAGE = "llm_records"
 SHIP_INTERVAL_S = 1.0
+REFINE_WAIT_S = 60.0  # at the end, how long records still being refined may take
+# Refinements wait for a pause in the load (they call a tokenizer, perhaps the server's own) unless this many pile up.
+MAX_DEFERRED = 5000
 
 
 class RecordShipper:
     """Collects this process's records (and its client samples) and sends them to the recorder in batches."""
 
-    def __init__(self, runner, worker: int):
+    def __init__(self, runner, worker: int, measuring: Callable[[], bool] = lambda: False):
         self.runner = runner
         self.worker = worker
+        self.measuring = measuring  # True while a step's warm-up or steady window runs
         self.monitor = ClientMonitor(worker)
         self.buffer: list[dict] = []
         self.sent_total = 0
         self.users_running = 0
+        self.deferred: deque[tuple[RequestRecord, Callable[[], None]]] = deque()
         self._loop: gevent.Greenlet | None = None
 
     def add(self, record: RequestRecord) -> None:
         self.buffer.append(record.to_dict())
+
+    def add_after(self, record: RequestRecord, work: Callable[[], None]) -> None:
+        """Ship ``record`` once ``work`` (counting its chunks' tokens) has run. The work waits until no step is
+        being measured, so neither this process's stamps nor the server see it during a window."""
+        self.deferred.append((record, work))
+
+    def refine(self) -> None:
+        while self.deferred:
+            record, work = self.deferred.popleft()
+            try:
+                work()
+            except Exception as exc:  # the record keeps what it had: its counts stay marked approximate
+                log.debug("refining %s failed: %s", record.request_id, exc)
+            self.add(record)
 
     def start(self) -> None:
         self.monitor.start()
@@ -44,13 +65,16 @@ class RecordShipper:
     def _ship_forever(self) -> None:
         while True:
             gevent.sleep(SHIP_INTERVAL_S)
+            if self.deferred and (not self.measuring() or len(self.deferred) > MAX_DEFERRED):
+                self.refine()
             self.ship()
 
     def ship(self, final: bool = False) -> None:
         batch, self.buffer = self.buffer, []
         client = self.monitor.drain()
         self.sent_total += len(batch)
-        self.users_running = self.runner.user_count if not final else 0
+        # Records still waiting to be refined count as running work: the master waits for them.
+        self.users_running = (self.runner.user_count + len(self.deferred)) if not final else 0
         try:
             self.runner.send_message(RECORDS_MESSAGE, {
                 "worker": self.worker, "records": batch, "client": client, "sent_total": self.sent_total,
@@ -62,6 +86,11 @@ class RecordShipper:
             self.sent_total -= len(batch)
 
     def stop(self) -> None:
+        with gevent.Timeout(REFINE_WAIT_S, False):
+            self.refine()
+        for record, _ in self.deferred:  # out of time: shipped with the counts they have
+            self.add(record)
+        self.deferred.clear()
         if self._loop is not None:
             self._loop.kill()
             self._loop = None

@@ -26,6 +26,7 @@ class StepState:
     model: str = ""
     workers: int = 1
     seed: int = 0
+    t_start: float = math.nan  # when the master started the step (open loop: every process's arrival clock)
 
     @property
     def active(self) -> bool:

@@ -97,7 +97,7 @@ class LLMUser(User):
     def client_for(self, base_url: str) -> StreamingClient:
         if base_url not in self._clients:
             self._clients[base_url] = StreamingClient(base_url, timeouts=self.context.load.timeouts,
-                                                      pool_size=max(16, self.context.load.max_inflight))
+                                                      engine=self.context.engine)
         return self._clients[base_url]
 
     def on_stop(self) -> None:
@@ -112,15 +112,18 @@ class LLMUser(User):
 
     def send(self, state: StepState, record: RequestRecord) -> None:
         """One request from the workload, timed and recorded whatever happens."""
+        split, workload = None, None
         try:
             ctx, load = self.context, self.context.load
-            item = ctx.workload(state.base_url).item(ctx.worker, state.step, ctx.next_index(state))
+            workload = ctx.workload(state.base_url)
+            record.seq = ctx.next_index(state)
+            item = workload.item(ctx.worker, state.step, record.seq)
             record.bucket, record.prompt_tokens = item.bucket, item.prompt_tokens
             spec = RequestSpec(prompt=item.prompt, max_tokens=item.max_tokens, api=load.api,
                                model=state.model or None, temperature=load.temperature,
                                ignore_eos=load.ignore_eos, seed=state.seed,
                                extra=request_extra(ctx.engine, item.max_tokens, load.ignore_eos))
-            self.client_for(state.base_url).stream(spec, record)
+            split = self.client_for(state.base_url).stream(spec, record)
         except gevent.GreenletExit:
             record.error_class = ErrorClass.CANCELLED
             record.error_message = "stream cancelled: the load was stopped before it finished"
@@ -129,21 +132,30 @@ class LLMUser(User):
         except Exception as exc:  # a failed request is data, never a crashed user
             record.error_class = record.error_class or ErrorClass.CLIENT_ERROR
             record.error_message = f"{type(exc).__name__}: {exc}"[:500]
-        self.emit(record)
+        counter = workload.counter if workload is not None else None
+        self.emit(record, split.apply if split is not None and counter is not None else None,
+                  counter.count if counter is not None else None)
 
-    def emit(self, record: RequestRecord) -> None:
+    def emit(self, record: RequestRecord, refine=None, count=None) -> None:
+        """Report to Locust's stats now; ship the record once ``refine(count)`` (a tokenizer's per-chunk split,
+        after the stream and off the user's path) has run."""
+        if math.isnan(record.t_done):
+            record.t_done = now()
         # A request never sent (dropped at the cap, failed before sending) keeps t_send NaN in the record.
-        start = now() if math.isnan(record.t_send) else record.t_send
-        end = record.t_end if record.ok else now()
+        start = record.t_done if math.isnan(record.t_send) else record.t_send
         exception = None if record.ok else RuntimeError(f"{record.error_class}: {record.error_message}")
         self.environment.events.request.fire(
             request_type=record.api, name=f"{record.variant} @ {record.level:g}",
-            response_time=max(end - start, 0.0) * 1000.0, response_length=record.output_tokens,
+            response_time=max(record.t_done - start, 0.0) * 1000.0, response_length=int(record.output_tokens),
             exception=exception, context={"variant": record.variant, "level": record.level,
                                           "step": record.step, "bucket": record.bucket},
             response=None, start_time=time.time())
-        if self.context.shipper is not None:
-            self.context.shipper.add(record)
+        shipper = self.context.shipper
+        if shipper is not None:
+            if refine is not None:
+                shipper.add_after(record, lambda: refine(count))
+            else:
+                shipper.add(record)
 
 
 IDLE_WAIT_S = 0.5
@@ -195,8 +207,11 @@ class OpenLoopUser(LLMUser):
         if key != self.clock_key:
             ctx, load = self.context, self.context.load
             ctx.workload(state.base_url)  # ready before the first arrival, so set-up is not schedule lag
+            # One clock for all processes (the master's step start); worker i starts i/level later, so constant
+            # arrivals from several processes interleave evenly instead of coming in bursts.
+            t0 = state.t_start if not math.isnan(state.t_start) else ctx.board.started_at
             rate = state.level / max(state.workers, 1)
-            self.clock = ArrivalClock(rate, max(ctx.board.started_at, now()), (state.seed, ctx.worker, state.step),
+            self.clock = ArrivalClock(rate, t0 + ctx.worker / state.level, (state.seed, ctx.worker, state.step),
                                       load.arrival, load.burstiness)
             self.clock_key = key
         t_intended = self.clock.next()

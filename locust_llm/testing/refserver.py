@@ -14,7 +14,9 @@ It binds 127.0.0.1 only.
 
 Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming), ``GET /health``,
 ``GET /v1/models``, ``POST /tokenize`` (``{"content": text}`` -> one token per whitespace-separated
-word), ``GET /ref/log/<id>``, ``POST /ref/logs`` (``{"ids": [...]}`` -> ``{"logs": {id: log or null}}``).
+word), ``GET /ref/log/<id>``, ``POST /ref/logs`` (``{"ids": [...]}`` -> ``{"logs": {id: log or null}}``),
+``GET /ref/logs`` (every logged stream, oldest first). A stream's log has the server's own stamps:
+``t_recv`` (request received) and each chunk's write time, kind and token count.
 
 Behaviour per request, through an extra body field ``"ref": {...}`` (defaults from the CLI flags):
 
@@ -33,7 +35,7 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   ``"error_event_after:N"`` (``data: {"error": {...}}`` then ``[DONE]``); ``"empty"`` (a finishing
   chunk with zero tokens); ``"reset_after:N"`` (the socket is aborted with a TCP RST);
   ``"close_after:N"`` (the connection is closed with a FIN in the middle of the chunked body, as when
-  a server process dies). A fault
+  a server process dies); ``"http_500_endless"`` (an error status whose body never ends). A fault
   "after N" happens at the time slot of token chunk N+1.
 - ``stall_once_s``: the first completion request this process receives is stalled this much longer
   before its first chunk; later requests are not.
@@ -41,6 +43,10 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   of this length: no chunk of any stream is written until it ends (a GC pause or a preemption).
 - ``headers_early``: send the HTTP response headers as soon as the request arrives (vLLM, SGLang;
   default true) or only with the first chunk (false).
+- ``framing``: ``"chunked"`` (default; one HTTP chunk per event) or ``"close"`` (no Transfer-Encoding and no
+  Content-Length: the body ends when the server closes the connection, as some gateways and HTTP/1.0 do).
+- ``patch_last``: ``{"dotted.path": value}`` set in the last token chunk's JSON (``"choices.0.finish_reason"``,
+  ``"usage.prompt_tokens"``, ``"timings.draft_n"``), to play a server that sends odd values.
 - ``id``: a name for the stream's server-side log.
 
 Output length is the body's ``max_tokens`` (default 16). Token ``k`` of a stream is the text
@@ -52,7 +58,6 @@ standard library, so no monkey-patching is needed and one process serves hundred
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import socket
@@ -69,8 +74,9 @@ from gevent.pywsgi import WSGIHandler, WSGIServer
 
 MODEL = "refserver-model"
 USAGE_MODES = ("continuous", "final", "none")
-FAULTS = ("none", "truncate_after", "malformed_after", "http_500", "error_event", "error_event_after",
-          "empty", "reset_after", "close_after")
+FAULTS = ("none", "truncate_after", "malformed_after", "http_500", "http_500_endless", "error_event",
+          "error_event_after", "empty", "reset_after", "close_after")
+FRAMINGS = ("chunked", "close")
 DEFAULTS: dict[str, Any] = {
     "ttft_s": 0.05,
     "gap_s": 0.01,
@@ -81,6 +87,8 @@ DEFAULTS: dict[str, Any] = {
     "stall_once_s": 0.0,
     "pause_once_s": 0.0,
     "headers_early": True,
+    "framing": "chunked",
+    "patch_last": {},
     "draft_n": 0,
     "draft_accepted": 0,
     "id": None,
@@ -129,8 +137,23 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     cfg["tokens_per_chunk"] = tpc
     if cfg["usage"] not in USAGE_MODES:
         raise BadRequest(f"ref.usage must be one of {USAGE_MODES}, got {cfg['usage']!r}")
+    if cfg["framing"] not in FRAMINGS:
+        raise BadRequest(f"ref.framing must be one of {FRAMINGS}, got {cfg['framing']!r}")
+    if not isinstance(cfg["patch_last"], dict):
+        raise BadRequest("ref.patch_last must be an object of dotted paths to values")
     cfg["fault"] = parse_fault(cfg["fault"])
     return cfg
+
+
+def patch(obj: dict, dotted: str, value: Any) -> None:
+    """Set ``obj["a"][0]["b"] = value`` for ``"a.0.b"``, creating objects on the way."""
+    *path, last = dotted.split(".")
+    for key in path:
+        obj = obj[int(key)] if isinstance(obj, list) else obj.setdefault(key, {})
+    if isinstance(obj, list):
+        obj[int(last)] = value
+    else:
+        obj[last] = value
 
 
 def chunk_sizes(max_tokens: int, pattern: list[int]) -> list[int]:
@@ -165,7 +188,15 @@ class _Handler(WSGIHandler):
     def get_environ(self):
         environ = super().get_environ()
         environ["refserver.socket"] = self.socket
+        environ["refserver.handler"] = self
         return environ
+
+    def finalize_headers(self):
+        super().finalize_headers()
+        if self.environ.get("refserver.close_delimited"):
+            self.response_use_chunked = False
+            self.response_headers = [(k, v) for k, v in self.response_headers if k.lower() != b"transfer-encoding"]
+            self.close_connection = True
 
     def handle_error(self, t, v, tb):
         if isinstance(v, _Abort):
@@ -226,6 +257,8 @@ class RefServer:
                     return self._json(start_response, "404 Not Found",
                                       {"error": {"message": f"no stream logged as {path[9:]!r}"}})
                 return self._json(start_response, "200 OK", entry)
+            if path == "/ref/logs" and method == "GET":
+                return self._json(start_response, "200 OK", {"logs": list(self.log.values())})
             if path == "/ref/logs" and method == "POST":
                 ids = self._read_json(environ).get("ids") or []
                 return self._json(start_response, "200 OK", {"logs": {str(i): self.log.get(str(i)) for i in ids}})
@@ -269,11 +302,25 @@ class RefServer:
             entry["complete"] = True
             return self._json(start_response, "500 Internal Server Error", {"error": {
                 "message": "refserver fault http_500", "type": "InternalServerError", "code": 500}})
+        if fault == "http_500_endless":
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+            entry["complete"] = True
+            return _endless()
         headers = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")]
         if fault == "truncate_after":
             headers.append(("Connection", "close"))
+        if cfg["framing"] == "close":
+            environ["refserver.close_delimited"] = True
+            headers.append(("Connection", "close"))
         write = start_response("200 OK", headers)
         return _Stream(self, environ, write, cfg, api, max_tokens, len(prompt.split()), t_recv + stall, entry)
+
+
+def _endless() -> Iterator[bytes]:
+    """An error body that never ends (a misbehaving proxy): the client must stop reading it."""
+    while True:
+        yield b"error " * 1024
+        gevent.sleep(0)
 
 
 class _Stream:
@@ -363,6 +410,9 @@ class _Stream:
             sent += n
             if continuous:
                 obj["usage"] = self._usage(sent)
+            if last:
+                for dotted, value in cfg["patch_last"].items():
+                    patch(obj, dotted, value)
             yield self._frame(obj, n, "token")
         if fault != "none":
             # the fault comes after the last token chunk, in the next time slot
@@ -414,43 +464,3 @@ def make_server(port: int, defaults: dict[str, Any] | None = None, model: str = 
                 access_log: bool = False) -> WSGIServer:
     return WSGIServer(("127.0.0.1", port), RefServer(defaults, model), handler_class=_Handler,
                       log=sys.stderr if access_log else None, backlog=1024)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m locust_llm.refserver", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1; 0 picks a free one")
-    parser.add_argument("--ttft-s", type=float, default=DEFAULTS["ttft_s"])
-    parser.add_argument("--gap-s", type=float, default=DEFAULTS["gap_s"])
-    parser.add_argument("--tokens-per-chunk", default="1", help="an int or a comma list cycled, e.g. 1,3,2,4")
-    parser.add_argument("--usage", choices=USAGE_MODES, default=DEFAULTS["usage"])
-    parser.add_argument("--llamacpp", action="store_true")
-    parser.add_argument("--fault", default="none")
-    parser.add_argument("--stall-once-s", type=float, default=0.0)
-    parser.add_argument("--pause-once-s", type=float, default=0.0)
-    parser.add_argument("--headers-late", action="store_true", help="send headers with the first chunk, not at once")
-    parser.add_argument("--model", default=MODEL)
-    parser.add_argument("--access-log", action="store_true")
-    args = parser.parse_args(argv)
-    try:
-        tpc = [int(x) for x in args.tokens_per_chunk.split(",")]
-    except ValueError:
-        parser.error(f"--tokens-per-chunk: not an int list: {args.tokens_per_chunk!r}")
-    defaults = {"ttft_s": args.ttft_s, "gap_s": args.gap_s, "tokens_per_chunk": tpc if len(tpc) > 1 else tpc[0],
-                "usage": args.usage, "llamacpp": args.llamacpp, "fault": args.fault,
-                "stall_once_s": args.stall_once_s, "pause_once_s": args.pause_once_s,
-                "headers_early": not args.headers_late}
-    try:
-        server = make_server(args.port, defaults, args.model, args.access_log)
-    except BadRequest as exc:
-        parser.error(str(exc))
-    server.init_socket()
-    print(f"refserver listening on 127.0.0.1:{server.server_port}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -79,6 +79,7 @@ class Workload:
         self.prefix_exact = prefix_exact
         self.source = source
         self.skipped = skipped
+        self.counter: TokenCounter | None = None  # the exact counter it was built with (None: lengths estimated)
         self._names = list(self.pools)
         total = sum(self.weights[n] for n in self._names)
         acc, self._cum = 0.0, []
@@ -115,6 +116,7 @@ class Workload:
             workload = cls(pools, {n: b[2] for n, b in buckets.items()}, load.seed, prefixer)
         if prefixer and exact:
             workload.prefix_exact = workload._check_prefixes(counter)
+        workload.counter = counter if exact else None
         return workload
 
     @staticmethod

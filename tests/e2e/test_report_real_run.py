@@ -61,7 +61,7 @@ def test_real_report_in_chromium(real_run, browser, tmp_path):
     assert dom["svgs"] >= 7 and dom["paths"] > 20 and dom["scripts"] == 0
     assert {"verdict", "conditions", "charts", "ladder", "speedup", "consistency", "validity", "events",
             "telemetry", "method"} <= set(dom["sections"])
-    assert dom["ladderRows"] == 2 * 3 * 2  # two tables per variant, three levels
+    assert dom["ladderRows"] == 2 * 3 * 3  # three tables per variant (latency, latency of all, throughput), three levels
     assert dom["width"] <= 1280  # nothing overflows the page sideways
     (comparison,) = json.loads((run_dir / "summary.json").read_text())["comparisons"]
     assert comparison["recommendation"] in dom["verdict"]

@@ -20,7 +20,8 @@ from tests.synthetic import synthetic_run
 
 def step(level, **figures):
     return {"step": 0, "mode": "closed", "level": level, "requests": 10, "errors": 0, "error_rate": 0.0,
-            "client_valid": True, "ttft_ms": {"p99": 50.0}, "tpot_ms": {"p99": 10.0}, **figures}
+            "client_valid": True, "ttft_ms": {"p99": 50.0}, "tpot_ms": {"p99": 10.0}, "ttft_all_ms": {"p99": 50.0},
+            "tpot_all_ms": {"p99": 10.0}, **figures}
 
 
 def summary(*steps, events=()):
@@ -61,8 +62,17 @@ def test_verdict_codes_and_their_order():
     assert "no request was sent" in verdict(empty_step, Gates())["reasons"][str(EXIT_INVALID)][0]
 
 
+def test_gates_judge_every_request_and_open_loop_from_the_intended_send():
+    timeouts = step(1, ttft_all_ms={"p99": 120_000.0})  # successes fast, but a tenth timed out
+    assert verdict(summary(timeouts), Gates(ttft_p99_ms=500))["exit_code"] == EXIT_SLO
+    late = step(1, mode="open", ttft_sched_all_ms={"p99": 550.0})  # sent 500 ms behind schedule
+    assert verdict(summary(late), Gates(ttft_p99_ms=500))["exit_code"] == EXIT_SLO
+    assert verdict(summary(step(1, mode="open", ttft_sched_all_ms={"p99": 60.0})),
+                   Gates(ttft_p99_ms=500))["exit_code"] == EXIT_OK
+
+
 def test_unmeasured_figure_fails_its_gate():
-    result = verdict(summary(step(1, ttft_ms={"p99": None})), Gates(ttft_p99_ms=100))
+    result = verdict(summary(step(1, ttft_all_ms={"p99": None})), Gates(ttft_p99_ms=100))
     assert result["exit_code"] == EXIT_SLO and "not measured" in result["reasons"][str(EXIT_SLO)][0]
 
 

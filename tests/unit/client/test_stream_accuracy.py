@@ -34,12 +34,17 @@ def make_spec(max_tokens: int = 8, api: str = "completions", **ref) -> RequestSp
     return RequestSpec(prompt="one two three", max_tokens=max_tokens, api=api, extra={"ref": ref})
 
 
-def run(url: str, spec: RequestSpec, timeouts: Timeouts | None = None, tokenize=None) -> RequestRecord:
-    client = StreamingClient(url, timeouts=timeouts or Timeouts(), tokenize=tokenize)
+def run(url: str, spec: RequestSpec, timeouts: Timeouts | None = None, tokenize=None,
+        engine: str = "external") -> RequestRecord:
+    client = StreamingClient(url, timeouts=timeouts or Timeouts(), engine=engine)
+    record = RequestRecord()
     try:
-        return client.stream(spec, RequestRecord())
+        split = client.stream(spec, record)
     finally:
         client.close()
+    if split is not None and tokenize is not None:
+        split.apply(tokenize)
+    return record
 
 
 def client_perf(record: RequestRecord) -> list[float]:
@@ -88,12 +93,12 @@ def test_llamacpp_one_token_per_event_is_server_events(refserver, api):
 
 
 def test_final_usage_with_multi_token_chunks_does_not_claim_exact_counts(refserver):
-    spec = make_spec(10, usage="final", tokens_per_chunk=3, ttft_s=0, gap_s=0.002)
+    spec = make_spec(10, usage="final", tokens_per_chunk=[3, 3, 1, 3], ttft_s=0, gap_s=0.002)
     record = run(refserver.url, spec)
     assert record.ok, (record.error_class, record.error_message)
-    assert record.token_source == "unknown"
-    assert record.output_tokens == 10  # the server's final total, not a count of events
-    assert record.chunk_tokens == []
+    assert record.token_source == "usage+text_share"  # the split over chunks is marked approximate
+    assert record.output_tokens == sum(record.chunk_tokens) == 10  # the server's final total, exactly
+    assert len(record.chunk_tokens) == 4 and not math.isnan(record.t_first) and not math.isnan(record.t_end)
 
 
 def test_final_usage_with_multi_token_chunks_uses_the_tokenizer(refserver):
@@ -103,7 +108,7 @@ def test_final_usage_with_multi_token_chunks_uses_the_tokenizer(refserver):
     spec = make_spec(10, usage="final", tokens_per_chunk=3, ttft_s=0, gap_s=0.002)
     record = run(refserver.url, spec, tokenize=tokenize)
     assert record.ok, (record.error_class, record.error_message)
-    assert record.token_source == "tokenizer"
+    assert record.token_source == "usage+tokenizer"
     assert record.chunk_tokens == [3, 3, 3, 1]
     assert record.output_tokens == 10
 
@@ -337,3 +342,145 @@ def test_stall_once_delays_only_the_first_request(refserver_factory):
     assert first.error_class == R.FIRST_TOKEN_TIMEOUT, (first.error_class, first.error_message)
     assert second.ok, (second.error_class, second.error_message)
     assert second.chunk_tokens == [1, 1, 1, 1]
+
+
+# -- every server shape, and the bytes' own times -----------------------------------------------
+
+def test_no_usage_at_all_still_times_the_stream_and_a_tokenizer_counts_it(refserver):
+    spec = make_spec(9, usage="none", tokens_per_chunk=3, ttft_s=0.02, gap_s=0.01)
+    record = run(refserver.url, spec)
+    assert record.ok, (record.error_class, record.error_message)  # text arrived: never an empty completion
+    assert record.token_source == "unknown" and record.output_tokens == 0
+    assert len(record.chunk_offsets) == 3 and record.t_first - record.t_send >= 0.02
+    log = refserver.stream_log(spec.extra["ref"]["id"])
+    assert client_perf(record)[0] >= token_chunks(log)[0][0]
+
+    def tokenize(text: str) -> int:
+        return len(text.split())
+
+    counted = run(refserver.url, make_spec(9, usage="none", tokens_per_chunk=3, ttft_s=0, gap_s=0.002),
+                  tokenize=tokenize)
+    assert counted.token_source == "tokenizer" and counted.chunk_tokens == [3, 3, 3] and counted.output_tokens == 9
+
+
+@pytest.mark.parametrize("fault", ["truncate_after:4", "close_after:4"])
+def test_a_cut_llamacpp_stream_keeps_the_tokens_it_delivered(refserver, fault):
+    record = run(refserver.url, make_spec(10, llamacpp=True, fault=fault, ttft_s=0, gap_s=0.002), engine="llamacpp")
+    assert not record.ok
+    assert record.token_source == "server_events" and record.chunk_tokens == [1] * 4 and record.output_tokens == 4
+
+
+def test_close_delimited_streams_are_stamped_as_the_bytes_arrive(refserver):
+    gap = 0.1
+    spec = make_spec(4, framing="close", ttft_s=0.05, gap_s=gap)
+    record = run(refserver.url, spec)
+    assert record.ok, (record.error_class, record.error_message)
+    sent = [c[0] for c in token_chunks(refserver.stream_log(spec.extra["ref"]["id"]))]
+    errors = [r - s for r, s in zip(client_perf(record), sent)]
+    assert len(errors) == 4 and all(0 <= e < 0.02 for e in errors), errors  # not held for a fuller buffer
+    gaps = [b - a for a, b in itertools.pairwise(record.chunk_offsets)]
+    assert all(abs(g - gap) < 0.02 for g in gaps), gaps
+
+
+def test_one_connection_serves_a_user_until_it_breaks(refserver):
+    client = StreamingClient(refserver.url)
+    try:
+        first, second = RequestRecord(), RequestRecord()
+        client.stream(make_spec(3, ttft_s=0, gap_s=0.001), first)
+        client.stream(make_spec(3, ttft_s=0, gap_s=0.001), second)
+        assert not math.isnan(first.t_connect) and first.t_connect <= first.t_send
+        assert math.isnan(second.t_connect)  # kept alive: no new connection, nothing to exclude
+        broken = RequestRecord()
+        client.stream(make_spec(3, fault="reset_after:1", ttft_s=0, gap_s=0.001), broken)
+        after = RequestRecord()
+        client.stream(make_spec(3, ttft_s=0, gap_s=0.001), after)
+        assert broken.error_class == R.CONNECTION_RESET and after.ok and not math.isnan(after.t_connect)
+    finally:
+        client.close()
+
+
+def test_an_error_body_that_never_ends_is_cut_short(refserver):
+    record = run(refserver.url, make_spec(3, fault="http_500_endless"), Timeouts(first_token_s=5))
+    assert record.error_class == R.HTTP_ERROR and record.http_status == 500
+    assert record.error_message.startswith("HTTP 500: error error") and len(record.error_message) <= 500
+    assert record.t_done - record.t_send < 2
+
+
+@pytest.mark.parametrize("patch, raw", [
+    ({"choices.0.finish_reason": 7}, "7"),
+    ({"usage.prompt_tokens": 2**70}, str(2**70)[:20]),
+    ({"usage.completion_tokens": -3}, "-3"),
+    ({"timings.draft_n": 1e20}, "1e+20"),
+])
+def test_odd_server_values_are_malformed_events_that_name_the_value(refserver, patch, raw):
+    record = run(refserver.url, make_spec(4, patch_last=patch, ttft_s=0, gap_s=0.002))
+    assert record.error_class == R.MALFORMED and raw in record.error_message, record.error_message
+
+
+def test_t_send_is_taken_after_the_request_is_built_and_right_before_it_is_written(refserver, monkeypatch):
+    """The order of what happens, watched through the run clock and the socket's own calls."""
+    from locust_llm.client import stream as stream_module
+    from locust_llm.client import transport
+
+    calls: list[str] = []
+    client = StreamingClient(refserver.url)
+    real_prepare, real_now = client.prepare, transport.now
+
+    def prepare(spec):
+        data = real_prepare(spec)
+        calls.append("request built")
+        return data
+
+    def clock():
+        calls.append("clock")
+        return real_now()
+
+    class Watched:
+        def __init__(self, sock):
+            self.sock = sock
+
+        def sendall(self, data):
+            calls.append("sendall")
+            return self.sock.sendall(data)
+
+        def recv(self, n, *flags):
+            data = self.sock.recv(n, *flags)
+            calls.append("recv")
+            return data
+
+        def __getattr__(self, name):
+            return getattr(self.sock, name)
+
+    client.prepare = prepare
+    monkeypatch.setattr(transport, "now", clock)
+    monkeypatch.setattr(stream_module, "now", clock)
+    record = RequestRecord()
+    conn = client.connection()
+    conn.connect()
+    conn.sock = Watched(conn.sock)
+    client.idle.append(conn)
+    try:
+        client.stream(make_spec(2, ttft_s=0.01, gap_s=0.001), record)
+    finally:
+        client.close()
+    assert record.ok, (record.error_class, record.error_message)
+    start = calls.index("request built")
+    assert calls[start:start + 3] == ["request built", "clock", "sendall"]  # built, stamped, written
+    reads = [i for i, c in enumerate(calls) if c == "recv"]
+    assert reads and all(calls[i + 1] == "clock" for i in reads)  # every read is stamped as it returns
+
+
+def test_one_client_serves_concurrent_streams_on_their_own_connections(refserver):
+    """An open-loop dispatcher sends from one client while earlier streams are still running."""
+    client = StreamingClient(refserver.url)
+    records = [RequestRecord() for _ in range(6)]
+    try:
+        gevent.joinall([gevent.spawn(client.stream, make_spec(5, ttft_s=0.05, gap_s=0.01), r) for r in records],
+                       raise_error=True)
+        assert all(r.ok for r in records), [(r.error_class, r.error_message) for r in records]
+        assert len(client.idle) == 6  # each kept for the next arrival
+        again = RequestRecord()
+        client.stream(make_spec(2, ttft_s=0, gap_s=0.001), again)
+        assert again.ok and math.isnan(again.t_connect)
+    finally:
+        client.close()

@@ -33,9 +33,11 @@ class Clock:
 class FakeRunner:
     user_count: int = 0
     messages: list = field(default_factory=list)
+    users_at_message: list = field(default_factory=list)
 
     def send_message(self, name: str, data: dict) -> None:
         self.messages.append((name, data))
+        self.users_at_message.append(self.user_count)
 
 
 @dataclass

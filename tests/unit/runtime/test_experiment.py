@@ -27,12 +27,15 @@ def clock(monkeypatch):
     return clock
 
 
-def run_program(tmp_path, session_factory=FakeSession, **given):
+def run_program(tmp_path, session_factory=FakeSession, follow=None, **given):
+    """``follow(runner, tick)``: how the fake Locust runner reacts to each tick (default: not at all)."""
     plan = load_plan(options(**{"scenario": SCENARIO, "report_dir": str(tmp_path), "run_id": "unit", **given}))
     env = FakeEnvironment()
     experiment = Experiment(env, plan, Classes(), session=session_factory)
     ticks, phases = [], []
     for tick in experiment.program():
+        if follow is not None:
+            follow(env.runner, tick)
         ticks.append(tick)
         phases.append((experiment.state.variant, experiment.state.step, experiment.state.phase))
         if experiment.state.phase == Phase.DRAIN and not experiment.recorder.tally:
@@ -98,3 +101,20 @@ def test_open_loop_runs_one_dispatcher_per_process(tmp_path, clock):
                                                variant="baseline")
     steady = [t for (v, s, p), t in zip(phases, ticks) if p == Phase.STEADY]
     assert steady and all(t == (1, 1, ["open-user"]) for t in steady)
+
+
+def test_a_step_down_stops_the_surplus_users_before_its_window(tmp_path, clock):
+    def one_user_per_tick(runner, tick):
+        # Locust stops (or starts) users over several ticks; streams in flight finish first
+        target = tick[0]
+        runner.user_count += (target > runner.user_count) - (target < runner.user_count)
+
+    experiment, ticks, phases, env = run_program(tmp_path, follow=one_user_per_tick, ladder="4,1",
+                                                 step_duration=2, warmup=1, variant="baseline")
+    sent = [(d["step"], d["phase"]) for name, d in env.runner.messages]
+    first_warmup = sent.index((1, Phase.WARMUP))
+    assert (0, Phase.DRAIN) in sent[:first_warmup]  # nobody sends between the windows
+    drain = sent.index((0, Phase.DRAIN))
+    assert env.runner.users_at_message[drain] == 4  # the surplus was still running when the drain began
+    assert env.runner.users_at_message[first_warmup] == 1  # step 1 starts with its one user, not four
+    assert experiment.run.steps[1]["t_start"] >= experiment.run.steps[0]["t_end"]
