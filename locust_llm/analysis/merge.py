@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..rundir.load import RunData
+from ..rundir.load import ChunkLists, RunData
 
 __all__ = ["merge_runs"]
 
@@ -23,13 +23,14 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
     def rename(run_id: str, name: str) -> str:
         return f"{run_id}:{name}" if seen.get(name, 0) > 1 else name
 
-    frames, steps, events, clients, telemetry, consistency = [], [], [], [], [], {}
+    frames, lists, steps, events, clients, telemetry, consistency = [], [], [], [], [], [], {}
     meta: dict = {"attachments": [], "gaps": [], "notes": []}
     for run, run_id in zip(runs, run_ids):
         if len(run.requests):
             frame = run.requests.copy()
             frame["variant"] = frame["variant"].map(lambda v, r=run_id: rename(r, v))
             frames.append(frame)
+            lists.append(run.lists)
         steps += [{**step, "variant": rename(run_id, step["variant"])} for step in run.steps]
         events += [{**event, "run_id": run_id} for event in run.events]
         if len(run.client):
@@ -50,6 +51,7 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
         if key in first.telemetry_meta:
             meta[key] = first.telemetry_meta[key]
     return RunData(requests=pd.concat(frames, ignore_index=True) if frames else first.requests.iloc[0:0],
+                   lists=ChunkLists.concat(lists) if lists and all(t is not None for t in lists) else None,
                    steps=steps, events=events, env=env,
                    client=pd.concat(clients, ignore_index=True) if clients else pd.DataFrame(),
                    consistency=consistency,

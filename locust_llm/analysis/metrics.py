@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..rundir.load import ChunkLists
 
 __all__ = ["APPROXIMATE_SOURCES", "Chunks", "request_metrics"]
 
@@ -67,19 +71,29 @@ class Chunks:
     tokens: np.ndarray
 
     @classmethod
-    def of(cls, frame: pd.DataFrame) -> "Chunks":
-        offsets, tokens = frame["chunk_offsets"].to_numpy(), frame["chunk_tokens"].to_numpy()
-        lengths = np.fromiter((0 if o is None else len(o) for o in offsets), dtype=np.int64, count=len(offsets))
-        if not lengths.sum():
-            return cls(np.empty(0, np.int64), np.empty(0), np.empty(0))
-        present = [o for o in offsets if o is not None and len(o)]
-        return cls(np.repeat(np.arange(len(frame)), lengths),
-                   np.concatenate(present).astype(np.float64),
-                   np.concatenate([t for t in tokens if t is not None and len(t)]).astype(np.float64))
+    def of(cls, frame: pd.DataFrame, lists: ChunkLists | None = None) -> "Chunks":
+        """The chunks of ``frame``'s rows: from ``lists`` (indexed by the frame's index) when given, else from
+        the frame's own list columns. Flattened in Arrow, never a Python loop per request."""
+        if lists is not None:
+            positions = frame.index.to_numpy(dtype=np.int64)
+            if positions.size > 1 and np.any(np.diff(positions) < 0):
+                raise ValueError("the frame's rows must keep the order of the run's requests")
+            rows = lists.take(positions)
+            offsets, tokens = rows.column("chunk_offsets"), rows.column("chunk_tokens")
+        else:
+            offsets = pa.chunked_array([pa.array(frame["chunk_offsets"].tolist(), pa.list_(pa.float32()))])
+            tokens = pa.chunked_array([pa.array(frame["chunk_tokens"].tolist(), pa.list_(pa.int32()))])
+        lengths = pc.fill_null(pc.list_value_length(offsets), 0).to_numpy(zero_copy_only=False)
+        # float32 offsets (a microsecond at ten seconds) and int32 counts: a night of chunks fits in memory
+        flat = pc.list_flatten(offsets).to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+        counts = pc.list_flatten(tokens).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+        return cls(np.repeat(np.arange(len(frame), dtype=np.int32), lengths), flat, counts)
 
     def arrivals(self, t_send: np.ndarray) -> np.ndarray:
         """Absolute arrival time of every chunk."""
-        return np.asarray(t_send, dtype=float)[self.request] + self.offset
+        arrivals = np.asarray(t_send, dtype=float)[self.request]
+        arrivals += self.offset
+        return arrivals
 
     def gaps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(gap_s, tokens, request)`` of every chunk after a request's first (its gap to the one before)."""
@@ -91,8 +105,8 @@ class Chunks:
         of which carries it; first-chunk tokens have no gap (TTFT covers them)."""
         gap, tokens, _ = self.gaps()
         carries = tokens > 0
-        return gap[carries] * 1000.0 / tokens[carries], tokens[carries]
+        return gap[carries].astype(np.float64) * 1000.0 / tokens[carries], tokens[carries]
 
     def icl_ms(self) -> np.ndarray:
         """Inter-chunk latency: the gaps themselves."""
-        return self.gaps()[0] * 1000.0
+        return self.gaps()[0].astype(np.float64) * 1000.0

@@ -22,8 +22,9 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["LARGE", "bootstrap_ci", "bootstrap_distribution", "finite", "percentile_interval", "percentile_stat",
-           "rate_samples", "resample_indices", "summarize", "t_quantile", "t_sf", "weighted_percentiles"]
+__all__ = ["LARGE", "SortedSample", "bootstrap_ci", "bootstrap_distribution", "finite", "percentile_interval",
+           "percentile_stat", "rate_samples", "resample_indices", "summarize", "t_quantile", "t_sf",
+           "weighted_percentiles"]
 
 PERCENTILES = (50, 95, 99)
 DEFAULT_N_BOOT = 2000
@@ -111,37 +112,57 @@ def bootstrap_ci(values, statistic: Callable[[np.ndarray], float], n_boot: int =
     return percentile_interval(bootstrap_distribution(array, statistic, n_boot, seed), alpha)
 
 
-LARGE = 20_000  # beyond this many values, intervals come from order statistics, not resampling
+LARGE = 1_000  # beyond this many values, intervals come from order statistics, not resampling
+
+
+class SortedSample:
+    """Percentiles exactly as ``np.percentile`` (linear) of the values, each counted ``weights`` times: weighted
+    values are sorted once and searched; unweighted ones are only partitioned around the ranks asked for, in
+    place (pass an array the sample may reorder)."""
+
+    def __init__(self, values: np.ndarray, weights: np.ndarray | None = None):
+        if weights is not None and np.all(weights == 1):
+            weights = None
+        if weights is None:
+            self.values = values
+            self.cum = None
+            self.total = float(self.values.size)
+        else:
+            order = np.argsort(values, kind="stable")
+            self.values, self.cum = values[order], np.cumsum(weights[order])
+            self.total = float(self.cum[-1])
+
+    def _at(self, rank: np.ndarray) -> np.ndarray:
+        """The value at 0-based rank(s) of the repeated sample."""
+        if self.cum is None:
+            return self.values[rank]
+        return self.values[np.searchsorted(self.cum, rank + 1)]
+
+    def percentiles(self, qs) -> np.ndarray:
+        h = (self.total - 1) * np.asarray(qs, dtype=float) / 100.0
+        lo = np.floor(h).astype(np.int64)
+        hi = np.ceil(h).astype(np.int64)
+        if self.cum is None:  # O(n) selection of just these ranks, in place
+            self.values.partition(np.unique(np.concatenate([lo, hi])))
+        v_lo, v_hi = self._at(lo), self._at(hi)
+        return v_lo + (h - lo) * (v_hi - v_lo)
 
 
 def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs) -> np.ndarray:
     """``np.percentile(np.repeat(values, weights), qs)`` (linear) without building the repeated array."""
-    order = np.argsort(values, kind="stable")
-    values, cum = values[order], np.cumsum(weights[order])
-    total = cum[-1]
-    out = []
-    for q in np.atleast_1d(qs):
-        h = (total - 1) * q / 100.0
-        lo, hi = int(np.floor(h)), int(np.ceil(h))
-        v_lo = values[np.searchsorted(cum, lo + 1)]
-        v_hi = values[np.searchsorted(cum, hi + 1)]
-        out.append(v_lo + (h - lo) * (v_hi - v_lo))
-    return np.asarray(out)
+    return SortedSample(np.array(values, dtype=float), np.asarray(weights, dtype=float)).percentiles(qs)
 
 
-def _order_statistic_cis(values: np.ndarray, weights: np.ndarray | None, n: int, alpha: float) -> dict:
+def _order_statistic_cis(sample: SortedSample, mean: float, sd: float, n: int, alpha: float) -> dict:
     """Distribution-free intervals of P50/P95/P99 (the binomial ranks around each), and a normal interval of
-    the mean: exact enough for ``n`` in the tens of thousands, and no resampling of millions of values."""
+    the mean: exact enough beyond ``LARGE`` values, and no resampling of millions of them."""
     z = NormalDist().inv_cdf(1 - alpha / 2)
-    weights = np.ones_like(values) if weights is None else weights
     out = {}
     for q in PERCENTILES:
         p = q / 100.0
         half = z * math.sqrt(p * (1 - p) / n)
-        lo, hi = weighted_percentiles(values, weights, [100 * max(p - half, 0.0), 100 * min(p + half, 1.0)])
+        lo, hi = sample.percentiles([100 * max(p - half, 0.0), 100 * min(p + half, 1.0)])
         out[f"p{q}"] = [float(lo), float(hi)]
-    mean = float(np.average(values, weights=weights))
-    sd = math.sqrt(float(np.average((values - mean) ** 2, weights=weights)))
     out["mean"] = [mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)]
     return out
 
@@ -158,6 +179,8 @@ def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float 
     None and ``n`` is 0; with one value the point figures are that value and intervals None.
     """
     names = ("p50", "p95", "p99", "mean")
+    if weights is not None and np.all(np.asarray(weights) == 1):
+        weights = None
     if weights is not None:
         array, weights = np.asarray(values, dtype=float), np.asarray(weights, dtype=float)
         keep = np.isfinite(array) & np.isfinite(weights) & (weights > 0)
@@ -168,17 +191,18 @@ def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float 
         array = finite(values)
     if array.size == 0:
         return {"p50": None, "p95": None, "p99": None, "mean": None, "n": 0, "ci95": {k: None for k in names}}
-    if weights is not None:
-        p50, p95, p99 = (float(x) for x in weighted_percentiles(array, weights, PERCENTILES))
-        return {"p50": p50, "p95": p95, "p99": p99, "mean": float(np.average(array, weights=weights)),
-                "n": int(weights.sum()), "ci95": _order_statistic_cis(array, weights, array.size, alpha)}
+    if weights is not None or array.size > LARGE:
+        mean = float(np.average(array, weights=weights))
+        sd = float(array.std()) if weights is None else math.sqrt(float(np.average((array - mean) ** 2,
+                                                                                     weights=weights)))
+        sample = SortedSample(array, weights)  # reorders ``array`` in place when unweighted
+        p50, p95, p99 = (float(x) for x in sample.percentiles(PERCENTILES))
+        return {"p50": p50, "p95": p95, "p99": p99, "mean": mean, "n": int(sample.total),
+                "ci95": _order_statistic_cis(sample, mean, sd, array.size, alpha)}
     p50, p95, p99 = (float(x) for x in np.percentile(array, PERCENTILES))
     out = {"p50": p50, "p95": p95, "p99": p99, "mean": float(array.mean()), "n": int(array.size)}
     if array.size < 2:
         out["ci95"] = {k: None for k in names}
-        return out
-    if array.size > LARGE:
-        out["ci95"] = _order_statistic_cis(array, None, array.size, alpha)
         return out
     rng = np.random.default_rng(seed)
     reps = []
@@ -214,9 +238,14 @@ def rate_samples(event_times, event_counts, start: float, end: float, bin_s: flo
         raise ValueError(f"event_counts has {counts.size} entries but event_times has {times.size}")
     k = max(1, round((end - start) / bin_s))
     width = (end - start) / k
-    inside = (times >= start) & (times < end) & np.isfinite(counts)
-    index = np.minimum(((times[inside] - start) / width).astype(np.int64), k - 1)  # clip float round-off
-    return np.bincount(index, weights=counts[inside], minlength=k) / width
+    rates = np.zeros(k)
+    # In slices: a night's worth of token arrivals never needs more than a slice's worth of temporaries.
+    for first in range(0, times.size, _CHUNK_ELEMENTS):
+        t, c = times[first:first + _CHUNK_ELEMENTS], counts[first:first + _CHUNK_ELEMENTS]
+        inside = (t >= start) & (t < end) & np.isfinite(c)
+        index = np.minimum(((t[inside] - start) / width).astype(np.int64), k - 1)  # clip float round-off
+        rates += np.bincount(index, weights=c[inside], minlength=k)
+    return rates / width
 
 
 # -- Student's t quantile (scipy is not a dependency) -------------------------------------------------------

@@ -62,8 +62,18 @@ def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict, mode: st
     return good
 
 
-def step_summary(run: RunData, frame: pd.DataFrame, arrivals: tuple[np.ndarray, np.ndarray], step: dict,
-                 slo: dict) -> tuple[dict, StepSamples]:
+def window_arrivals(run: RunData, frame: pd.DataFrame, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
+    """Arrival time and token count of every chunk that can fall in ``[start, end)``: those of the requests in
+    flight at some point of the window, whatever step sent them."""
+    if not (math.isfinite(start) and math.isfinite(end)):
+        return np.empty(0), np.empty(0)
+    last = frame["t_done"].fillna(frame["t_end"]) if "t_done" in frame else frame["t_end"]
+    rows = frame[(frame["t_send"] < end) & (last >= start)]
+    chunks = Chunks.of(rows, run.lists)
+    return chunks.arrivals(rows["t_send"].to_numpy(dtype=float)), chunks.tokens
+
+
+def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tuple[dict, StepSamples]:
     """Figures of one ladder step: requests sent in its steady window, tokens arriving in it."""
     start, end = to_float(step.get("t_steady")), to_float(step.get("t_end"))
     window = end - start if math.isfinite(start) and math.isfinite(end) and end > start else math.nan
@@ -73,9 +83,9 @@ def step_summary(run: RunData, frame: pd.DataFrame, arrivals: tuple[np.ndarray, 
     derived = request_metrics(sent, to_float(timeouts.get("first_token_s")))
     failed = sent["error_class"].notna()
     ok_rows = sent[~failed]
-    chunks = Chunks.of(ok_rows)
+    chunks = Chunks.of(ok_rows, run.lists)
     itl, itl_weights = chunks.itl_ms()
-    rates = rate_samples(*arrivals, start, end, RATE_BIN_S)
+    rates = rate_samples(*window_arrivals(run, frame, start, end), start, end, RATE_BIN_S)
     good = good_requests(sent, derived, slo, mode)
     good_rates = rate_samples(sent.loc[good, "t_send"].to_numpy(dtype=float), None, start, end, RATE_BIN_S)
     per_window = (lambda count: count / window) if math.isfinite(window) else (lambda count: None)
@@ -224,22 +234,19 @@ def analyse(run: RunData) -> tuple[dict[str, dict], dict[str, dict[float, StepSa
     variants: dict[str, dict] = {}
     samples: dict[str, dict[float, StepSamples]] = {}
     modes: dict[str, str] = {}
-    # Every chunk of a variant, once: each step counts the tokens arriving in its own window.
-    per_variant: dict[str, tuple[pd.DataFrame, tuple[np.ndarray, np.ndarray]]] = {}
+    per_variant: dict[str, pd.DataFrame] = {}
     for step in run.steps:
         name = step["variant"]
         if name not in per_variant:
-            selected = frame[frame["variant"] == name] if len(frame) else frame
-            chunks = Chunks.of(selected)
-            per_variant[name] = (selected, (chunks.arrivals(selected["t_send"].to_numpy()), chunks.tokens))
-        variant_frame, arrivals = per_variant[name]
+            per_variant[name] = frame[frame["variant"] == name] if len(frame) else frame
+        variant_frame = per_variant[name]
         entry = variants.setdefault(name, {"steps": []})
         modes[name] = step["mode"]
         if not len(variant_frame):
             entry["steps"].append({"step": step["step"], "level": step["level"], "mode": step["mode"],
                                    "requests": 0, "errors": 0})
             continue
-        figures, step_samples = step_summary(run, variant_frame, arrivals, step, slo)
+        figures, step_samples = step_summary(run, variant_frame, step, slo)
         entry["steps"].append(figures)
         level = float(step["level"])
         pooled = samples.setdefault(name, {})

@@ -1,30 +1,37 @@
 """A run directory -> ``RunData``: everything the analysis reads, typed, in one place.
 
-Reads the merged files, or the part files of a run that was killed before its merge. ``columns`` limits
-``requests.parquet`` to what a caller needs (the per-chunk lists are the bulk of a large run).
+Reads the merged files, or the part files of a run that was killed before its merge. The per-chunk lists are
+the bulk of a large run (a gigabyte per million requests of 256 tokens), so they stay on disk: ``ChunkLists``
+reads the row groups that hold the rows asked for, when they are asked for (one step at a time).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..records import REQUESTS_SCHEMA
 from . import layout
-from .parts import read_table
+from .parts import PART_GLOB, read_table
 
-__all__ = ["RunData", "load_requests", "load_run", "load_telemetry"]
+__all__ = ["ChunkLists", "RunData", "load_requests", "load_run", "load_telemetry", "split_requests"]
 
 TELEMETRY_COLUMNS = ["t", "variant", "source", "metric", "labels", "value"]
+LIST_COLUMNS = ["chunk_offsets", "chunk_tokens"]
 
 
 @dataclass
 class RunData:
     """One run directory's contents (or several merged)."""
 
-    requests: pd.DataFrame
+    requests: pd.DataFrame  # one row per request; index = row position in ``lists``
     steps: list[dict]
     events: list[dict] = field(default_factory=list)
     env: dict = field(default_factory=dict)
@@ -33,9 +40,52 @@ class RunData:
     telemetry: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TELEMETRY_COLUMNS))
     telemetry_meta: dict = field(default_factory=dict)
     run_dir: Path | None = None
+    lists: ChunkLists | None = None  # chunk_offsets, chunk_tokens per request (None: columns of ``requests``)
+
+
+class ChunkLists:
+    """The per-chunk lists of a run's requests, by row position, as blocks read only when needed."""
+
+    def __init__(self, blocks: list[tuple[int, int, Callable[[], pa.Table]]]):
+        self.blocks = blocks  # (first row, rows, read the block's lists)
+
+    @classmethod
+    def of_files(cls, files: list[Path]) -> "ChunkLists":
+        blocks, first = [], 0
+        for path in files:
+            meta = pq.ParquetFile(path).metadata
+            for group in range(meta.num_row_groups):
+                rows = meta.row_group(group).num_rows
+                blocks.append((first, rows, partial(_read_group, path, group)))
+                first += rows
+        return cls(blocks)
+
+    @classmethod
+    def concat(cls, parts: list["ChunkLists"]) -> "ChunkLists":
+        blocks, first = [], 0
+        for part in parts:
+            for _, rows, read in part.blocks:
+                blocks.append((first, rows, read))
+                first += rows
+        return cls(blocks)
+
+    def take(self, positions: np.ndarray) -> pa.Table:
+        """Rows at ``positions`` (ascending), reading only the blocks that hold them."""
+        taken = []
+        for first, rows, read in self.blocks:
+            lo, hi = np.searchsorted(positions, [first, first + rows])
+            if hi > lo:
+                block = read()
+                taken.append(block.take(pa.array(positions[lo:hi] - first)))
+        return pa.concat_tables(taken) if taken else REQUESTS_SCHEMA.empty_table().select(LIST_COLUMNS)
+
+
+def _read_group(path: Path, group: int) -> pa.Table:
+    return pq.ParquetFile(path).read_row_group(group, columns=LIST_COLUMNS)
 
 
 def load_requests(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """``requests.parquet`` (or its parts) as one frame, lists included."""
     table = read_table(run_dir, layout.REQUESTS, layout.REQUEST_PARTS, columns)
     if table is None:
         names = columns or REQUESTS_SCHEMA.names
@@ -43,16 +93,27 @@ def load_requests(run_dir: Path, columns: list[str] | None = None) -> pd.DataFra
     return table.to_pandas()
 
 
+def split_requests(run_dir: Path) -> tuple[pd.DataFrame, ChunkLists]:
+    """The scalar columns as a frame, and the per-chunk lists left on disk behind a ``ChunkLists``."""
+    scalars = [name for name in REQUESTS_SCHEMA.names if name not in LIST_COLUMNS]
+    table = read_table(run_dir, layout.REQUESTS, layout.REQUEST_PARTS, scalars)
+    merged = Path(run_dir) / layout.REQUESTS
+    files = [merged] if merged.exists() else sorted((Path(run_dir) / layout.REQUEST_PARTS).glob(PART_GLOB))
+    frame = table.to_pandas() if table is not None else REQUESTS_SCHEMA.empty_table().select(scalars).to_pandas()
+    return frame, ChunkLists.of_files(files)
+
+
 def load_telemetry(run_dir: Path) -> pd.DataFrame:
     table = read_table(run_dir, layout.TELEMETRY, layout.TELEMETRY_PARTS)
     return table.to_pandas() if table is not None else pd.DataFrame(columns=TELEMETRY_COLUMNS)
 
 
-def load_run(run_dir: Path, columns: list[str] | None = None) -> RunData:
+def load_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
     steps_doc = layout.read_json(run_dir / layout.STEPS)
     client = run_dir / layout.CLIENT
-    return RunData(requests=load_requests(run_dir, columns), steps=list(steps_doc.get("steps", [])),
+    requests, lists = split_requests(run_dir)
+    return RunData(requests=requests, lists=lists, steps=list(steps_doc.get("steps", [])),
                    events=list(steps_doc.get("events", [])), env=layout.read_json(run_dir / layout.ENV),
                    client=pd.read_parquet(client) if client.exists() else pd.DataFrame(),
                    consistency=layout.read_json(run_dir / layout.CONSISTENCY),

@@ -319,3 +319,20 @@ def test_drift_too_few_points():
     assert drift([5.0, 5.0, 5.0], [1.0, 2.0, 3.0])["slope"] is None
     exact = drift([0.0, 1.0, 2.0], [1.0, 1.0, 1.0])
     assert exact["slope"] == 0.0 and exact["steady"] is True
+
+
+def test_order_statistic_intervals_cover_the_true_percentile():
+    """Beyond LARGE values, intervals come from order statistics: they must still cover about 95% of the time."""
+    from locust_llm.analysis.stats import LARGE
+
+    rng = np.random.default_rng(12)
+    truth = {50: math.exp(0.0), 95: math.exp(1.6448536), 99: math.exp(2.3263479)}  # lognormal(0, 1)
+    covered = {q: 0 for q in truth}
+    trials = 300
+    for _ in range(trials):
+        figures = summarize(rng.lognormal(0.0, 1.0, 2 * LARGE))
+        for q, value in truth.items():
+            lo, hi = figures["ci95"][f"p{q}"]
+            covered[q] += lo <= value <= hi
+    for q, hits in covered.items():
+        assert 0.90 <= hits / trials <= 0.99, (q, hits / trials)
