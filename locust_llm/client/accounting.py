@@ -95,10 +95,15 @@ def _completion_tokens(data: dict) -> int | None:
     return _count(usage.get("completion_tokens"), "usage.completion_tokens") if isinstance(usage, dict) else None
 
 
-def count_tokens(events: list[Event], llamacpp: bool = False) -> tuple[list[int], str, int | None]:
+def event_text(event: Event) -> str:
+    return "".join(choice_text(c) for c in _choices(event.data))
+
+
+def count_tokens(events: list[Event], llamacpp: bool = False,
+                 texts: list[str] | None = None) -> tuple[list[int], str, int | None]:
     """Tokens per event, their source, and the server's final completion total (None when it gave none)."""
     usage = [_completion_tokens(e.data) for e in events]
-    texts = ["".join(choice_text(c) for c in _choices(e.data)) for e in events]
+    texts = texts if texts is not None else [event_text(e) for e in events]
     final_total = next((u for u in reversed(usage) if u is not None), None)
     with_text = [bool(t) for t in texts]
     # A count that only appears on the final usage chunk is not per-chunk information.
@@ -179,8 +184,9 @@ def account(record: RequestRecord, events: list[Event], done: bool, llamacpp: bo
     """Fill ``record`` from the stream's stamped events; ``done``: the stream ended properly.
 
     Returns a ``Split`` when a tokenizer can still count the chunks (a final total only, or no usage)."""
+    all_texts = [event_text(e) for e in events]
     try:
-        counts, source, final_total = count_tokens(events, llamacpp)
+        counts, source, final_total = count_tokens(events, llamacpp, all_texts)
         _details(record, events)
     except Malformed as exc:
         record.error_class = record.error_class or ErrorClass.MALFORMED
@@ -188,8 +194,7 @@ def account(record: RequestRecord, events: list[Event], done: bool, llamacpp: bo
         return None
     record.token_source = source
     texts = []
-    for event, n in zip(events, counts):
-        text = "".join(choice_text(c) for c in _choices(event.data))
+    for event, n, text in zip(events, counts, all_texts):
         if n > 0 or text:
             record.chunk_offsets.append(event.t - record.t_send)
             record.chunk_tokens.append(n)

@@ -23,6 +23,9 @@ class SSEParser:
 
     def feed(self, data: bytes) -> list[bytes]:
         """The ``data`` field of every event completed by ``data`` (multi-line data joined with ``\\n``)."""
+        if not self.buffer and data.startswith(b"data: ") and data.endswith(b"\n\n") and \
+                data.count(b"\n") == 2:  # the usual case: one single-line event per read
+            return [data[6:-2]]
         scan_from = max(len(self.buffer) - 3, 0)  # a separator may straddle the previous read
         self.buffer += data
         out = []

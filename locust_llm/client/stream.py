@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import gevent
+
 from ..records import ErrorClass, RequestRecord, now
 from ..scenario import Timeouts
 from .accounting import Event, Split, account
@@ -68,19 +70,23 @@ class _Failed(Exception):
         self.error_class = error_class
 
 
+class _Expired(Exception):
+    """Thrown into a stream's greenlet by its watchdog when a deadline has passed."""
+
+
 class _Deadlines:
-    """Which wait applies to the next read: the first-token deadline, the idle gap, or the total deadline."""
+    """Which deadline applies now: the first token's, the idle gap's after the last event, or the total's."""
 
     def __init__(self, t_send: float, timeouts: Timeouts):
         self.timeouts = timeouts
         self.first_by = t_send + timeouts.first_token_s
         self.total_by = t_send + timeouts.total_s
         self.started = False  # an event has arrived
+        self.last_event = t_send
 
     def next_wait(self) -> float:
-        t = now()
-        phase_end = t + self.timeouts.idle_s if self.started else self.first_by
-        return max(min(phase_end, self.total_by) - t, 0.0)
+        phase_end = self.last_event + self.timeouts.idle_s if self.started else self.first_by
+        return max(min(phase_end, self.total_by) - now(), 0.0)
 
     def expired(self) -> _Failed:
         t = self.timeouts
@@ -89,6 +95,36 @@ class _Deadlines:
         if not self.started:
             return _Failed(ErrorClass.FIRST_TOKEN_TIMEOUT, f"no first token within {t.first_token_s:g} s")
         return _Failed(ErrorClass.IDLE_TIMEOUT, f"no event for {t.idle_s:g} s")
+
+
+class _Watchdog:
+    """One timer per stream that ends a wait once its deadline has passed; an event that arrives in time only
+    moves the deadline (the timer, when it fires early, re-arms for what is left)."""
+
+    def __init__(self, deadlines: _Deadlines):
+        self.deadlines = deadlines
+        self.greenlet = gevent.getcurrent()
+        self.timer = None
+        self._arm()
+
+    def _arm(self) -> None:
+        self.timer = gevent.get_hub().loop.timer(self.deadlines.next_wait())
+        self.timer.start(self._fire)
+
+    def _fire(self) -> None:
+        self.timer.close()
+        if self.deadlines.next_wait() <= 0:
+            self.greenlet.throw(_Expired())
+        else:
+            self._arm()
+
+    def rearm(self) -> None:
+        """The deadline moved earlier (the first event starts the idle clock): wait for the new one."""
+        self.timer.close()
+        self._arm()
+
+    def cancel(self) -> None:
+        self.timer.close()
 
 
 class StreamingClient:
@@ -134,26 +170,29 @@ class StreamingClient:
         done = False
         body = None
         conn = self.connection()
+        watchdog = None
         try:
             started = self._connect(conn)
             if started is not None:
                 record.t_connect = started
             record.t_send = conn.send(data)
             deadlines = _Deadlines(record.t_send, self.timeouts)
-            head, t_head = self._expect(lambda: conn.read_head(min(deadlines.first_by, deadlines.total_by)),
-                                        deadlines)
+            watchdog = _Watchdog(deadlines)
+            head, t_head = self._expect(conn.read_head, deadlines)
             record.http_status = head.status
             body = Body(conn, head, t_head)
             if head.status != 200:
                 text = body.read_error(min(deadlines.first_by, deadlines.total_by)).decode("utf-8", "replace")
                 raise _Failed(ErrorClass.HTTP_ERROR, f"HTTP {head.status}: {text[:500]}")
-            done = self._read_events(body, events, deadlines)
+            done = self._read_events(body, events, deadlines, watchdog)
         except _Failed as exc:
             record.error_class, record.error_message = exc.error_class, str(exc)[:500]
         except Exception as exc:  # anything else is still a counted failure, never a crash
             record.error_class, record.error_message = ErrorClass.CLIENT_ERROR, f"{type(exc).__name__}: {exc}"[:500]
         finally:
             record.t_done = now()
+            if watchdog is not None:
+                watchdog.cancel()
             if body is not None:
                 body.finish()
             elif record.error_class is not None:
@@ -174,21 +213,23 @@ class StreamingClient:
     def _expect(call, deadlines: _Deadlines):
         try:
             return call()
+        except _Expired:
+            raise deadlines.expired() from None
         except TransportError as exc:
             if exc.kind == "timeout":
                 raise deadlines.expired() from None
             error = ErrorClass.MALFORMED if exc.kind == "protocol" else ErrorClass.CONNECTION_RESET
             raise _Failed(error, str(exc)) from None
 
-    def _read_events(self, body: Body, events: list[Event], deadlines: _Deadlines) -> bool:
+    def _read_events(self, body: Body, events: list[Event], deadlines: _Deadlines, watchdog: _Watchdog) -> bool:
         """Read events until ``[DONE]`` (or the end of the body); return whether the stream ended properly."""
         parser = SSEParser()
-        finished = False
-        pieces = body.pieces(deadlines.next_wait)
+        pieces = body.pieces(lambda: None)  # the watchdog keeps the deadlines
         while True:
             piece = self._expect(lambda: next(pieces, None), deadlines)
-            if piece is None:
-                return finished
+            if piece is None:  # the body ended without [DONE]: properly only if a finish reason came
+                return any(isinstance(c, dict) and c.get("finish_reason") for e in events
+                           for c in (e.data.get("choices") if isinstance(e.data.get("choices"), list) else []))
             payload, t = piece
             try:
                 raw_events = parser.feed(payload)
@@ -199,7 +240,7 @@ class StreamingClient:
                     self._drain(body)
                     return True
                 try:
-                    chunk = json.loads(raw)
+                    chunk = json.loads(raw.decode())
                 except ValueError:
                     raise _Failed(ErrorClass.MALFORMED, f"event is not JSON: {raw[:200]!r}") from None
                 if not isinstance(chunk, dict):
@@ -208,11 +249,10 @@ class StreamingClient:
                     raise _Failed(ErrorClass.SERVER_ERROR_EVENT,
                                   f"server sent an error event: {json.dumps(chunk['error'])[:400]}")
                 events.append(Event(t, chunk))
-                deadlines.started = True
-                choices = chunk.get("choices")
-                if isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason")
-                                                     for c in choices):
-                    finished = True
+                deadlines.last_event = t
+                if not deadlines.started:
+                    deadlines.started = True
+                    watchdog.rearm()
 
     @staticmethod
     def _drain(body: Body) -> None:

@@ -9,7 +9,8 @@ before the bytes leave, and its SSE reader waits for 128-byte blocks on close-de
   (chunked, Content-Length or close-delimited) and SSE parsing happen after the stamp;
 * the host is resolved once per client; one keep-alive connection per client (one client per user).
 
-Timeouts are socket timeouts per read (the phase deadline that applies), never a timer per event.
+A stream's deadlines (first token, idle gap, total) are kept by one watchdog timer per stream (``stream``), not
+by a socket timeout per read, which in gevent costs a timer object per wait.
 """
 
 from __future__ import annotations
@@ -164,9 +165,10 @@ class Connection:
             raise TransportError("reset", f"sending the request failed: {exc}") from None
         return t_send
 
-    def recv(self, timeout: float) -> tuple[bytes, float]:
-        """What the socket has (waiting at most ``timeout``), and the time the read returned."""
-        if timeout <= 0:
+    def recv(self, timeout: float | None = None) -> tuple[bytes, float]:
+        """What the socket has, and the time the read returned. ``timeout``: the most to wait; None waits as
+        long as it takes (the caller's watchdog ends the wait, without a timer per read)."""
+        if timeout is not None and timeout <= 0:
             raise TransportError("timeout", "read timed out")
         self.sock.settimeout(timeout)
         try:
@@ -178,13 +180,13 @@ class Connection:
             raise TransportError("reset", f"connection reset: {exc}") from None
         return data, now()
 
-    def read_head(self, deadline: float) -> tuple[ResponseHead, float]:
+    def read_head(self, deadline: float | None = None) -> tuple[ResponseHead, float]:
         """Status and headers; returns them and the stamp of the read that completed them."""
         buffer, t = b"", now()
         while b"\r\n\r\n" not in buffer:
             if len(buffer) > MAX_HEAD_BYTES:
                 raise TransportError("protocol", f"response head longer than {MAX_HEAD_BYTES} bytes")
-            data, t = self.recv(deadline - now())
+            data, t = self.recv(None if deadline is None else deadline - now())
             if not data:
                 self.close()
                 raise TransportError("reset", "the server closed the connection before answering")
@@ -210,6 +212,7 @@ class Body:
 
     def __init__(self, conn: Connection, head: ResponseHead, first_stamp: float):
         self.conn, self.head = conn, head
+        self.chunked = head.chunked
         self.left = head.length  # bytes still to come (Content-Length)
         self.complete = self.left == 0
         self.state, self.chunk_left, self.raw = self.SIZE, 0, b""  # chunked decoding
@@ -217,6 +220,16 @@ class Body:
         conn.pending = b""
 
     def _dechunk(self, data: bytes) -> bytes:
+        if self.state == self.SIZE and not self.raw:  # the usual case: whole chunks, one event each
+            line_end = data.find(b"\r\n")
+            if line_end > 0:
+                try:
+                    size = int(data[:line_end], 16)
+                except ValueError:
+                    size = -1
+                end = line_end + 2 + size
+                if size > 0 and len(data) == end + 2 and data.endswith(b"\r\n"):
+                    return data[line_end + 2:end]
         out, raw = [], self.raw + data
         while raw and not self.complete:
             if self.state == self.DATA:
@@ -245,7 +258,7 @@ class Body:
         return b"".join(out)
 
     def _decode(self, data: bytes) -> bytes:
-        if self.head.chunked:
+        if self.chunked:
             return self._dechunk(data)
         if self.left is not None:
             data = data[:self.left]
@@ -266,7 +279,7 @@ class Body:
             data, t = self.conn.recv(timeout_for())
             if not data:
                 self.conn.close()
-                if not self.head.chunked and self.head.length is None:
+                if not self.chunked and self.head.length is None:
                     self.complete = True  # a close-delimited body ends with the connection
                     return
                 raise TransportError("reset", "the connection closed in the middle of the response body")

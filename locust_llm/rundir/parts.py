@@ -32,7 +32,8 @@ class PartWriter:
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         self.schema = schema
         self.sort_by = sort_by
-        self.buffer: list[dict] = []
+        self.buffer: list[dict] = []  # rows not yet converted
+        self.tables: list[pa.Table] = []  # converted, not yet written
         self.part_count = len(list(self.parts_dir.glob(PART_GLOB)))
         self.rows_written = 0
         self.rows_lost = 0
@@ -41,6 +42,16 @@ class PartWriter:
 
     def add(self, rows: list[dict]) -> None:
         self.buffer.extend(rows)
+
+    def convert(self) -> None:
+        """Turn the buffered rows into Arrow now (a caller that must not block long converts small slices)."""
+        if self.buffer:
+            rows, self.buffer = self.buffer, []
+            self.tables.append(self._table(rows))
+
+    @property
+    def pending(self) -> int:
+        return len(self.buffer) + sum(t.num_rows for t in self.tables)
 
     def _table(self, rows: list[dict]) -> pa.Table:
         try:
@@ -61,18 +72,19 @@ class PartWriter:
 
     def flush(self) -> bool:
         """Write the buffered rows as one part file; False (rows kept) when the write failed."""
-        if not self.buffer:
+        self.convert()
+        if not self.tables:
             return True
-        rows = self.buffer
-        table = self._table(rows)
+        table = pa.concat_tables(self.tables)
         path = self.parts_dir / f"part-{self.part_count + 1:06d}.parquet"
         try:
             write_parquet(path, table)
         except OSError as exc:
             self.write_failures += 1
-            log.warning("could not write %s (%s); keeping %d rows in memory to retry", path, exc, len(rows))
+            log.warning("could not write %s (%s); keeping %d rows in memory to retry", path, exc, table.num_rows)
+            self.tables = [table]
             return False
-        self.buffer = self.buffer[len(rows):]
+        self.tables = []
         self.part_count += 1
         self.rows_written += table.num_rows
         return True
@@ -88,10 +100,10 @@ class PartWriter:
         for _ in range(attempts):
             if self.flush():
                 break
-        if self.buffer:
-            self.rows_lost += len(self.buffer)
-            self.loss_reasons.append(f"{len(self.buffer)} rows could not be written (disk full or not writable)")
-            self.buffer = []
+        if self.pending:
+            self.loss_reasons.append(f"{self.pending} rows could not be written (disk full or not writable)")
+            self.rows_lost += self.pending
+            self.buffer, self.tables = [], []
         self.merge()
         for part in self.parts_dir.glob(PART_GLOB):
             part.unlink()

@@ -8,13 +8,14 @@ every record it sent has arrived and is on disk.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 import gevent
 import pyarrow as pa
 
-from ..records import REQUESTS_SCHEMA
+from ..records import REQUESTS_SCHEMA, now
 from ..rundir import PartWriter, layout
 from .live import LiveStats
 
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 __all__ = ["CLIENT_SCHEMA", "Recorder"]
 
 FLUSH_INTERVAL_S = 2.0
+INTAKE_SLICE = 200  # records converted at a time: streams sharing this process wait at most for one slice
 CLIENT_SCHEMA = pa.schema([("t", pa.float64()), ("worker", pa.int32()), ("cpu_percent", pa.float64()),
                            ("loop_lag_ms_max", pa.float64()), ("loop_lag_ms_mean", pa.float64())])
 
@@ -44,6 +46,7 @@ class Recorder:
         self.client_samples: list[dict] = []
         self.live = LiveStats()
         self.tally: dict[int, WorkerTally] = {}
+        self.intake: deque[dict] = deque()  # received, not yet converted
         self._loop = gevent.spawn(self._flush_forever)
 
     @property
@@ -56,15 +59,27 @@ class Recorder:
         tally.sent_total = int(data["sent_total"])
         tally.users_running = int(data["users_running"])
         tally.final = tally.final or bool(data.get("final"))
-        self.parts.add(data["records"])
+        self.intake.extend(data["records"])
         self.client_samples.extend(data.get("client") or [])
-        self.live.add(data["records"], data.get("client") or [])
+        self.live.add([], data.get("client") or [])
+
+    def take_in(self, pause: bool = True) -> None:
+        """Received records -> live figures and Arrow, a slice at a time: in a single-process run this shares
+        the event loop with the streams, whose stamps must not wait for a whole second's batch."""
+        while self.intake:
+            rows = [self.intake.popleft() for _ in range(min(INTAKE_SLICE, len(self.intake)))]
+            self.live.add(rows, [])
+            self.parts.add(rows)
+            self.parts.convert()
+            if pause:
+                gevent.sleep(0)
 
     def received(self) -> int:
         return sum(t.received for t in self.tally.values())
 
     def drained(self) -> bool:
         """Every worker idle, every record it sent received, and every received record written (or lost)."""
+        self.take_in(pause=False)
         self.parts.flush()
         on_disk = self.parts.rows_written + self.parts.rows_lost == self.received()
         return bool(self.tally) and on_disk and all(t.users_running == 0 and t.received == t.sent_total
@@ -74,12 +89,17 @@ class Recorder:
         return {w: t.sent_total - t.received for w, t in self.tally.items() if t.sent_total != t.received}
 
     def _flush_forever(self) -> None:
+        flushed = now()
         while True:
-            gevent.sleep(FLUSH_INTERVAL_S)
-            self.parts.flush()
+            gevent.sleep(0.1)
+            self.take_in()
+            if now() - flushed >= FLUSH_INTERVAL_S:
+                self.parts.flush()
+                flushed = now()
 
     def finalize(self) -> Path:
         """Merge all parts into ``requests.parquet`` (streamed); idempotent; ``client.parquet`` beside it."""
+        self.take_in(pause=False)
         # One small row per worker and second: kept in memory, written whole.
         layout.write_parquet(self.run_dir / layout.CLIENT,
                              pa.Table.from_pylist(self.client_samples, schema=CLIENT_SCHEMA))

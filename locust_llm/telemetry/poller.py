@@ -209,10 +209,8 @@ class TelemetryPoller:
 
     def _append(self, att: Attachment, state: SourceState, t: float, rows: list[Row]) -> None:
         name = state.source.name
-        for ts, metric, labels, value in rows:
-            stamp = ts if ts is not None else t
-            self.parts.buffer.append({"t": stamp, "variant": att.variant, "source": name, "metric": metric,
-                                      "labels": labels, "value": value})
+        self.parts.add([{"t": ts if ts is not None else t, "variant": att.variant, "source": name, "metric": metric,
+                         "labels": labels, "value": value} for ts, metric, labels, value in rows])
 
     def _failed(self, att: Attachment, state: SourceState, t: float, exc: BaseException) -> None:
         state.failures += 1

@@ -58,7 +58,7 @@ def test_rows_that_can_never_be_written_are_counted_lost(tmp_path, monkeypatch):
     assert parts.flush()
     monkeypatch.setattr(module, "write_parquet", lambda path, table: (_ for _ in ()).throw(OSError(28, "full")))
     parts.add(rows(3, 5))
-    assert not parts.flush() and len(parts.buffer) == 3 and parts.write_failures == 1
+    assert not parts.flush() and parts.pending == 3 and parts.write_failures == 1
     parts.close()
     assert parts.rows_lost == 3 and parts.rows_written == 2
     assert len(load_requests(tmp_path)) == 2
