@@ -8,9 +8,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from .testing.refserver import DEFAULTS, FRAMINGS, MODEL, USAGE_MODES, BadRequest, make_server
+from .testing.refserver import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, USAGE_MODES, BadRequest, make_server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framing", choices=FRAMINGS, default="chunked",
                         help="chunked (one HTTP chunk per event) or close (the body ends with the connection)")
     parser.add_argument("--model", default=MODEL)
+    parser.add_argument("--patch-last", default="{}", help="JSON: dotted paths set in each stream's last token chunk")
+    parser.add_argument("--models-answer", choices=MODELS_ANSWERS, default="object",
+                        help="how /v1/models answers: OpenAI's object, a bare list, or garbage")
     parser.add_argument("--access-log", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -37,9 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     defaults = {"ttft_s": args.ttft_s, "gap_s": args.gap_s, "tokens_per_chunk": tpc if len(tpc) > 1 else tpc[0],
                 "usage": args.usage, "llamacpp": args.llamacpp, "fault": args.fault,
                 "stall_once_s": args.stall_once_s, "pause_once_s": args.pause_once_s,
-                "headers_early": not args.headers_late, "framing": args.framing}
+                "headers_early": not args.headers_late, "framing": args.framing,
+                "patch_last": json.loads(args.patch_last)}
     try:
-        server = make_server(args.port, defaults, args.model, args.access_log)
+        server = make_server(args.port, defaults, args.model, args.access_log, args.models_answer)
     except BadRequest as exc:
         parser.error(str(exc))
     server.init_socket()

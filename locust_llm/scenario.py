@@ -34,7 +34,13 @@ class ScenarioError(ValueError):
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Every number finite: NaN or infinity in a scenario (or on the command line) is an error, not a crash later.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+DAY_S = 86_400.0
+MAX_LEVEL = 100_000  # users (closed loop) or requests/s (open loop)
+MAX_TOKENS = 10_000_000
 
 
 class TinyModelSpec(Strict):
@@ -155,8 +161,8 @@ class ServerSpec(Strict):
     binary: str | None = None
     args: list[str] = []
     env: dict[str, str] = {}
-    startup_timeout_s: float = Field(default=300.0, gt=0)
-    stop_grace_s: float = Field(default=10.0, gt=0)
+    startup_timeout_s: float = Field(default=300.0, gt=0, le=DAY_S)
+    stop_grace_s: float = Field(default=10.0, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _engine_fields(self) -> "ServerSpec":
@@ -173,41 +179,41 @@ class ServerSpec(Strict):
 
 
 class Timeouts(Strict):
-    connect_s: float = Field(default=10.0, gt=0)
-    first_token_s: float = Field(default=120.0, gt=0)
-    idle_s: float = Field(default=60.0, gt=0)
-    total_s: float = Field(default=600.0, gt=0)
+    connect_s: float = Field(default=10.0, gt=0, le=DAY_S)
+    first_token_s: float = Field(default=120.0, gt=0, le=DAY_S)
+    idle_s: float = Field(default=60.0, gt=0, le=DAY_S)
+    total_s: float = Field(default=600.0, gt=0, le=DAY_S)
 
 
 class Bucket(Strict):
     """A named prompt/output length class; ``weight`` sets its share of requests."""
 
-    prompt_tokens: int = Field(ge=1)
-    max_tokens: int = Field(ge=1)
-    weight: float = Field(default=1.0, gt=0)
+    prompt_tokens: int = Field(ge=1, le=MAX_TOKENS)
+    max_tokens: int = Field(ge=1, le=MAX_TOKENS)
+    weight: float = Field(default=1.0, gt=0, le=1e6)
 
 
 class LoadSpec(Strict):
     mode: Literal["closed", "open"] = "closed"
     ladder: list[float] = [1, 2, 4, 8]
-    step_duration_s: float = Field(default=30.0, gt=0)
-    warmup_s: float = Field(default=5.0, ge=0)
-    repeats: int = Field(default=1, ge=1)  # the whole ladder again, per variant; repeated levels are pooled
+    step_duration_s: float = Field(default=30.0, gt=0, le=7 * DAY_S)
+    warmup_s: float = Field(default=5.0, ge=0, le=DAY_S)
+    repeats: int = Field(default=1, ge=1, le=1000)  # the whole ladder again, per variant; repeated levels are pooled
     # An unsteady step (throughput drifting within its window) is extended by half a step at a time, up to this.
-    max_extend_s: float = Field(default=0.0, ge=0)
+    max_extend_s: float = Field(default=0.0, ge=0, le=DAY_S)
     api: Literal["completions", "chat"] = "completions"
-    prompt_tokens: int = Field(default=128, ge=1)
-    max_tokens: int = Field(default=128, ge=1)
+    prompt_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS)
+    max_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS)
     buckets: dict[str, Bucket] = {}
     dataset: str | None = None  # JSONL or ShareGPT-style JSON; overrides generated prompts
-    temperature: float = Field(default=0.0, ge=0)
+    temperature: float = Field(default=0.0, ge=0, le=100)
     ignore_eos: bool = True
     unique_prefix: bool = False
     seed: int = 0
     arrival: Literal["poisson", "gamma", "constant"] = "poisson"
-    burstiness: float = Field(default=1.0, gt=0)
-    max_inflight: int = Field(default=256, ge=1)
-    think_time_s: float = Field(default=0.0, ge=0)
+    burstiness: float = Field(default=1.0, gt=0, le=1000)
+    max_inflight: int = Field(default=256, ge=1, le=MAX_LEVEL)
+    think_time_s: float = Field(default=0.0, ge=0, le=DAY_S)
     # What counts prompt (and, without per-chunk usage, output) tokens: the server's /tokenize, a Hugging Face
     # tokenizer name or path (needs the tokenizers or transformers package), or none (lengths approximate).
     tokenizer: str = "server"
@@ -216,15 +222,16 @@ class LoadSpec(Strict):
     @field_validator("ladder")
     @classmethod
     def _ladder_positive(cls, ladder: list[float]) -> list[float]:
-        if not ladder or any(level <= 0 for level in ladder):
-            raise ValueError("ladder must be a non-empty list of positive numbers (users or req/s)")
+        if not ladder or len(ladder) > 1000 or any(not 0 < level <= MAX_LEVEL for level in ladder):
+            raise ValueError(f"ladder must be a non-empty list of at most 1000 finite numbers > 0 and "
+                             f"<= {MAX_LEVEL} (users or req/s)")
         return ladder
 
 
 class TelemetrySpec(Strict):
     """What the server and its GPU report, polled beside the load (direct /metrics scrape by default)."""
 
-    interval_s: float = Field(default=1.0, gt=0)
+    interval_s: float = Field(default=1.0, gt=0, le=3600)
     # A Prometheus of our own, scraping the launched server every second: on, off, or on when installed.
     prometheus: Literal["auto", "on", "off"] = "off"
     prometheus_url: str | None = None  # an existing Prometheus to query instead
@@ -244,7 +251,8 @@ class GatesSpec(Strict):
 
     ttft_p99_ms: float | None = Field(default=None, gt=0)
     tpot_p99_ms: float | None = Field(default=None, gt=0)
-    error_rate: float | None = Field(default=None, ge=0, le=1)
+    # A run where most requests fail must not pass by default: 5% unless the scenario says otherwise (null: off).
+    error_rate: float | None = Field(default=0.05, ge=0, le=1)
     max_regression_pct: float = Field(default=5.0, ge=0)
     baseline_run: str | None = None  # a name saved with `locust-llm baseline save`
     library: str = "baselines"  # where saved baselines live (relative to the working directory)
@@ -334,6 +342,11 @@ def _keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
     return [k for k in current.model_fields if k != "source"] if current else []
 
 
+def format_errors(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> list[str]:
+    """One line per problem: where, what was expected, what was found, and the fix."""
+    return [_format_error(e, model, prefix) for e in exc.errors()]
+
+
 def _format_error(error: dict, model: type[BaseModel], prefix: tuple = ()) -> str:
     loc = prefix + tuple(error["loc"])
     where = ".".join(str(p) for p in loc) or "(top level)"
@@ -365,14 +378,47 @@ def _validate_speculative(scenario: Scenario, path: Path) -> None:
             raise ScenarioError(f"{path}: invalid scenario\n  - " + "\n  - ".join(lines)) from None
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    path = Path(path)
+MAX_YAML_VALUES = 100_000  # a scenario is a few hundred values; aliases must not expand into millions
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many values the YAML becomes once its aliases are expanded (computed without expanding them)."""
+    if id(node) not in memo:
+        memo[id(node)] = 0  # a recursive alias counts once
+        children = node.value if isinstance(node.value, list) else []
+        total = 1
+        for child in children:
+            for part in (child if isinstance(child, tuple) else (child,)):
+                total += _expanded_size(part, memo)
+        memo[id(node)] = total
+    return memo[id(node)]
+
+
+def read_yaml(path: Path):
+    """The parsed YAML of a scenario file; every problem is a one-line ``ScenarioError`` naming the file."""
     if not path.exists():
         raise ScenarioError(f"{path}: scenario file not found")
+    if not path.is_file():
+        raise ScenarioError(f"{path}: not a file; give the path of a scenario YAML file")
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read it ({exc.strerror})") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None and _expanded_size(node, {}) > MAX_YAML_VALUES:
+            raise ScenarioError(f"{path}: the YAML expands to more than {MAX_YAML_VALUES} values (aliases of "
+                                "aliases?); a scenario needs a few hundred")
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
+        raise ScenarioError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: expected a mapping with keys name, server, variants; "
                             f"found {type(data).__name__}")

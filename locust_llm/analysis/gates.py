@@ -1,7 +1,8 @@
 """The run's verdict for nightly jobs: SLO gates, regression, validity, server health -> one exit code. Pure.
 
 Exit codes (most severe first when several apply):
-  0 all good; 2 bad input (scenario, options, a named baseline run that does not exist); 6 a server failed to
+  0 all good; 2 bad input (scenario, options, a named baseline run that does not exist); 7 interrupted (SIGTERM
+  or Ctrl-C: what was measured until then is written and reported); 6 a server failed to
   start or died during the run; 5 invalid run (records lost, a step with no request in its steady window,
   every step of a variant had the client as its bottleneck, or no request succeeded); 4 regression beyond the
   threshold against the baseline run; 3 an SLO gate failed.
@@ -9,11 +10,14 @@ Exit codes (most severe first when several apply):
 
 from __future__ import annotations
 
+import time
+
 from ..fmt import lvl
 from ..scenario import GatesSpec
 from .documents import GateCheck, RunComparison, Summary, Verdict
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INVALID", "EXIT_OK", "EXIT_REGRESSION", "EXIT_SERVER", "EXIT_SLO", "evaluate"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_REGRESSION", "EXIT_SERVER",
+           "EXIT_SLO", "evaluate"]
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -21,9 +25,10 @@ EXIT_SLO = 3
 EXIT_REGRESSION = 4
 EXIT_INVALID = 5
 EXIT_SERVER = 6
-SEVERITY = (EXIT_BAD_INPUT, EXIT_SERVER, EXIT_INVALID, EXIT_REGRESSION, EXIT_SLO)
+EXIT_INTERRUPTED = 7
+SEVERITY = (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, EXIT_INVALID, EXIT_REGRESSION, EXIT_SLO)
 SERVER_EVENTS = ("server_start_failed", "server_exited")
-INVALID_EVENTS = ("records_missing", "drain_timeout")
+INVALID_EVENTS = ("records_missing", "records_lost", "drain_timeout")
 # gate -> (step figure per mode, percentile key or None). Gates judge every request, failures included (at the time
 # they failed); in an open loop TTFT runs from the intended send time.
 SLO_GATES = {"ttft_p99_ms": ({"closed": "ttft_all_ms", "open": "ttft_sched_all_ms"}, "p99"),
@@ -54,10 +59,16 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
     if bad_input:
         reasons[EXIT_BAD_INPUT] = list(bad_input)
     for event in summary.events:
-        if event.get("kind") in SERVER_EVENTS:
+        if event.get("kind") == "interrupted":
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event["t"])) if event.get("t") else "?"
+            reasons.setdefault(EXIT_INTERRUPTED, []).append(
+                f"interrupted by {event.get('signal')} at {when} during {event.get('variant')} step "
+                f"{event.get('step')}: the figures cover what was measured until then")
+        elif event.get("kind") in SERVER_EVENTS:
             reasons.setdefault(EXIT_SERVER, []).append(f"{event['kind']}: variant {event.get('variant')}")
         elif event.get("kind") in INVALID_EVENTS:
-            reasons.setdefault(EXIT_INVALID, []).append(f"{event['kind']}: {event.get('missing')}")
+            detail = {k: v for k, v in event.items() if k not in ("kind", "t")}
+            reasons.setdefault(EXIT_INVALID, []).append(f"{event['kind']}: {detail}")
     succeeded = 0
     for variant, entry in summary.variants.items():
         succeeded += sum(s.requests - s.errors for s in entry.steps)
@@ -68,7 +79,9 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
                     "make the steps longer than a request takes")
         if entry.steps and all(s.client_valid is False for s in entry.steps):
             reasons.setdefault(EXIT_INVALID, []).append(f"the client was the bottleneck at every level of {variant}")
-    if summary.variants and succeeded == 0:
+    if not summary.variants:
+        reasons.setdefault(EXIT_INVALID, []).append("no variant was measured")
+    elif succeeded == 0:
         reasons.setdefault(EXIT_INVALID, []).append("no request succeeded")
     for row in regression.regressions if regression else []:
         reasons.setdefault(EXIT_REGRESSION, []).append(

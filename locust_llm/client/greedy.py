@@ -7,6 +7,10 @@ with ``return_tokens``, vLLM ``return_token_ids``); otherwise the text is compar
 
 from __future__ import annotations
 
+import json
+
+import gevent
+
 from ..workload import PromptItem
 from .engines import greedy_answer, greedy_request
 from .http import requests, session
@@ -14,14 +18,28 @@ from .http import requests, session
 __all__ = ["greedy_output", "greedy_outputs"]
 
 
+MAX_ANSWER_BYTES = 1 << 20
+
+
+class _Deadline(Exception):
+    """Not a TimeoutError: the HTTP stack must not mistake it for (and swallow it as) a socket timeout."""
+
+
 def greedy_output(http: requests.Session, base_url: str, engine: str, model: str, prompt: str, max_tokens: int,
                   timeout_s: float = 120.0) -> dict:
+    """One greedy answer, within ``timeout_s`` in all (a server that trickles or never ends is cut off)."""
     path, body = greedy_request(engine, model, prompt, max_tokens)
     try:
-        answer = http.post(f"{base_url}{path}", json=body, timeout=timeout_s)
-        answer.raise_for_status()
-        return greedy_answer(engine, answer.json())
-    except (requests.RequestException, ValueError) as exc:
+        with gevent.Timeout(timeout_s, _Deadline(f"no complete answer within {timeout_s:g} s")):
+            answer = http.post(f"{base_url}{path}", json=body, timeout=timeout_s, stream=True)
+            raw = answer.raw.read(MAX_ANSWER_BYTES + 1, decode_content=True)
+            answer.close()
+        if answer.status_code != 200:
+            raise ValueError(f"HTTP {answer.status_code}: {raw[:200].decode('utf-8', 'replace')}")
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise ValueError(f"answer longer than {MAX_ANSWER_BYTES} bytes")
+        return greedy_answer(engine, json.loads(raw))
+    except Exception as exc:  # any failure of the probe is recorded, and the run goes on
         return {"text": None, "tokens": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
 
 

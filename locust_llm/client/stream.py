@@ -172,13 +172,25 @@ class StreamingClient:
         conn = self.connection()
         watchdog = None
         try:
-            started = self._connect(conn)
-            if started is not None:
-                record.t_connect = started
-            record.t_send = conn.send(data)
-            deadlines = _Deadlines(record.t_send, self.timeouts)
-            watchdog = _Watchdog(deadlines)
-            head, t_head = self._expect(conn.read_head, deadlines)
+            for attempt in (1, 2):
+                started = self._connect(conn)
+                if started is not None:
+                    record.t_connect = started
+                try:
+                    record.t_send = self._expect(lambda: conn.send(data), None)
+                    deadlines = _Deadlines(record.t_send, self.timeouts)
+                    watchdog = _Watchdog(deadlines)
+                    head, t_head = self._expect(conn.read_head, deadlines)
+                    break
+                except _Failed as exc:
+                    # A kept-alive connection the server closed just as it was reused answers nothing: the request
+                    # is sent again, once, on a new connection (its times are the second attempt's).
+                    if attempt == 2 or started is not None or exc.error_class != ErrorClass.CONNECTION_RESET \
+                            or not conn.unanswered:
+                        raise
+                    if watchdog is not None:
+                        watchdog.cancel()
+                    conn.close()
             record.http_status = head.status
             body = Body(conn, head, t_head)
             if head.status != 200:
@@ -210,7 +222,7 @@ class StreamingClient:
             raise _Failed(kind.get(exc.kind, ErrorClass.CONNECTION_RESET), str(exc)) from None
 
     @staticmethod
-    def _expect(call, deadlines: _Deadlines):
+    def _expect(call, deadlines: _Deadlines | None):
         try:
             return call()
         except _Expired:

@@ -105,6 +105,7 @@ class Connection:
         self.verify_tls = verify_tls
         self.sock = None
         self.pending = b""  # bytes read past the head
+        self.unanswered = False  # the last request got no byte back before the connection ended
 
     def close(self) -> None:
         if self.sock is not None:
@@ -157,6 +158,7 @@ class Connection:
 
     def send(self, data: bytes) -> float:
         """Write the request; returns the time taken immediately before the bytes were handed to the socket."""
+        self.unanswered = True
         t_send = now()
         try:
             self.sock.sendall(data)
@@ -187,6 +189,7 @@ class Connection:
             if len(buffer) > MAX_HEAD_BYTES:
                 raise TransportError("protocol", f"response head longer than {MAX_HEAD_BYTES} bytes")
             data, t = self.recv(None if deadline is None else deadline - now())
+            self.unanswered = self.unanswered and not data
             if not data:
                 self.close()
                 raise TransportError("reset", "the server closed the connection before answering")

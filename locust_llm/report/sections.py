@@ -86,6 +86,11 @@ def headline(view: RunView) -> dict:
     if flags["failed"]:
         warnings.append(f"{len(flags['failed'])} step(s) with no successful request: {', '.join(flags['failed'])}")
     events = view.summary.events
+    for event in events:
+        if event.get("kind") == "interrupted" and ok(event.get("t")):
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event["t"]))
+            warnings.insert(0, f"interrupted at {when} by {event.get('signal')}: every figure covers only what was "
+                               "measured until then")
     if events:
         kinds = sorted({str(e.get("kind")) for e in events})
         warnings.append(f"{len(events)} run event(s): {', '.join(kinds)}")

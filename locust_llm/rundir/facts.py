@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 import sys
 import time
@@ -18,7 +19,9 @@ CLIENT_PACKAGES = ("locust-llm", "locust", "gevent", "requests", "pandas",
 
 
 def new_run_id(scenario_name: str) -> str:
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{scenario_name}"
+    """Time and scenario name, as a plain folder name."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", scenario_name).strip("-.")[:80] or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{name}"
 
 
 def package_versions() -> dict[str, str | None]:

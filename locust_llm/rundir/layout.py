@@ -14,6 +14,8 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .redact import redact, redact_text
+
 __all__ = ["RunDir", "atomic_write", "is_run_dir", "read_json", "server_log", "write_json", "write_parquet",
            "write_text"]
 
@@ -53,6 +55,8 @@ def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
 
 
 def write_text(path: Path, text: str) -> Path:
+    """Atomic, and with URL passwords, bearer tokens and secret flags' values masked (``redact``)."""
+    text = redact_text(text)
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
@@ -61,7 +65,8 @@ def write_parquet(path: Path, table: pa.Table) -> Path:
 
 
 def write_json(path: Path, data: Any) -> Path:
-    return write_text(path, json.dumps(data, indent=2, default=str))
+    """Atomic, with every secret masked: values under secret-looking keys too (``HF_TOKEN``, ``api_key``)."""
+    return write_text(path, json.dumps(redact(data), indent=2, default=str))
 
 
 def read_json(path: Path) -> Any:

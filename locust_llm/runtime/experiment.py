@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 __all__ = ["Experiment"]
 
 DRAIN_GRACE_S = 30.0
+# After SIGTERM or Ctrl-C, streams in flight get this long to finish before they are cancelled (and recorded
+# as such): job runners send SIGKILL a few seconds after SIGTERM.
+INTERRUPT_GRACE_S = 5.0
 
 
 class Experiment:
@@ -44,6 +47,7 @@ class Experiment:
         self.state = StepState(run_id=plan.run_id, mode=plan.load.mode, seed=plan.load.seed)
         self.finished = False
         self.closed = False
+        self.interrupted = False
         self.outcome: Outcome | None = None
         self.analysed: tuple | None = None  # (records, run events) the last summary was computed from
         self.run.env = {
@@ -58,10 +62,21 @@ class Experiment:
         self.run.write_steps()
         self.session = session(plan, self.run)
 
+    def interrupt(self, signal_name: str) -> None:
+        """SIGTERM or Ctrl-C: stop sending, let streams finish briefly, then write everything as usual."""
+        if self.interrupted:
+            return
+        self.interrupted = True
+        self.environment.stop_timeout = min(self.environment.stop_timeout or INTERRUPT_GRACE_S, INTERRUPT_GRACE_S)
+        log.warning("%s: stopping the run; what was measured until now is kept and reported", signal_name)
+        self.run.note("interrupted", signal=signal_name, step=self.state.step, variant=self.state.variant)
+
     # -- load shape program ---------------------------------------------------------------
     def program(self) -> Iterator[tuple]:
         load = self.plan.load
         for variant in self.plan.variants:
+            if self.interrupted:
+                break
             try:
                 self.session.start(variant)
             except ServerError as exc:
@@ -81,14 +96,21 @@ class Experiment:
                 row = {"variant": variant, "step": step, "level": level, "mode": load.mode, "users": users,
                        "t_start": now(), "t_steady": math.nan, "t_end": math.nan}
                 self.run.steps.append(row)
+                self.run.write_steps()  # a run killed now can still be analysed up to here
                 self.broadcast(variant, step, level, Phase.WARMUP, t_start=row["t_start"])
                 self.announce(variant, step, level)
                 yield from self.hold(row["t_start"] + load.warmup_s, tick)
+                if self.interrupted:
+                    row["t_end"] = now()  # no steady window: the step is shown as not measured
+                    self.run.write_steps()
+                    break
                 row["t_steady"] = now()
+                self.run.write_steps()
                 self.broadcast(variant, step, level, Phase.STEADY, t_start=row["t_start"])
                 yield from self.hold(row["t_steady"] + load.step_duration_s, tick)
                 row["extended_s"] = 0.0
-                while row["extended_s"] < load.max_extend_s and not self.looks_steady(variant, level, row):
+                while (row["extended_s"] < load.max_extend_s and not self.interrupted
+                       and not self.looks_steady(variant, level, row)):
                     extra = min(load.step_duration_s / 2, load.max_extend_s - row["extended_s"])
                     log.info("variant %s level %g: throughput still drifting; extending the step by %gs",
                              variant, level, extra)
@@ -96,7 +118,7 @@ class Experiment:
                     yield from self.hold(now() + extra, tick)
                 row["t_end"] = now()
                 self.run.write_steps()
-                if not self.session.alive():
+                if not self.session.alive() or self.interrupted:
                     break
             self.broadcast(variant, self.state.step, self.state.level, Phase.DRAIN)
             yield from self.drain(classes)
@@ -127,7 +149,7 @@ class Experiment:
 
     def hold(self, until: float, tick: tuple) -> Iterator[tuple]:
         while now() < until:
-            if not self.session.alive():
+            if not self.session.alive() or self.interrupted:
                 return
             self.send_state()
             yield tick
@@ -139,14 +161,16 @@ class Experiment:
         if self.environment.runner.user_count <= users:
             return
         self.broadcast(self.state.variant, self.state.step, self.state.level, Phase.DRAIN)
-        deadline = now() + (self.environment.stop_timeout or 0) + DRAIN_GRACE_S
+        grace = INTERRUPT_GRACE_S if self.interrupted else DRAIN_GRACE_S
+        deadline = now() + (self.environment.stop_timeout or 0) + grace
         while self.environment.runner.user_count > users and now() < deadline:
             self.send_state()
             yield tick
 
     def drain(self, classes: list[type]) -> Iterator[tuple]:
         """Zero users; wait until every stream in flight has ended and its record has arrived."""
-        deadline = now() + (self.environment.stop_timeout or 0) + DRAIN_GRACE_S
+        grace = INTERRUPT_GRACE_S if self.interrupted else DRAIN_GRACE_S
+        deadline = now() + (self.environment.stop_timeout or 0) + grace
         while now() < deadline:
             self.send_state()
             yield (0, 100, classes)
@@ -198,6 +222,10 @@ class Experiment:
             self.session.close()
         else:
             self.recorder.finalize()
+        parts = self.recorder.parts
+        if parts.rows_lost and not any(e["kind"] == "records_lost" for e in self.run.events):
+            log.error("%d records could not be written: %s", parts.rows_lost, "; ".join(parts.loss_reasons))
+            self.run.note("records_lost", lost=parts.rows_lost, reasons=parts.loss_reasons)
         analysed = (self.recorder.rows_written, len(self.run.events))
         if analysed != self.analysed:  # headless runs stop, then quit: nothing new arrived in between
             self.analysed = analysed

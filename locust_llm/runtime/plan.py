@@ -5,17 +5,32 @@ Errors are ``ScenarioError`` with a message that names the option or key and the
 
 from __future__ import annotations
 
-import re
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
+from ..client.engines import API_KEY_ENV
 from ..rundir.facts import new_run_id
-from ..scenario import GatesSpec, LoadSpec, Scenario, ScenarioError, TelemetrySpec, load_scenario
+from ..rundir.redact import remember, secret_name
+from ..scenario import (
+    NAME_PATTERN,
+    GatesSpec,
+    LoadSpec,
+    Scenario,
+    ScenarioError,
+    TelemetrySpec,
+    format_errors,
+    load_scenario,
+    valid_name,
+)
 
 __all__ = ["DEFAULT_SCENARIO", "Plan", "load_plan", "recordable_options"]
 
 DEFAULT_SCENARIO = "scenarios/tiny-cpu.yaml"
-SECRET_OPTION = re.compile(r"auth|pass|secret|token|key|cert", re.IGNORECASE)
 
 
 @dataclass
@@ -47,6 +62,7 @@ class Plan:
 def load_plan(options, host: str | None = None) -> Plan:
     """Scenario plus overrides from ``options`` (Locust's parsed options) and ``host`` (``--host``)."""
     scenario = load_scenario(options.scenario or DEFAULT_SCENARIO)
+    remember_secrets(scenario, host)
     overrides = {}
     if options.mode:
         if options.mode not in ("closed", "open"):
@@ -67,9 +83,18 @@ def load_plan(options, host: str | None = None) -> Plan:
         overrides["warmup_s"] = options.warmup
     try:
         load = LoadSpec.model_validate({**scenario.load.model_dump(), **overrides})
-    except ValueError as exc:
-        raise ScenarioError(f"command-line/web-form overrides are invalid: {exc}") from None
+    except ValidationError as exc:
+        raise ScenarioError("command-line/web-form options are invalid: "
+                            + "; ".join(format_errors(exc, LoadSpec, ("load",)))) from None
     external = host or (scenario.server.url if scenario.server.engine == "external" else None)
+    if external:
+        parts = urlsplit(external)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ScenarioError(f"--host must be an http(s) URL such as http://127.0.0.1:8000, found {external!r}")
+    run_id = options.run_id or new_run_id(scenario.name)
+    if not valid_name(run_id):
+        raise ScenarioError(f"--run-id {run_id!r} is not a plain name; use letters, digits, '.', '_' and '-' "
+                            f"({NAME_PATTERN}): it names a folder inside --report-dir")
     if options.variant and not external and options.variant not in scenario.variants:
         raise ScenarioError(f"--variant {options.variant!r} is not in {scenario.source}; "
                             f"choose one of: {', '.join(scenario.variants)}")
@@ -89,16 +114,51 @@ def load_plan(options, host: str | None = None) -> Plan:
         ("baseline_run", options.baseline_run, bool(options.baseline_run))) if given}
     try:
         gates = GatesSpec.model_validate({**scenario.gates.model_dump(), **gate_overrides})
-    except ValueError as exc:
-        raise ScenarioError(f"gate options are invalid: {exc}") from None
+    except ValidationError as exc:
+        raise ScenarioError("gate options are invalid: " + "; ".join(format_errors(exc, GatesSpec, ("gates",))))\
+            from None
     if options.prometheus_url:
         telemetry = telemetry.model_copy(update={"prometheus_url": options.prometheus_url, "prometheus": "off"})
     return Plan(scenario=scenario, load=load, telemetry=telemetry, gates=gates, variants=variants,
                 external_url=external, model=options.model, report_dir=Path(options.report_dir),
-                run_id=options.run_id or new_run_id(scenario.name), options=recordable_options(options))
+                run_id=run_id, options=recordable_options(options))
+
+
+def claim_run_dir(plan: Plan, overwrite: bool) -> None:
+    """The run's folder must be new (parts of an earlier attempt would be merged into this one) and writable."""
+    path = plan.report_dir / plan.run_id
+    try:
+        if path.exists() and any(path.iterdir()):
+            if not overwrite:
+                raise ScenarioError(f"run directory {path} exists already; choose another --run-id, or pass "
+                                    "--overwrite to replace it")
+            shutil.rmtree(path)
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ScenarioError(f"cannot write the run directory {path}: {exc.strerror or exc}; choose a writable "
+                            "--report-dir") from None
+
+
+def remember_secrets(scenario: Scenario, host: str | None) -> None:
+    """Every secret this run knows of, so that no file it writes shows one (``rundir.redact``)."""
+    values = [os.environ.get(API_KEY_ENV)]
+    for url in (host, scenario.server.url):
+        parts = urlsplit(url or "")
+        values += [parts.password, parts.username if parts.password else None]
+    for env in [scenario.server.env] + [v.env for v in scenario.variants.values()]:
+        values += [value for key, value in env.items() if secret_name(key)]
+    for args in [scenario.server.args] + [v.args for v in scenario.variants.values()]:
+        for flag, value in zip(args, args[1:] + [""]):
+            name, eq, inline = flag.partition("=")
+            if flag.startswith("-") and secret_name(name):
+                values.append(inline if eq else value)
+    remember(*values)
 
 
 def recordable_options(options) -> dict:
     """The command line as env.json records it: plain values only, and nothing that may hold a secret."""
     return {k: v for k, v in vars(options).items()
-            if not SECRET_OPTION.search(k) and (v is None or isinstance(v, (str, int, float, bool, list)))}
+            if not secret_name(k) and (v is None or isinstance(v, (str, int, float, bool, list)))}

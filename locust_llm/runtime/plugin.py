@@ -7,20 +7,25 @@ user classes and the ladder shape. What the plugin keeps per environment lives i
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import gevent
 from locust import events
+from locust import log as locust_log
 from locust.runners import MasterRunner, WorkerRunner
 
+from ..analysis.gates import EXIT_INTERRUPTED
 from ..records import now
 from ..rundir import layout
 from ..scenario import ScenarioError
 from ..workload import Workload, counter_for
 from . import users, webui
 from .experiment import Experiment
-from .plan import DEFAULT_SCENARIO, load_plan
+from .plan import DEFAULT_SCENARIO, claim_run_dir, load_plan
 from .shipper import RECORDS_MESSAGE, RecordShipper
 from .steps import STEP_MESSAGE, StepState
 
@@ -29,6 +34,7 @@ log = logging.getLogger(__name__)
 __all__ = ["LLMState", "register", "start_experiment", "state_of"]
 
 DEFAULT_STOP_TIMEOUT_S = 60.0
+PROJECT_SCENARIOS = "scenarios"
 
 
 @dataclass
@@ -37,6 +43,7 @@ class LLMState:
 
     experiment: Experiment | None = None  # the run in progress
     last: Experiment | None = None  # the latest run, finished or not (the web UI shows it)
+    cli_scenario: str = ""  # the scenario named on the command line (the web form may also pick scenarios/*)
 
 
 def state_of(environment) -> LLMState:
@@ -61,6 +68,7 @@ def add_arguments(parser) -> None:
     arg("--model", type=str, default="", help="model name to request (default: the server's)")
     arg("--report-dir", type=str, default="reports", help="where run directories are written")
     arg("--run-id", type=str, default="", help="run directory name (default: time + scenario)")
+    arg("--overwrite", action="store_true", default=False, help="replace an existing run directory of that name")
     arg("--slo-ttft-p99-ms", type=float, default=0.0, help="gate: P99 TTFT per step (0: the scenario's)")
     arg("--slo-tpot-p99-ms", type=float, default=0.0, help="gate: P99 TPOT per step (0: the scenario's)")
     arg("--slo-error-rate", type=float, default=-1.0, help="gate: error rate per step, 0..1 (negative: the scenario's)")
@@ -97,10 +105,38 @@ def on_records_message(environment, msg, **_kw) -> None:
         experiment.recorder.on_batch(msg.data)
 
 
+def interrupt(environment, signum: int) -> None:
+    """SIGTERM or Ctrl-C on the master: the run stops like the Stop button and still writes everything.
+
+    Locust installs its own SIGTERM handler only after a headless shape test has ended, so the plugin handles
+    the signals itself; the handler only spawns this (a signal callback must not block)."""
+    name = signal.Signals(signum).name
+    experiment = state_of(environment).experiment
+    if experiment is not None and not experiment.finished:
+        experiment.interrupt(name)
+        if environment.parsed_options.headless:
+            return  # the shape ends, Locust quits, on_quitting writes the run and sets the exit code
+        while not experiment.finished:
+            gevent.sleep(0.2)
+    if experiment is not None:
+        experiment.finish(final=True)
+        environment.runner.quit()
+        os._exit(experiment.outcome.verdict.exit_code if experiment.outcome else EXIT_INTERRUPTED)
+    environment.runner.quit()
+    os._exit(128 + signum)
+
+
+def handle_signals(environment) -> None:
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        gevent.signal_handler(signum, lambda s=signum: gevent.spawn(interrupt, environment, s))
+
+
 def on_init(environment, runner=None, **_kw) -> None:
     if runner is None:
         return
     if not isinstance(runner, WorkerRunner):
+        handle_signals(environment)
+        state_of(environment).cli_scenario = environment.parsed_options.scenario
         runner.register_message(RECORDS_MESSAGE, on_records_message)
         webui.install(environment, rows=lambda: live_rows(environment), report_path=lambda: last_report(environment))
     if not isinstance(runner, MasterRunner):
@@ -133,6 +169,17 @@ def _fail(environment, message: str) -> None:
         environment.runner.stop()
 
 
+def check_web_scenario(chosen: str, cli_scenario: str) -> None:
+    """Anyone who can reach the web UI can fill its form: it runs the command line's scenario or one of the
+    project's own (``scenarios/*.yaml``), never an arbitrary file."""
+    path = Path(chosen or DEFAULT_SCENARIO).resolve()
+    allowed = {Path(cli_scenario or DEFAULT_SCENARIO).resolve()}
+    allowed |= {p.resolve() for p in Path(PROJECT_SCENARIOS).glob("*.yaml")}
+    if path not in allowed:
+        raise ScenarioError(f"the web form runs the scenario given on the command line or one under "
+                            f"{PROJECT_SCENARIOS}/; {chosen!r} is neither")
+
+
 def start_experiment(environment) -> Experiment | None:
     """Called by the shape's first tick of a run (before Locust fires test_start)."""
     state = state_of(environment)
@@ -140,7 +187,10 @@ def start_experiment(environment) -> Experiment | None:
         state.experiment.finish(final=True)
     state.experiment = None
     try:
+        if not environment.parsed_options.headless:
+            check_web_scenario(environment.parsed_options.scenario, state.cli_scenario)
         plan = load_plan(environment.parsed_options, environment.host)
+        claim_run_dir(plan, environment.parsed_options.overwrite)
     except ScenarioError as exc:
         _fail(environment, str(exc))
         return None
@@ -151,6 +201,8 @@ def start_experiment(environment) -> Experiment | None:
 
 
 def on_test_start(environment, **_kw) -> None:
+    if not isinstance(environment.runner, WorkerRunner):
+        handle_signals(environment)  # again: in the web UI, Locust's own handler was installed after on_init
     if isinstance(environment.runner, MasterRunner):
         return
     try:
@@ -179,7 +231,10 @@ def on_quitting(environment, **_kw) -> None:
         # stderr, beside Locust's own tables: stdout stays clean for --json
         print(outcome.text, file=sys.stderr)
     print(f"run directory: {run_path}", file=sys.stderr)
-    if environment.process_exit_code is None and outcome is not None:
+    crashed = bool(environment.runner.exceptions) or locust_log.unhandled_greenlet_exception
+    if crashed:
+        log.error("the load test itself failed (see the exceptions above): Locust's exit code stands")
+    elif environment.process_exit_code is None and outcome is not None:
         environment.process_exit_code = outcome.verdict.exit_code
 
 

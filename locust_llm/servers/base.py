@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..client.engines import auth_headers
 from ..procs import die_with_parent, log_tail, stop_group
+from ..rundir.redact import redact_args, redact_file
 from ..scenario import Scenario
 
 
@@ -115,7 +116,7 @@ class ServerProcess:
         self.version = self.read_version()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
-        log.write(f"$ {' '.join(self.plan.argv)}\n".encode())
+        log.write(f"$ {' '.join(redact_args(self.plan.argv))}\n".encode())
         log.flush()
         try:
             self.proc = subprocess.Popen(self.plan.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -169,6 +170,7 @@ class ServerProcess:
         if proc is None:
             return
         stop_group(proc, self.stop_grace_s)
+        redact_file(self.log_path)  # servers print their own arguments, secrets included
 
     def describe(self) -> dict:
         return {"engine": self.plan.engine, "variant": self.plan.variant, "command": self.plan.argv,

@@ -35,7 +35,8 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   ``"error_event_after:N"`` (``data: {"error": {...}}`` then ``[DONE]``); ``"empty"`` (a finishing
   chunk with zero tokens); ``"reset_after:N"`` (the socket is aborted with a TCP RST);
   ``"close_after:N"`` (the connection is closed with a FIN in the middle of the chunked body, as when
-  a server process dies); ``"http_500_endless"`` (an error status whose body never ends). A fault
+  a server process dies); ``"http_500_endless"`` (an error status whose body never ends);
+  ``"huge_event_after:N"`` (one 8 MB data line). A fault
   "after N" happens at the time slot of token chunk N+1.
 - ``stall_once_s``: the first completion request this process receives is stalled this much longer
   before its first chunk; later requests are not.
@@ -45,6 +46,8 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   default true) or only with the first chunk (false).
 - ``framing``: ``"chunked"`` (default; one HTTP chunk per event) or ``"close"`` (no Transfer-Encoding and no
   Content-Length: the body ends when the server closes the connection, as some gateways and HTTP/1.0 do).
+- ``drop_connection``: close the connection after the response without saying so (no ``Connection: close``),
+  as servers that cap requests per keep-alive connection do.
 - ``patch_last``: ``{"dotted.path": value}`` set in the last token chunk's JSON (``"choices.0.finish_reason"``,
   ``"usage.prompt_tokens"``, ``"timings.draft_n"``), to play a server that sends odd values.
 - ``id``: a name for the stream's server-side log.
@@ -75,7 +78,9 @@ from gevent.pywsgi import WSGIHandler, WSGIServer
 MODEL = "refserver-model"
 USAGE_MODES = ("continuous", "final", "none")
 FAULTS = ("none", "truncate_after", "malformed_after", "http_500", "http_500_endless", "error_event",
-          "error_event_after", "empty", "reset_after", "close_after")
+          "error_event_after", "empty", "reset_after", "close_after", "huge_event_after")
+MODELS_ANSWERS = ("object", "list", "garbage")
+HUGE_EVENT_BYTES = 8 << 20
 FRAMINGS = ("chunked", "close")
 DEFAULTS: dict[str, Any] = {
     "ttft_s": 0.05,
@@ -89,6 +94,7 @@ DEFAULTS: dict[str, Any] = {
     "headers_early": True,
     "framing": "chunked",
     "patch_last": {},
+    "drop_connection": False,
     "draft_n": 0,
     "draft_accepted": 0,
     "id": None,
@@ -201,6 +207,8 @@ class _Handler(WSGIHandler):
 
     def finalize_headers(self):
         super().finalize_headers()
+        if self.environ.get("refserver.drop_connection"):
+            self.close_connection = True
         if self.environ.get("refserver.close_delimited"):
             self.response_use_chunked = False
             self.response_headers = [(k, v) for k, v in self.response_headers if k.lower() != b"transfer-encoding"]
@@ -216,10 +224,11 @@ class _Handler(WSGIHandler):
 class RefServer:
     """The WSGI application."""
 
-    def __init__(self, defaults: dict[str, Any] | None = None, model: str = MODEL):
+    def __init__(self, defaults: dict[str, Any] | None = None, model: str = MODEL, models_answer: str = "object"):
         self.defaults = dict(DEFAULTS, **(defaults or {}))
         validate(dict(self.defaults))
         self.model = model
+        self.models_answer = models_answer  # how /v1/models answers: OpenAI's object, a bare list, or garbage
         self.completions_seen = 0
         self.paused_until = 0.0
         self.log: OrderedDict[str, dict] = OrderedDict()
@@ -254,8 +263,10 @@ class RefServer:
             if path == "/health" and method == "GET":
                 return self._json(start_response, "200 OK", {"status": "ok"})
             if path == "/v1/models" and method == "GET":
-                return self._json(start_response, "200 OK", {"object": "list", "data": [
-                    {"id": self.model, "object": "model", "owned_by": "locust-llm-refserver"}]})
+                entry = {"id": self.model, "object": "model", "owned_by": "locust-llm-refserver"}
+                answer = {"list": [entry, "odd"], "garbage": ["not", {"an": "entry"}, 7]}.get(
+                    self.models_answer, {"object": "list", "data": [entry]})
+                return self._json(start_response, "200 OK", answer)
             if path == "/tokenize" and method == "POST":
                 body = self._read_json(environ)
                 return self._json(start_response, "200 OK", {"tokens": word_ids(str(body.get("content", "")))})
@@ -317,6 +328,8 @@ class RefServer:
         headers = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")]
         if fault == "truncate_after":
             headers.append(("Connection", "close"))
+        if cfg["drop_connection"]:
+            environ["refserver.drop_connection"] = True
         if cfg["framing"] == "close":
             environ["refserver.close_delimited"] = True
             headers.append(("Connection", "close"))
@@ -462,6 +475,10 @@ class _Stream:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.entry["chunks"].append([time.perf_counter(), 0, "reset"])
             raise _Abort("refserver fault reset_after")
+        if fault == "huge_event_after":
+            yield self._raw(b"data: " + b"x" * HUGE_EVENT_BYTES + b"\n\n", "huge")
+            yield self._raw(b"data: [DONE]\n\n", "done")
+            return
         if fault == "close_after":
             self.entry["chunks"].append([time.perf_counter(), 0, "close"])
             raise _Abort("refserver fault close_after")  # the handler closes the socket: a FIN, no terminator
@@ -469,6 +486,6 @@ class _Stream:
 
 
 def make_server(port: int, defaults: dict[str, Any] | None = None, model: str = MODEL,
-                access_log: bool = False) -> WSGIServer:
-    return WSGIServer(("127.0.0.1", port), RefServer(defaults, model), handler_class=_Handler,
+                access_log: bool = False, models_answer: str = "object") -> WSGIServer:
+    return WSGIServer(("127.0.0.1", port), RefServer(defaults, model, models_answer), handler_class=_Handler,
                       log=sys.stderr if access_log else None, backlog=1024)

@@ -65,3 +65,20 @@ def test_the_published_schema_is_the_summary_model():
     published = json.loads((REPO / "docs" / "summary.schema.json").read_text())
     assert published == summary_schema(), "regenerate it: locust-llm schema > docs/summary.schema.json"
     assert published["properties"]["variants"]["description"]
+
+
+def test_baseline_names_are_plain_names_and_nothing_outside_the_library_goes(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    synthetic_run(run, np.random.default_rng(5))
+    library, victim = tmp_path / "library", tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("precious")
+    for name in (".", "..", "../victim", "/tmp/x", "a/b"):
+        done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "baseline", "save", str(run), "--name", name,
+                               "--library", str(library)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "not a plain name" in done.stderr, (name, done.stderr)
+    assert (victim / "keep.txt").read_text() == "precious"
+    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "baseline", "save", str(run), "--name", "good",
+                           "--library", str(library)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and (library / "good" / "steps.json").exists()

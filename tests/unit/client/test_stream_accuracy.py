@@ -484,3 +484,18 @@ def test_one_client_serves_concurrent_streams_on_their_own_connections(refserver
         assert again.ok and math.isnan(again.t_connect)
     finally:
         client.close()
+
+
+def test_a_kept_alive_connection_closed_under_the_request_is_retried_once(refserver, monkeypatch):
+    from locust_llm.client import transport
+
+    client = StreamingClient(refserver.url)
+    monkeypatch.setattr(transport.Connection, "_stale", lambda self: False)  # the close is not seen in time
+    try:
+        first, second = RequestRecord(), RequestRecord()
+        client.stream(make_spec(3, drop_connection=True, ttft_s=0, gap_s=0.001), first)
+        client.stream(make_spec(3, ttft_s=0, gap_s=0.001), second)
+        assert first.ok and second.ok, (second.error_class, second.error_message)
+        assert not math.isnan(second.t_connect) and second.t_connect < second.t_send  # on a new connection
+    finally:
+        client.close()

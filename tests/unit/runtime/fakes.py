@@ -14,7 +14,8 @@ def options(**given) -> Namespace:
     defaults = {"scenario": DEFAULT_SCENARIO, "variant": "", "mode": "", "ladder": "", "step_duration": 0.0,
                 "warmup": -1.0, "prompt_tokens": 0, "max_tokens": 0, "api": "", "model": "", "report_dir": "reports",
                 "run_id": "", "slo_ttft_p99_ms": 0.0, "slo_tpot_p99_ms": 0.0, "slo_error_rate": -1.0,
-                "max_regression_pct": -1.0, "baseline_run": "", "prometheus_url": "", "headless": True}
+                "max_regression_pct": -1.0, "baseline_run": "", "prometheus_url": "", "headless": True,
+                "overwrite": False}
     return Namespace(**{**defaults, **given})
 
 

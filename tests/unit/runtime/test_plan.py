@@ -1,5 +1,7 @@
 """Options + scenario -> Plan: overrides, variants chosen, gates, and errors that name the fix."""
 
+import os
+
 import pytest
 
 from locust_llm.runtime.plan import load_plan, recordable_options
@@ -40,7 +42,10 @@ def test_gate_options_override_the_scenario():
 @pytest.mark.parametrize("given, message", [
     ({"mode": "sideways"}, "--mode must be 'closed' or 'open'"),
     ({"ladder": "1,two"}, "--ladder must be a comma list of numbers"),
-    ({"ladder": "0"}, "overrides are invalid"),
+    ({"ladder": "0"}, "options are invalid: load.ladder"),
+    ({"ladder": "nan"}, "finite number"),
+    ({"ladder": "1e12"}, "<= 100000"),
+    ({"run_id": "../../x"}, "not a plain name"),
     ({"variant": "nope"}, "--variant 'nope' is not in"),
     ({"slo_error_rate": 2.0}, "gate options are invalid"),
 ])
@@ -52,3 +57,41 @@ def test_bad_options_name_the_fix(given, message):
 def test_recorded_options_hold_no_secret():
     recorded = recordable_options(options(api_key="sk-1", auth_token="t", password="p", ladder="1"))
     assert "ladder" in recorded and not {"api_key", "auth_token", "password"} & set(recorded)
+
+
+def test_host_must_be_a_url():
+    with pytest.raises(ScenarioError, match="--host must be an http"):
+        load_plan(options(scenario=SCENARIO), host="notaurl")
+
+
+def test_a_run_directory_is_never_reused_without_overwrite(tmp_path):
+    from locust_llm.runtime.plan import claim_run_dir
+
+    plan = load_plan(options(scenario=SCENARIO, report_dir=str(tmp_path), run_id="r1"))
+    claim_run_dir(plan, overwrite=False)
+    (tmp_path / "r1" / "requests.parts").mkdir()
+    with pytest.raises(ScenarioError, match="exists already"):
+        claim_run_dir(plan, overwrite=False)
+    claim_run_dir(plan, overwrite=True)
+    assert list((tmp_path / "r1").iterdir()) == []
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    plan = load_plan(options(scenario=SCENARIO, report_dir=str(locked), run_id="r2"))
+    if os.geteuid() != 0:  # root writes anywhere
+        with pytest.raises(ScenarioError, match="cannot write"):
+            claim_run_dir(plan, overwrite=False)
+    bad = load_plan(options(scenario=SCENARIO, report_dir=str(tmp_path / "file.txt"), run_id="r3"))
+    (tmp_path / "file.txt").write_text("not a folder")
+    with pytest.raises(ScenarioError, match="cannot write"):
+        claim_run_dir(bad, overwrite=False)
+
+
+def test_the_web_form_runs_only_the_projects_scenarios_or_the_command_lines(tmp_path, monkeypatch):
+    from locust_llm.runtime.plugin import check_web_scenario
+
+    monkeypatch.chdir(REPO)
+    check_web_scenario("scenarios/tiny-cpu.yaml", "")
+    check_web_scenario(str(tmp_path / "mine.yaml"), str(tmp_path / "mine.yaml"))
+    for elsewhere in ("/etc/passwd", "../scenarios/tiny-cpu.yaml", str(tmp_path / "other.yaml")):
+        with pytest.raises(ScenarioError, match="the web form runs"):
+            check_web_scenario(elsewhere, "scenarios/tiny-cpu.yaml")
