@@ -21,6 +21,13 @@ def die_with_parent() -> None:
         pass
 
 
+def start_child(nice: int = 0) -> None:
+    """``preexec_fn`` of a launched server: dies with its parent, runs at the scenario's priority."""
+    die_with_parent()
+    if nice:
+        os.nice(nice)
+
+
 def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
     """SIGTERM the child's process group, SIGKILL it after ``grace_s``, and wait until no member is left."""
     try:

@@ -85,6 +85,9 @@ class RequestRecord:
     http_status: int | None = None
     draft_n: int | None = None
     draft_accepted: int | None = None
+    # The server's own split of this request (llama.cpp ``timings``): prompt processing and generation time.
+    server_prefill_ms: float | None = None
+    server_decode_ms: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -98,6 +101,7 @@ class RequestRecord:
 # Column types by annotation. Counts are int64 so that no value a server or a user can send overflows a
 # column; offsets are float32 (microsecond resolution over ten minutes) to keep long runs small.
 _ARROW = {"str": pa.string(), "str | None": pa.string(), "int": pa.int64(), "int | None": pa.int64(),
-          "float": pa.float64(), "list[float]": pa.list_(pa.float32()), "list[int]": pa.list_(pa.int32())}
+          "float": pa.float64(), "float | None": pa.float64(), "list[float]": pa.list_(pa.float32()),
+          "list[int]": pa.list_(pa.int32())}
 
 REQUESTS_SCHEMA = pa.schema([(f.name, _ARROW[f.type]) for f in fields(RequestRecord)])

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+
+from .speculative import SPECULATIVE_MODELS, Strict, Sweep, expand_sweeps
 
 Engine = Literal["llamacpp", "vllm", "sglang", "external"]
 
@@ -33,11 +35,6 @@ class ScenarioError(ValueError):
     """A scenario file that cannot be used; the message says where and how to fix it."""
 
 
-class Strict(BaseModel):
-    # Every number finite: NaN or infinity in a scenario (or on the command line) is an error, not a crash later.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
 DAY_S = 86_400.0
 MAX_LEVEL = 100_000  # users (closed loop) or requests/s (open loop)
 MAX_TOKENS = 10_000_000
@@ -50,96 +47,6 @@ class TinyModelSpec(Strict):
     seed: int = 0
     residual_scale: float | None = Field(default=None, ge=0)
     dir: str | None = None  # default: <cache>/models/tiny-<preset>-s<seed>
-
-
-class LlamaCppSpeculative(Strict):
-    """llama.cpp speculative flags (``--spec-type``, ``-md``, ``--spec-draft-*``, ``--spec-ngram-mod-*``).
-
-    Unset numbers keep the server's defaults. Random-weight models have flat distributions, so any
-    p_min above ~0.1 means no drafts at all; the tiny scenarios set 0.
-    """
-
-    type: Literal["draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark", "ngram-simple",
-                  "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"] = "draft-simple"
-    # Path to the draft GGUF; omitted with a tiny_model, the generated draft is used.
-    draft_model: str | None = None
-    n_max: int | None = Field(default=None, ge=1)
-    n_min: int | None = Field(default=None, ge=0)
-    p_min: float | None = Field(default=None, ge=0.0, le=1.0)
-
-    @model_validator(mode="after")
-    def _flags_exist_for_type(self) -> "LlamaCppSpeculative":
-        if not self.type.startswith("draft-"):
-            if self.draft_model or self.p_min is not None:
-                raise ValueError(f"type {self.type!r} drafts from n-grams: draft_model and p_min do not apply")
-            if self.type != "ngram-mod" and (self.n_max is not None or self.n_min is not None):
-                raise ValueError(f"type {self.type!r} has no n_max/n_min flags; pass its --spec-ngram-* "
-                                 "flags in the variant's args")
-        return self
-
-
-VLLM_METHODS = ("ngram", "ngram_gpu", "medusa", "mlp_speculator", "draft_model", "suffix", "eagle", "eagle3",
-                "mtp", "deepseek_mtp", "qwen3_next_mtp", "ernie_mtp", "glm4_moe_mtp", "longcat_flash_mtp",
-                "extract_hidden_states", "dflash", "custom_class")
-VLLM_NEEDS_MODEL = ("draft_model", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
-
-
-class VllmSpeculative(Strict):
-    """Keys of vLLM's ``--speculative-config`` JSON (vllm/config/speculative.py)."""
-
-    method: Literal[VLLM_METHODS]  # type: ignore[valid-type]
-    num_speculative_tokens: int = Field(ge=1)
-    model: str | None = None
-    draft_tensor_parallel_size: int | None = Field(default=None, ge=1)
-    max_model_len: int | None = Field(default=None, ge=1)
-    quantization: str | None = None
-    revision: str | None = None
-    prompt_lookup_min: int | None = Field(default=None, ge=1)
-    prompt_lookup_max: int | None = Field(default=None, ge=1)
-    parallel_drafting: bool | None = None
-    disable_padded_drafter_batch: bool | None = None
-    draft_sample_method: Literal["greedy", "probabilistic"] | None = None
-    use_heterogeneous_vocab: bool | None = None
-    enforce_eager: bool | None = None
-    kv_cache_dtype: str | None = None
-    attention_backend: str | None = None
-    rejection_sample_method: str | None = None
-    synthetic_acceptance_rates: list[float] | None = None
-    synthetic_acceptance_length: float | None = None
-    suffix_decoding_max_tree_depth: int | None = None
-    suffix_decoding_max_cached_requests: int | None = None
-    suffix_decoding_max_spec_factor: float | None = None
-    suffix_decoding_min_token_prob: float | None = None
-
-    @model_validator(mode="after")
-    def _model_when_needed(self) -> "VllmSpeculative":
-        if self.method in VLLM_NEEDS_MODEL and not self.model:
-            raise ValueError(f"method {self.method!r} needs 'model' (the draft or head checkpoint)")
-        return self
-
-
-class SglangSpeculative(Strict):
-    """SGLang ``--speculative-*`` flags."""
-
-    algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
-    draft_model_path: str | None = None
-    num_steps: int | None = Field(default=None, ge=1)
-    eagle_topk: int | None = Field(default=None, ge=1)
-    num_draft_tokens: int | None = Field(default=None, ge=1)
-
-    @model_validator(mode="after")
-    def _all_or_none(self) -> "SglangSpeculative":
-        given = [self.num_steps, self.eagle_topk, self.num_draft_tokens]
-        if any(v is not None for v in given) and not all(v is not None for v in given):
-            raise ValueError("set all of num_steps, eagle_topk and num_draft_tokens, or none (SGLang's rule)")
-        if self.algorithm in ("EAGLE", "EAGLE3", "STANDALONE") and not self.draft_model_path:
-            raise ValueError(f"algorithm {self.algorithm} needs 'draft_model_path'")
-        return self
-
-
-SPECULATIVE_MODELS: dict[str, type[Strict]] = {
-    "llamacpp": LlamaCppSpeculative, "vllm": VllmSpeculative, "sglang": SglangSpeculative,
-}
 
 
 class Variant(Strict):
@@ -163,9 +70,25 @@ class ServerSpec(Strict):
     env: dict[str, str] = {}
     startup_timeout_s: float = Field(default=300.0, gt=0, le=DAY_S)
     stop_grace_s: float = Field(default=10.0, gt=0, le=3600)
+    # Interleaved runs keep every variant's server up at once ("together") or restart the block's server at each
+    # switch ("restart": two vLLM/SGLang servers rarely fit on one GPU). Default: together for llama.cpp on
+    # ports of its own choosing, restart otherwise.
+    interleave: Literal["together", "restart"] | None = None
+    # Scheduling priority of a launched server (Unix nice, 0-19). A CPU server that shares the machine with the
+    # load generator and uses every core would otherwise delay the client's timestamps; nice lets the client in.
+    nice: int = Field(default=0, ge=0, le=19)
+
+    @property
+    def servers_together(self) -> bool:
+        if self.interleave is not None:
+            return self.interleave == "together"
+        return self.engine in ("llamacpp", "external") and self.port is None
 
     @model_validator(mode="after")
     def _engine_fields(self) -> "ServerSpec":
+        if self.interleave == "together" and self.port is not None and self.engine != "external":
+            raise ValueError("'interleave: together' runs one server per variant at once; remove the fixed 'port' "
+                             "(each server then gets a free one) or use 'interleave: restart'")
         if self.engine == "external":
             if not self.url:
                 raise ValueError("engine 'external' needs 'url' (e.g. http://127.0.0.1:8000)")
@@ -199,12 +122,26 @@ class LoadSpec(Strict):
     step_duration_s: float = Field(default=30.0, gt=0, le=7 * DAY_S)
     warmup_s: float = Field(default=5.0, ge=0, le=DAY_S)
     repeats: int = Field(default=1, ge=1, le=1000)  # the whole ladder again, per variant; repeated levels are pooled
-    # An unsteady step (throughput drifting within its window) is extended by half a step at a time, up to this.
+    # An unsteady step (throughput drifting) or one with too few completed requests is extended by half a step
+    # at a time, up to this.
     max_extend_s: float = Field(default=0.0, ge=0, le=DAY_S)
+    # Variants one after the other, or alternating per level in ABBA blocks (all servers up) so that drift and
+    # passing neighbours hit both sides alike. Default: interleaved when repeats >= 2.
+    order: Literal["sequential", "interleaved"] | None = None
+    # A steady window needs this many completed requests and output tokens, else the step is "insufficient".
+    min_requests: int = Field(default=20, ge=0, le=MAX_LEVEL)
+    min_output_tokens: int = Field(default=100, ge=0, le=MAX_TOKENS)
+    # A step is "contended" when the host spent more than this many CPU cores, on average, outside the run's
+    # own processes (server, load generator, our Prometheus), steal included, or ran any foreign GPU process.
+    contention_cores: float = Field(default=0.25, ge=0, le=100_000)
     api: Literal["completions", "chat"] = "completions"
     prompt_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS)
     max_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS)
     buckets: dict[str, Bucket] = {}
+    # Context-length axis: after the ladder, the ladder (or context_levels) again for each of these prompt
+    # lengths (exact, with max_tokens output tokens), every variant interleaved as on the ladder.
+    context_tokens: list[int] = []
+    context_levels: list[float] | None = None
     dataset: str | None = None  # JSONL or ShareGPT-style JSON; overrides generated prompts
     temperature: float = Field(default=0.0, ge=0, le=100)
     ignore_eos: bool = True
@@ -219,9 +156,32 @@ class LoadSpec(Strict):
     tokenizer: str = "server"
     timeouts: Timeouts = Timeouts()
 
-    @field_validator("ladder")
+    @property
+    def interleaved(self) -> bool:
+        return self.order == "interleaved" or (self.order is None and self.repeats >= 2)
+
+    @field_validator("context_tokens")
     @classmethod
-    def _ladder_positive(cls, ladder: list[float]) -> list[float]:
+    def _contexts(cls, contexts: list[int]) -> list[int]:
+        if len(contexts) > 64 or len(set(contexts)) != len(contexts) or any(not 1 <= n <= MAX_TOKENS
+                                                                           for n in contexts):
+            raise ValueError(f"context_tokens must be at most 64 distinct prompt lengths from 1 to {MAX_TOKENS}")
+        return contexts
+
+    @model_validator(mode="after")
+    def _contexts_need_generated_prompts(self) -> "LoadSpec":
+        if self.context_tokens and self.dataset:
+            raise ValueError("context_tokens measures generated prompts of exact lengths; remove 'dataset' or "
+                             "'context_tokens'")
+        if self.context_levels is not None and not self.context_tokens:
+            raise ValueError("context_levels without context_tokens: add the prompt lengths to measure")
+        return self
+
+    @field_validator("ladder", "context_levels")
+    @classmethod
+    def _ladder_positive(cls, ladder: list[float] | None) -> list[float] | None:
+        if ladder is None:
+            return None
         if not ladder or len(ladder) > 1000 or any(not 0 < level <= MAX_LEVEL for level in ladder):
             raise ValueError(f"ladder must be a non-empty list of at most 1000 finite numbers > 0 and "
                              f"<= {MAX_LEVEL} (users or req/s)")
@@ -268,8 +228,21 @@ class Scenario(Strict):
     slo: SloSpec = SloSpec()
     telemetry: TelemetrySpec = TelemetrySpec()
     gates: GatesSpec = GatesSpec()
+    # Variants that sweep a speculative setting (expanded from a list; filled in when the file is read).
+    sweeps: dict[str, Sweep] = {}
     # Where the file came from; relative paths in it are resolved against its folder.
     source: Path = Field(default=Path("."), exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_sweeps(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        engine = data.get("server", {}).get("engine") if isinstance(data.get("server"), dict) else None
+        variants, sweeps = expand_sweeps(engine, data.get("variants"))
+        if not sweeps:
+            return data
+        return {**data, "variants": variants, "sweeps": {**(data.get("sweeps") or {}), **sweeps}}
 
     @model_validator(mode="after")
     def _check_variants(self) -> "Scenario":
@@ -359,6 +332,8 @@ def _format_error(error: dict, model: type[BaseModel], prefix: tuple = ()) -> st
     if error["type"] == "missing":
         return f"{where}: required key is missing; add it"
     msg = error["msg"].removeprefix("Value error, ")
+    if not loc:  # a whole-file check (sweep expansion): its message names the key and the value itself
+        return msg
     return f"{where}: {msg}; found {describe_value(error.get('input'))}"
 
 

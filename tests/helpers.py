@@ -104,9 +104,12 @@ class RefServerProcess:
 
 
 def assert_run_completed(done) -> None:
-    """A headless run that measured everything: exit 0, or 5 when the shared machine made the client the
-    bottleneck at every level (an honest verdict on a loaded 2-core box, not a failure of what is tested)."""
-    ok = done.returncode == 0 or (done.returncode == 5 and "the client was the bottleneck" in done.stderr)
+    """A headless run that measured everything: exit 0, or 5 when the shared machine left no step clean (the
+    client was the bottleneck, a short window drifted or saw too few requests: an honest verdict on a loaded
+    2-core box, not a failure of what is tested)."""
+    unclean = ("the client was the bottleneck" in done.stderr or "was measured cleanly" in done.stderr
+               or "measured on a quiet host" in done.stderr)
+    ok = done.returncode == 0 or (done.returncode == 5 and unclean)
     assert ok, f"exit {done.returncode}\n{done.stderr[-3000:]}"
 
 

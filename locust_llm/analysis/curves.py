@@ -26,7 +26,7 @@ def saturation_level(levels: Sequence[float], throughput_ci: Sequence[tuple],
     """The load level beyond which more load no longer buys throughput beyond the noise; None if none.
 
     ``throughput_ci[i]`` is ``(value, lo, hi)`` for ``levels[i]``: a throughput point estimate and its CI (e.g.
-    ``bootstrap_ci(rate_samples(...), np.mean)``; a missing CI counts as ``lo = hi = value``).
+    ``rates.series_mean_ci`` of the level's per-second rates; a missing CI counts as ``lo = hi = value``).
 
     Rule. With levels sorted ascending, a higher level ``L_j`` *adds throughput* over ``L_i`` when both
       (a) its CI lies entirely above ``L_i``'s CI: ``lo_j > hi_i`` (the gain is not noise), and

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .server_documents import AcceptancePoint, Doc, Interval, MemoryTrend, ServerAcceptance, ServerStep, TelemetryState
+from .speedup_documents import ContextLevel, LevelBreakdown, Ratio, SweepSchedule
 
 __all__ = ["Distribution", "RunComparison", "StepFigures", "Summary", "Verdict", "summary_schema"]
 
@@ -40,17 +41,6 @@ class Distribution(Doc):
     """Number of values the figures rest on."""
     ci95: DistributionCI = DistributionCI()
     """Percentile-bootstrap 95% intervals of each figure (null with fewer than 2 values)."""
-
-
-class Ratio(Doc):
-    """A speed-up or change: > 1 always favours the variant (or the newer run)."""
-
-    value: float | None = None
-    """Point estimate."""
-    ci95: Interval = None
-    """95% interval (bootstrap); null when a side has fewer than 2 samples."""
-    pairs: int | None = None
-    """Requests compared as pairs (the same prompt, and in open loop the same arrival, in both); 0: unpaired."""
 
 
 class Drift(Doc):
@@ -150,6 +140,29 @@ class ServerVsClient(Doc):
     """TPOT from both sides."""
 
 
+class TopProcess(Doc):
+    pid: int | None = None
+    name: str = ""
+    cores: float | None = None
+    """Mean CPU cores it used over the window."""
+
+
+class HostLoad(Doc):
+    """What else the machine did during the steady window (``host.parquet``, sampled every second)."""
+
+    samples: int = 0
+    foreign_cores: float = 0.0
+    """Mean CPU cores busy outside the server's processes, the load generator and our own Prometheus."""
+    steal_cores: float = 0.0
+    """Mean CPU cores the hypervisor took away (``/proc/stat`` steal)."""
+    own_cores: float = 0.0
+    """Mean CPU cores of the run's own processes (server, load generator, Prometheus)."""
+    foreign_gpu_processes: int = 0
+    """Most GPU processes seen at once that were not the server's."""
+    top_foreign: list[TopProcess] = []
+    """The foreign processes that used most CPU."""
+
+
 class StepFigures(Doc):
     """One ladder step of one variant: requests sent in its steady window, tokens arriving in it."""
 
@@ -159,6 +172,8 @@ class StepFigures(Doc):
     """Users (closed loop) or offered req/s (open loop)."""
     mode: str
     """``closed`` or ``open``."""
+    context: int | None = None
+    """Prompt tokens of a context-axis step (null: a step of the ladder's own workload)."""
     users: int | None = None
     """Locust users the shape ran (open loop: dispatchers)."""
     window_s: float | None = None
@@ -240,6 +255,17 @@ class StepFigures(Doc):
     """Acceptance from both sources side by side."""
     server_vs_client: ServerVsClient | None = None
     """The server's and the client's figures compared."""
+    extended_s: float = 0.0
+    """Seconds the steady window was extended (unsteady or too few requests; up to ``load.max_extend_s``)."""
+    host: HostLoad | None = None
+    """Foreign load on the host during the window (null: not monitored)."""
+    status: str = "clean"
+    """What the step may be used for: clean, or contended / client-invalid / insufficient / unsteady (only clean
+    steps feed speed-ups, crossover, recommendation, saturation and knee)."""
+    status_reasons: list[str] = []
+    """Every reason that applies, the status's first."""
+    anomaly: str | None = None
+    """Closed loop: set when throughput fell by more than half from the level below."""
 
 
 class Rules(Doc):
@@ -271,6 +297,11 @@ class VariantFigures(Doc):
 class StepComparison(Doc):
     level: float
     """Load level."""
+    status: str = "clean"
+    """clean: judged from the clean blocks of both sides; inconclusive: the blocks disagree beyond their noise;
+    otherwise the status that kept the level out (contended, client-invalid, insufficient, unsteady)."""
+    excluded: list[str] = []
+    """Steps of this level left out, with their reasons."""
     output_tps_speedup: Ratio
     """Aggregate output tok/s, variant / baseline."""
     decode_tps_speedup: Ratio
@@ -279,12 +310,22 @@ class StepComparison(Doc):
     """TPOT P50, baseline / variant."""
     tpot_p95_speedup: Ratio
     """TPOT P95, baseline / variant."""
+    ttft_p50_speedup: Ratio | None = None
+    """TTFT P50, baseline / variant (open loop: from the intended send time)."""
     ttft_p95_speedup: Ratio
     """TTFT P95, baseline / variant (open loop: from the intended send time)."""
     e2e_sched_p95_speedup: Ratio | None = None
     """Open loop: E2E P95 from the intended send time over all requests, baseline / variant (the headline)."""
     goodput_speedup: Ratio | None = None
     """Open loop: goodput, variant / baseline."""
+    breakdown: LevelBreakdown | None = None
+    """Where the time of a request goes on each side, and in words what the variant changed."""
+    tokens_per_pass: float | None = None
+    """Variant: tokens one target forward pass yields, 1 + accepted / drafts (the server's counters)."""
+    pass_efficiency: float | None = None
+    """Measured speed-up / tokens_per_pass: below 1 by what drafting, verification and scheduling cost."""
+    pass_gap: str | None = None
+    """The same in words."""
 
 
 class Comparison(Doc):
@@ -305,6 +346,13 @@ class Comparison(Doc):
     """First level whose headline speed-up CI lies entirely below 1."""
     recommendation: str
     """One sentence: where to enable the variant."""
+
+
+class ContextComparison(Doc):
+    """A prompt length measured on its own: per variant and level the figures, and the A/B comparisons."""
+    context_tokens: int
+    variants: dict[str, list[ContextLevel]] = {}
+    comparisons: list[Comparison] = []
 
 
 class PromptAgreement(Doc):
@@ -374,6 +422,10 @@ class Summary(Doc):
     variants: dict[str, VariantFigures] = {}
     """Per variant, in run order."""
     comparisons: list[Comparison] = []
+    schedules: list[SweepSchedule] = []
+    """Sweeps of a speculative setting: per level the best value, and the schedule."""
+    contexts: list[ContextComparison] = []
+    """The context-length axis: per prompt length, figures and speed-ups per level."""
     """Each variant against the baseline."""
     consistency: dict[str, Agreement] = {}
     """Greedy output agreement per variant."""
@@ -390,6 +442,8 @@ class GateCheck(Doc):
     """Variant."""
     level: float | None = None
     """Level."""
+    context: int | None = None
+    """Prompt tokens of a context-axis step."""
     value: float | None = None
     """The measured figure (null: not measured, which fails)."""
     limit: float

@@ -3,9 +3,14 @@
 Exit codes (most severe first when several apply):
   0 all good; 2 bad input (scenario, options, a named baseline run that does not exist); 7 interrupted (SIGTERM
   or Ctrl-C: what was measured until then is written and reported); 6 a server failed to
-  start or died during the run; 5 invalid run (records lost, a step with no request in its steady window,
-  every step of a variant had the client as its bottleneck, or no request succeeded); 4 regression beyond the
-  threshold against the baseline run; 3 an SLO gate failed.
+  start or died during the run; 5 invalid run (records lost, no request succeeded, a comparison with no level
+  measured cleanly on both sides -- the host was busy, the client was the bottleneck, the steps saw too few
+  requests or drifted -- or, without a comparison, every step contended or client-invalid); 4 regression
+  beyond the threshold against the baseline run; 3 an SLO gate failed.
+
+SLO gates judge every step except the contended ones: their latencies say more about the other jobs on the
+machine than about the server. (A client-invalid step is still judged: in an open loop a late client's lag is
+part of what users would have seen.)
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ EXIT_SERVER = 6
 EXIT_INTERRUPTED = 7
 SEVERITY = (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, EXIT_INVALID, EXIT_REGRESSION, EXIT_SLO)
 SERVER_EVENTS = ("server_start_failed", "server_exited")
+UNJUDGED = ("contended",)  # a busy host says nothing about the server's latency
+UNTRUSTED = ("contended", "client-invalid")  # the machine, not the server, may have made these numbers
 INVALID_EVENTS = ("records_missing", "records_lost", "drain_timeout")
 # gate -> (step figure per mode, percentile key or None). Gates judge every request, failures included (at the time
 # they failed); in an open loop TTFT runs from the intended send time.
@@ -40,6 +47,8 @@ def slo_checks(summary: Summary, gates: GatesSpec) -> list[GateCheck]:
     checks = []
     for variant, entry in summary.variants.items():
         for step in entry.steps:
+            if step.status in UNJUDGED:
+                continue
             for gate, (figures, key) in SLO_GATES.items():
                 limit = getattr(gates, gate)
                 if limit is None:
@@ -47,9 +56,30 @@ def slo_checks(summary: Summary, gates: GatesSpec) -> list[GateCheck]:
                 value = getattr(step, figures.get(step.mode, figures["closed"]))
                 if key is not None:
                     value = getattr(value, key) if value is not None else None
-                checks.append(GateCheck(gate=gate, variant=variant, level=step.level, value=value, limit=limit,
-                                        ok=value is not None and value <= limit))
+                checks.append(GateCheck(gate=gate, variant=variant, level=step.level, context=step.context,
+                                        value=value, limit=limit, ok=value is not None and value <= limit))
     return checks
+
+
+def _why(steps) -> str:
+    return "; ".join(f"{lvl(s.level)}: {s.status_reasons[0] if s.status_reasons else s.status}" for s in steps)
+
+
+def unclean(summary: Summary) -> list[str]:
+    """What leaves the run without a verdict: a comparison with no level measured cleanly on both sides, or
+    (without comparisons) a variant whose every step was contended or client-invalid; each with the steps'
+    reasons (the host's top processes when it was busy)."""
+    problems = []
+    for comp in summary.comparisons:
+        if comp.steps and not any(s.status in ("clean", "inconclusive") for s in comp.steps):
+            reasons = "; ".join(dict.fromkeys(comp_reason for s in comp.steps for comp_reason in s.excluded[:1]))
+            problems.append(f"no level of {comp.variant} vs {comp.baseline} was measured cleanly: {reasons}")
+    if not summary.comparisons:
+        for variant, entry in summary.variants.items():
+            if entry.steps and all(s.status in UNTRUSTED for s in entry.steps):
+                problems.append(f"no step of {variant} was measured on a quiet host by a capable client: "
+                                f"{_why(entry.steps)}")
+    return problems
 
 
 def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | None = None,
@@ -69,16 +99,9 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
         elif event.get("kind") in INVALID_EVENTS:
             detail = {k: v for k, v in event.items() if k not in ("kind", "t")}
             reasons.setdefault(EXIT_INVALID, []).append(f"{event['kind']}: {detail}")
-    succeeded = 0
-    for variant, entry in summary.variants.items():
-        succeeded += sum(s.requests - s.errors for s in entry.steps)
-        for s in entry.steps:
-            if not s.requests:
-                reasons.setdefault(EXIT_INVALID, []).append(
-                    f"no request was sent in the steady window of {variant} @ {lvl(s.level)}: "
-                    "make the steps longer than a request takes")
-        if entry.steps and all(s.client_valid is False for s in entry.steps):
-            reasons.setdefault(EXIT_INVALID, []).append(f"the client was the bottleneck at every level of {variant}")
+    succeeded = sum(s.requests - s.errors for entry in summary.variants.values() for s in entry.steps)
+    for problem in unclean(summary):
+        reasons.setdefault(EXIT_INVALID, []).append(problem)
     if not summary.variants:
         reasons.setdefault(EXIT_INVALID, []).append("no variant was measured")
     elif succeeded == 0:
@@ -90,8 +113,10 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
     checks = slo_checks(summary, gates)
     for check in checks:
         if not check.ok:
-            value = "not measured" if check.value is None else f"{check.value:.4g}"
-            reasons.setdefault(EXIT_SLO, []).append(f"{check.variant} @ {lvl(check.level)}: {check.gate} "
-                                                    f"{value} > {check.limit:g}")
+            value = "not measured in the steady window" if check.value is None \
+                else f"{check.value:.4g}"
+            where = f"{lvl(check.level)}" + (f" with {check.context}-token prompts" if check.context else "")
+            reasons.setdefault(EXIT_SLO, []).append(f"{check.variant} @ {where}: {check.gate} {value} > "
+                                                    f"{check.limit:g}")
     code = next((c for c in SEVERITY if c in reasons), EXIT_OK)
     return Verdict(exit_code=code, reasons={str(k): v for k, v in sorted(reasons.items())}, checks=checks)

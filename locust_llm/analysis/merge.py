@@ -23,7 +23,7 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
     def rename(run_id: str, name: str) -> str:
         return f"{run_id}:{name}" if seen.get(name, 0) > 1 else name
 
-    frames, lists, steps, events, clients, telemetry, consistency = [], [], [], [], [], [], {}
+    frames, lists, steps, events, clients, hosts, telemetry, consistency = [], [], [], [], [], [], [], {}
     meta: dict = {"attachments": [], "gaps": [], "notes": []}
     for run, run_id in zip(runs, run_ids):
         if len(run.requests):
@@ -35,6 +35,8 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
         events += [{**event, "run_id": run_id} for event in run.events]
         if len(run.client):
             clients.append(run.client)
+        if len(run.host):
+            hosts.append(run.host)
         consistency.update({rename(run_id, k): v for k, v in run.consistency.items()})
         if len(run.telemetry):
             rows = run.telemetry.copy()
@@ -54,6 +56,7 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
                    lists=ChunkLists.concat(lists) if lists and all(t is not None for t in lists) else None,
                    steps=steps, events=events, env=env,
                    client=pd.concat(clients, ignore_index=True) if clients else pd.DataFrame(),
+                   host=pd.concat(hosts, ignore_index=True) if hosts else pd.DataFrame(),
                    consistency=consistency,
                    telemetry=pd.concat(telemetry, ignore_index=True) if telemetry else first.telemetry.iloc[0:0],
                    telemetry_meta=meta)

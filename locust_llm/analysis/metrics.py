@@ -25,7 +25,7 @@ APPROXIMATE_SOURCES = ("usage+text_share", "unknown")
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
-    """A time column; runs recorded before it existed have NaN."""
+    """A column of times or durations; runs recorded before it existed have NaN."""
     return frame[name] if name in frame else pd.Series(np.nan, index=frame.index)
 
 
@@ -59,6 +59,12 @@ def request_metrics(frame: pd.DataFrame, first_token_timeout_s: float = np.nan) 
     out["e2e_sched_all_ms"] = out["e2e_all_ms"] + lag_ms
     cut = failed & (n >= 2) & ((t_done - t_first) > 0)  # failed after two tokens: their pace until it failed
     out["tpot_all_ms"] = out["tpot_ms"].where(~cut, (t_done - t_first) / (n - 1) * 1000)
+    # The server's own split of a request (llama.cpp timings); what it does not account for happened outside
+    # its compute: waiting for a slot, the network, the client.
+    prefill, decode = _column(frame, "server_prefill_ms"), _column(frame, "server_decode_ms")
+    out["server_prefill_ms"] = prefill.where(ok)
+    out["server_decode_ms"] = decode.where(ok)
+    out["outside_ms"] = (out["e2e_ms"] - prefill - decode).where(ok)
     return out
 
 

@@ -1,8 +1,10 @@
 """One run against an earlier one (or a saved baseline): per variant and level, the change with its CI.
 
+Only the clean steps of both runs are compared (a step measured on a busy host says nothing about the server).
 A change is flagged only when it is outside the noise (its 95% CI excludes "no change"); it is a
 regression beyond the threshold when, in addition, the new run is worse by more than
-``max_regression_pct`` percent. Pure: reads RunData only.
+``max_regression_pct`` percent. Throughput uses the time-series interval of ``rates``, blocks paired by step
+number. Pure: reads RunData only.
 """
 
 from __future__ import annotations
@@ -11,15 +13,15 @@ import numpy as np
 
 from ..rundir.load import RunData
 from .documents import RunComparison
+from .rates import block_ratio_ci
 from .speedup import ratio_ci
 from .stats import percentile_stat
 from .summary import analyse
 
 __all__ = ["compare_runs"]
 
-# metric -> (how to get the samples, statistic, higher is better)
+# per-request metric -> (how to get the samples, statistic, higher is better); output_tps goes by blocks
 METRICS = {
-    "output_tps": (lambda s: s.token_rates, np.mean, True),
     "decode_tps": (lambda s: s.values("decode_tps"), np.mean, True),
     "tpot_p50": (lambda s: s.values("tpot_ms"), percentile_stat(50), False),
     "tpot_p95": (lambda s: s.values("tpot_ms"), percentile_stat(95), False),
@@ -30,14 +32,18 @@ N_BOOT = 1000
 
 def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) -> RunComparison:
     """Every variant and level both runs measured; ratio > 1 means the new run is better."""
-    _, old_samples, _ = analyse(old)
-    _, new_samples, _ = analyse(new)
+    _, old_samples, _, _ = analyse(old)
+    _, new_samples, _, _ = analyse(new)
     rows, regressions = [], []
     for variant in sorted(set(old_samples) & set(new_samples)):
-        for i, level in enumerate(sorted(set(old_samples[variant]) & set(new_samples[variant]))):
+        levels = [level for level in sorted(set(old_samples[variant]) & set(new_samples[variant]))
+                  if old_samples[variant][level].clean and new_samples[variant][level].clean]
+        for i, level in enumerate(levels):
+            new_level, old_level = new_samples[variant][level], old_samples[variant][level]
+            ratios = {"output_tps": block_ratio_ci(new_level.token_blocks, old_level.token_blocks)}
             for metric, (get, statistic, higher_is_better) in METRICS.items():
-                ratio = ratio_ci(get(new_samples[variant][level]), get(old_samples[variant][level]), statistic,
-                                 higher_is_better, N_BOOT, seed=i)
+                ratios[metric] = ratio_ci(get(new_level), get(old_level), statistic, higher_is_better, N_BOOT, seed=i)
+            for metric, ratio in ratios.items():
                 ci = ratio["ci95"]
                 change = "no data" if ratio["value"] is None else "within noise"
                 if ci is not None and ci[0] > 1:

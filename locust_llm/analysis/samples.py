@@ -1,38 +1,56 @@
-"""The raw samples of a step kept for comparisons: throughput bins and one row per request, pooled per level.
+"""The raw samples of a level kept for comparisons: throughput bins per block and one row per request.
 
+A level is measured in one or more blocks (a step each: repeats, or ABBA interleaving); the throughput bins
+stay per block, keyed by step number, so a comparison pairs block ``r`` of one variant with block ``r`` of the
+other (``rates.block_ratio_ci``). Only clean steps contribute samples; the others are listed with their status.
 Requests carry their pairing key ``(worker, step, seq)``: the k-th request of a worker in a step had the same
 prompt (and in open loop the same intended send time) in every variant, so variants are compared on pairs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["PAIR_KEY", "StepSamples", "paired"]
+__all__ = ["PAIR_KEY", "LevelSamples", "paired"]
 
 PAIR_KEY = ["worker", "step", "seq"]
 
 
 @dataclass
-class StepSamples:
-    token_rates: np.ndarray  # output tokens per second, one value per 1-second bin of the steady window
-    good_rates: np.ndarray  # requests per second that were good (succeeded and met the SLOs), per bin
-    requests: pd.DataFrame  # PAIR_KEY + the per-request metrics (analysis.metrics.request_metrics)
+class LevelSamples:
+    token_blocks: dict[int, np.ndarray] = field(default_factory=dict)  # step -> output tokens/s per 1-s bin
+    good_blocks: dict[int, np.ndarray] = field(default_factory=dict)  # step -> good requests/s per 1-s bin
+    requests: pd.DataFrame = field(default_factory=pd.DataFrame)  # PAIR_KEY + per-request metrics
+    excluded: dict[int, tuple[str, list[str]]] = field(default_factory=dict)  # step -> (status, reasons)
 
-    def pooled_with(self, other: "StepSamples") -> "StepSamples":
-        """A repeated ladder measures a level more than once; its samples are pooled."""
-        return StepSamples(np.concatenate([self.token_rates, other.token_rates]),
-                           np.concatenate([self.good_rates, other.good_rates]),
-                           pd.concat([self.requests, other.requests], ignore_index=True))
+    def add(self, step: int, status: str, reasons: list[str], token_rates: np.ndarray, good_rates: np.ndarray,
+            requests: pd.DataFrame) -> None:
+        if status != "clean":
+            self.excluded[step] = (status, reasons)
+            return
+        self.token_blocks[step] = token_rates
+        self.good_blocks[step] = good_rates
+        self.requests = requests if not len(self.requests) else pd.concat([self.requests, requests],
+                                                                         ignore_index=True)
+
+    @property
+    def clean(self) -> bool:
+        return bool(self.token_blocks)
+
+    @property
+    def token_rates(self) -> np.ndarray:
+        return np.concatenate(list(self.token_blocks.values())) if self.token_blocks else np.empty(0)
 
     def values(self, column: str) -> np.ndarray:
+        if column not in self.requests:
+            return np.empty(0)
         return self.requests[column].to_numpy(dtype=float)
 
 
-def paired(variant: StepSamples, baseline: StepSamples, column: str) -> tuple[np.ndarray, np.ndarray] | None:
+def paired(variant: LevelSamples, baseline: LevelSamples, column: str) -> tuple[np.ndarray, np.ndarray] | None:
     """``column`` of the requests both variants made with the same key and both measured; None when fewer
     than two such pairs exist (runs without a pairing key, or no overlap)."""
     v, b = variant.requests, baseline.requests

@@ -1,6 +1,6 @@
 """Variant-vs-baseline speed-ups with bootstrap CIs, the crossover level, and a plain-language recommendation.
 
-Speed-up of variant V at level L = metric(V, L) / metric(baseline, L), with a bootstrap 95% CI; the crossover
+Speed-up of variant V at level L = metric(V, L) / metric(baseline, L), with a 95% CI; the crossover
 is the first level whose CI's upper bound is below 1 (README, "The experiment"). A speed-up is always oriented
 so that **> 1 means the variant is better**: ``variant / baseline`` for higher-is-better metrics (decode tok/s, output
 tok/s, goodput) and ``baseline / variant`` for lower-is-better ones (TPOT, TTFT, ITL, E2E).
@@ -34,7 +34,7 @@ def ratio_ci(variant_values, baseline_values, statistic: Callable[[np.ndarray], 
     ``SeedSequence(seed)``), ``n_boot`` times each, and the ``alpha/2``, ``1 - alpha/2`` quantiles of the
     replicated ratio are returned. Only finite values are used; with fewer than 2 in either sample the CI is
     None (and the value None when a sample is empty). A zero denominator gives inf/NaN, not an exception.
-    For an aggregate throughput, pass the per-bin rates from :func:`stats.rate_samples` with ``np.mean``.
+    Samples must be independent (per-request figures); rates over time go through ``rates.block_ratio_ci``.
     """
     variant, baseline = finite(variant_values), finite(baseline_values)
     if variant.size == 0 or baseline.size == 0:

@@ -22,7 +22,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["LARGE", "SortedSample", "bootstrap_ci", "bootstrap_distribution", "finite", "percentile_interval",
+__all__ = ["LARGE", "SortedSample", "bootstrap_distribution", "finite", "percentile_interval",
            "percentile_stat", "rate_samples", "resample_indices", "summarize", "t_quantile", "t_sf",
            "weighted_percentiles"]
 
@@ -47,7 +47,7 @@ def finite(values: Iterable[float] | np.ndarray | None) -> np.ndarray:
 def percentile_stat(q: float) -> Callable[..., float]:
     """A statistic computing the ``q``-th percentile exactly like ``np.percentile`` (linear), vectorisable.
 
-    It accepts ``axis=``, so :func:`bootstrap_ci` evaluates all resamples in one call.
+    It accepts ``axis=``, so :func:`bootstrap_distribution` evaluates all resamples in one call.
     """
     return functools.partial(np.percentile, q=q)
 
@@ -96,20 +96,6 @@ def percentile_interval(replicates: np.ndarray, alpha: float = 0.05) -> tuple[fl
         return None
     lo, hi = np.quantile(replicates, [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
-
-
-def bootstrap_ci(values, statistic: Callable[[np.ndarray], float], n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
-                 alpha: float = 0.05) -> tuple[float, float] | None:
-    """Percentile-bootstrap ``1 - alpha`` confidence interval of ``statistic(values)``.
-
-    Resamples the finite values with replacement ``n_boot`` times (numpy ``default_rng(seed)``), and returns
-    the ``alpha/2`` and ``1 - alpha/2`` quantiles of the replicated statistic as ``(lo, hi)``.
-    None when fewer than 2 finite values remain (a single value has no sampling distribution to speak of).
-    """
-    array = finite(values)
-    if array.size < 2:
-        return None
-    return percentile_interval(bootstrap_distribution(array, statistic, n_boot, seed), alpha)
 
 
 LARGE = 1_000  # beyond this many values, intervals come from order statistics, not resampling
@@ -225,9 +211,8 @@ def rate_samples(event_times, event_counts, start: float, end: float, bin_s: flo
     ``w = (end - start) / k`` (so ``w`` is ``bin_s`` up to rounding, and no partial bin is dropped or
     over-weighted); bin ``j`` is ``[start + j*w, start + (j+1)*w)``. ``event_counts`` gives each event's weight
     (e.g. tokens in a chunk); ``None`` counts each event once. The mean of the returned rates is exactly the
-    aggregate rate ``sum(counts in window) / (end - start)``, so ``bootstrap_ci(rates, np.mean)`` is a CI of
-    the step's aggregate throughput (README, "Metric definitions"). Bootstrapping bins treats them as
-    exchangeable; choose ``bin_s`` longer than a request's decode time when the output is bursty.
+    aggregate rate ``sum(counts in window) / (end - start)``; ``rates.series_mean_ci`` gives its interval with the
+    bins' time correlation accounted for (README, "Metric definitions").
     An empty array when the window is empty or not finite.
     """
     if not (math.isfinite(start) and math.isfinite(end)) or end <= start or bin_s <= 0:

@@ -12,19 +12,23 @@ import pandas as pd
 
 from ..rundir.load import RunData
 from .agreement import agreement
+from .breakdown import add_breakdowns, level_acceptance
 from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
 from .documents import Summary
 from .errors import error_samples
 from .metrics import APPROXIMATE_SOURCES, Chunks, request_metrics
-from .samples import PAIR_KEY, StepSamples, paired
+from .comparison import comparison, latency_keys
+from .rates import series_mean_ci
+from .samples import PAIR_KEY, LevelSamples
+from .schedule import sweep_schedule
 from .server_metrics import cross_check, server_figures
-from .speedup import crossover_level, paired_ratio_ci, ratio_ci, recommendation
-from .stats import bootstrap_ci, percentile_stat, rate_samples, summarize
+from .stats import rate_samples, summarize
+from .status import flag_anomalies, host_load, step_status
 from .steady import drift
 from .validity import client_validity
 from .values import json_safe, to_float
 
-__all__ = ["HEADLINE", "KNEE_THRESHOLD", "analyse", "build_summary", "latency_keys"]
+__all__ = ["KNEE_THRESHOLD", "analyse", "build_summary"]
 
 CLOSED_FIELDS = ("ttft_ms", "tpot_ms", "e2e_ms", "decode_tps", "e2e_tps", "ttft_all_ms", "tpot_all_ms",
                  "e2e_all_ms")
@@ -34,21 +38,6 @@ RATE_BIN_S = 1.0
 # In a closed loop latency past saturation grows in proportion to users (Little's law), so the knee is
 # where half of each load increase already goes into waiting; open loop uses proportional growth.
 KNEE_THRESHOLD = {"closed": 0.5, "open": 1.0}
-# What a comparison's crossover and recommendation rest on: in a closed loop the aggregate throughput; in an
-# open loop the offered rate fixes throughput below saturation, so the latency users see from their intended
-# send time (paired by arrival) decides.
-HEADLINE = {"closed": "output_tps", "open": "e2e_sched_p95"}
-HEADLINE_NAMES = {"output_tps": "aggregate output tok/s", "e2e_sched_p95": "E2E P95 from the intended send time"}
-
-
-def latency_keys(mode: str) -> dict[str, str]:
-    """The TTFT and E2E figures that are the headline (gates, goodput, knee, speed-ups) in this mode."""
-    if mode == "open":
-        return {"ttft": "ttft_sched_ms", "e2e": "e2e_sched_ms", "ttft_all": "ttft_sched_all_ms",
-                "e2e_all": "e2e_sched_all_ms"}
-    return {"ttft": "ttft_ms", "e2e": "e2e_ms", "ttft_all": "ttft_all_ms", "e2e_all": "e2e_all_ms"}
-
-
 def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict, mode: str) -> pd.Series:
     """Requests that succeeded and met every SLO that is set; failures are never good. TPOT is undefined for a
     one-token answer, so the TPOT SLO does not apply to it."""
@@ -73,8 +62,9 @@ def window_arrivals(run: RunData, frame: pd.DataFrame, start: float, end: float)
     return chunks.arrivals(rows["t_send"].to_numpy(dtype=float)), chunks.tokens
 
 
-def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tuple[dict, StepSamples]:
-    """Figures of one ladder step: requests sent in its steady window, tokens arriving in it."""
+def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tuple[dict, tuple]:
+    """Figures of one ladder step (requests sent in its steady window, tokens arriving in it), and its raw
+    samples ``(token rate bins, good-request rate bins, per-request metrics)``."""
     start, end = to_float(step.get("t_steady")), to_float(step.get("t_end"))
     window = end - start if math.isfinite(start) and math.isfinite(end) and end > start else math.nan
     mode = step["mode"]
@@ -91,13 +81,14 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     per_window = (lambda count: count / window) if math.isfinite(window) else (lambda count: None)
     summary = {
         "step": step["step"], "level": step["level"], "mode": mode, "users": step.get("users"),
+        "context": step.get("context"),
         "window_s": window if math.isfinite(window) else None,
         "requests": int(len(sent)), "errors": int(failed.sum()),
         "error_rate": float(failed.mean()) if len(sent) else None,
         "errors_by_class": {str(k): int(v) for k, v in sent.loc[failed, "error_class"].value_counts().items()},
         "output_tokens": int(ok_rows["output_tokens"].sum()),
         "output_tps": float(rates.mean()) if rates.size else None,
-        "output_tps_ci95": _ci(bootstrap_ci(rates, np.mean, n_boot=N_BOOT)),
+        "output_tps_ci95": series_mean_ci(rates),
         "request_rate": per_window(len(sent)), "goodput_rps": per_window(float(good.sum())),
         "itl_ms": summarize(itl, n_boot=N_BOOT, weights=itl_weights), "icl_ms": summarize(chunks.icl_ms()),
         "itl_approximate": float(ok_rows["token_source"].isin(APPROXIMATE_SOURCES).mean()) if len(ok_rows) else None,
@@ -122,11 +113,15 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
                                        "source": "client (tokens / token-carrying chunks)"}
     summary.update(steadiness(rates, start, ok_rows, derived.loc[ok_rows.index, "tpot_ms"]))
     summary.update(client_validity(run.client, summary, start, end))
+    extended = to_float(step.get("extended_s"))
+    summary["extended_s"] = extended if math.isfinite(extended) else 0.0
+    summary["host"] = host_load(run.host, start, end)
+    summary["status"], summary["status_reasons"] = step_status(summary, summary["host"], run.env.get("load") or {})
     keys = [c for c in PAIR_KEY if c in sent]
     requests = pd.concat([sent[keys].reset_index(drop=True), derived.reset_index(drop=True)], axis=1)
     if "seq" not in requests:
         requests["seq"] = -1
-    return summary, StepSamples(rates, good_rates, requests)
+    return summary, (rates, good_rates, requests)
 
 
 def steadiness(rates: np.ndarray, start: float, ok_rows: pd.DataFrame, tpot_ms: pd.Series) -> dict:
@@ -136,10 +131,6 @@ def steadiness(rates: np.ndarray, start: float, ok_rows: pd.DataFrame, tpot_ms: 
     tpot = drift(ok_rows["t_send"].to_numpy()[mask], tpot_ms.to_numpy()[mask]) if mask.sum() >= 3 else None
     verdicts = [d["steady"] for d in (throughput, tpot) if d is not None and d["steady"] is not None]
     return {"steady": all(verdicts) if verdicts else None, "steady_check": {"throughput": throughput, "tpot": tpot}}
-
-
-def _ci(interval) -> list | None:
-    return [float(interval[0]), float(interval[1])] if interval else None
 
 
 def attach_server_figures(entry: dict, server: dict | None) -> None:
@@ -162,14 +153,13 @@ def attach_server_figures(entry: dict, server: dict | None) -> None:
                           "gaps": server.get("gaps")}
 
 
-def variant_curves(by_level: dict[float, StepSamples], mode: str) -> dict:
-    """Saturation and knee over the levels (a repeated level's steps pooled into one point)."""
-    levels = sorted(by_level)
+def variant_curves(by_level: dict[float, LevelSamples], mode: str) -> dict:
+    """Saturation and knee over the levels measured cleanly (a level's blocks pooled into one point)."""
+    levels = sorted(level for level, samples in by_level.items() if samples.clean)
     throughput = []
     for level in levels:
         rates = by_level[level].token_rates
-        ci = bootstrap_ci(rates, np.mean, n_boot=N_BOOT)
-        throughput.append((float(rates.mean()) if rates.size else None, *(ci or (None, None))))
+        throughput.append((float(rates.mean()), *(series_mean_ci(rates) or (None, None))))
     threshold = KNEE_THRESHOLD.get(mode, 1.0)
     columns = {"tpot_ms": "tpot_ms", "ttft_ms": latency_keys(mode)["ttft"]}
     knees = {}
@@ -179,10 +169,10 @@ def variant_curves(by_level: dict[float, StepSamples], mode: str) -> dict:
     found = [k for k in knees.values() if k is not None]
     return {"saturation_level": saturation_level(levels, throughput), "knee_level": min(found) if found else None,
             "knee_by_metric": knees,
-            "rules": {"saturation": f"first level that no higher level beats by >{SATURATION_MIN_GAIN:.0%} with "
-                                    "non-overlapping 95% CIs",
-                      "knee": f"first level after which P95 TPOT or {columns['ttft_ms']} grows with log-log slope "
-                              f"> {threshold}"}}
+            "rules": {"saturation": f"first clean level that no higher clean level beats by >{SATURATION_MIN_GAIN:.0%} "
+                                    "with non-overlapping 95% CIs",
+                      "knee": f"first clean level after which P95 TPOT or {columns['ttft_ms']} grows with log-log "
+                              f"slope > {threshold}"}}
 
 
 def _percentile(values: np.ndarray, q: float) -> float | None:
@@ -190,75 +180,90 @@ def _percentile(values: np.ndarray, q: float) -> float | None:
     return float(np.percentile(values, q)) if values.size else None
 
 
-def _latency_speedup(v: StepSamples, b: StepSamples, column: str, statistic, higher_is_better: bool,
-                     seed: int) -> dict:
-    """Paired by request when the runs carry the pairing key; otherwise the two samples independently."""
-    pairs = paired(v, b, column)
-    if pairs is not None:
-        return paired_ratio_ci(*pairs, statistic, higher_is_better, N_BOOT, seed)
-    return {**ratio_ci(v.values(column), b.values(column), statistic, higher_is_better, N_BOOT, seed), "pairs": 0}
+Samples = dict[str, dict[float, LevelSamples]]  # variant -> level -> samples
 
 
-def comparison(baseline: str, variant: str, base: dict[float, StepSamples], other: dict[float, StepSamples],
-               mode: str) -> dict:
-    ttft = latency_keys(mode)["ttft"]
-    steps = []
-    for seed, level in enumerate(sorted(set(base) & set(other))):
-        b, v = base[level], other[level]
-        step = {
-            "level": level,
-            "output_tps_speedup": ratio_ci(v.token_rates, b.token_rates, np.mean, True, N_BOOT, seed),
-            "decode_tps_speedup": _latency_speedup(v, b, "decode_tps", np.mean, True, seed),
-            "tpot_p50_speedup": _latency_speedup(v, b, "tpot_ms", percentile_stat(50), False, seed),
-            "tpot_p95_speedup": _latency_speedup(v, b, "tpot_ms", percentile_stat(95), False, seed),
-            "ttft_p95_speedup": _latency_speedup(v, b, ttft, percentile_stat(95), False, seed),
-        }
-        if mode == "open":
-            step["e2e_sched_p95_speedup"] = _latency_speedup(v, b, "e2e_sched_all_ms", percentile_stat(95), False,
-                                                             seed)
-            step["goodput_speedup"] = ratio_ci(v.good_rates, b.good_rates, np.mean, True, N_BOOT, seed)
-        steps.append(step)
-    metric = HEADLINE.get(mode, "output_tps")
-    headline = [{"level": s["level"], "speedup": s[f"{metric}_speedup"]} for s in steps]
-    crossover = crossover_level(headline)
-    unit = "req/s" if mode == "open" else "concurrent streams"
-    return {"baseline": baseline, "variant": variant, "metric": metric, "metric_name": HEADLINE_NAMES[metric],
-            "steps": steps, "crossover_level": crossover,
-            "recommendation": recommendation(variant, baseline, headline, crossover, unit)}
-
-
-def analyse(run: RunData) -> tuple[dict[str, dict], dict[str, dict[float, StepSamples]], dict[str, str]]:
-    """Per variant: the step figures, the raw samples per level (repeats pooled) and the load mode."""
+def analyse(run: RunData) -> tuple[dict[str, dict], Samples, dict[str, str], dict[int, Samples]]:
+    """Per variant: the step figures (with their status), the clean samples per level and the load mode; and
+    per context length (context-axis steps) the samples by variant and level."""
     frame = run.requests
     slo = (run.env.get("scenario") or {}).get("slo") or {}
     variants: dict[str, dict] = {}
-    samples: dict[str, dict[float, StepSamples]] = {}
+    samples: Samples = {}
+    contexts: dict[int, Samples] = {}
     modes: dict[str, str] = {}
     per_variant: dict[str, pd.DataFrame] = {}
     for step in run.steps:
         name = step["variant"]
         if name not in per_variant:
             per_variant[name] = frame[frame["variant"] == name] if len(frame) else frame
-        variant_frame = per_variant[name]
         entry = variants.setdefault(name, {"steps": []})
         modes[name] = step["mode"]
-        if not len(variant_frame):
-            entry["steps"].append({"step": step["step"], "level": step["level"], "mode": step["mode"],
-                                   "requests": 0, "errors": 0})
-            continue
-        figures, step_samples = step_summary(run, variant_frame, step, slo)
+        figures, (rates, good_rates, requests) = step_summary(run, per_variant[name], step, slo)
         entry["steps"].append(figures)
-        level = float(step["level"])
-        pooled = samples.setdefault(name, {})
-        pooled[level] = pooled[level].pooled_with(step_samples) if level in pooled else step_samples
-    return variants, samples, modes
+        by_level = contexts.setdefault(int(step["context"]), {}) if step.get("context") else samples
+        level = by_level.setdefault(name, {}).setdefault(float(step["level"]), LevelSamples())
+        level.add(step["step"], figures["status"], figures["status_reasons"], rates, good_rates, requests)
+    for entry in variants.values():
+        flag_anomalies([s for s in entry["steps"] if s.get("context") is None])
+    return variants, samples, modes, contexts
+
+
+def sweep_schedules(sweeps: dict[str, dict], comparisons: list[dict], variants: dict[str, dict]) -> list[dict]:
+    """Per swept setting, the best value per level and the schedule (the sweeps measured against a baseline)."""
+    out = []
+    for name, sweep in sweeps.items():
+        measured = [v for v in sweep["variants"] if v in variants]
+        if not measured or not comparisons:
+            continue
+        acceptance = {v: {level: level_acceptance([s for s in variants[v]["steps"] if s["level"] == level
+                                                   and s.get("context") is None])
+                          for level in {s["level"] for s in variants[v]["steps"]}} for v in measured}
+        out.append(sweep_schedule({"name": name, **sweep}, comparisons, acceptance))
+    return out
+
+
+def context_comparisons(baseline: str | None, contexts: dict[int, Samples], variants: dict[str, dict],
+                        modes: dict[str, str]) -> list[dict]:
+    """Per context length: each variant's figures per level and the comparisons with the baseline."""
+    out = []
+    for context in sorted(contexts):
+        by_variant = contexts[context]
+        figures = {name: [context_figures(level, by_level[level],
+                                          [s for s in variants[name]["steps"] if s.get("context") == context
+                                           and s["level"] == level])
+                          for level in sorted(by_level)] for name, by_level in by_variant.items()}
+        comparisons = [comparison(baseline, name, by_variant[baseline], by_variant[name], modes[name])
+                       for name in by_variant if name != baseline] if baseline in by_variant else []
+        out.append({"context_tokens": context, "variants": figures, "comparisons": comparisons})
+    return out
+
+
+def context_figures(level: float, samples: LevelSamples, steps: list[dict]) -> dict:
+    """One variant at one level of a context length: latency medians and speeds over its clean requests, and
+    acceptance from the server (pooled over its clean steps) and from the client's per-request timings."""
+    clean = [s for s in steps if s["status"] == "clean"]
+    drafted = sum((s.get("acceptance_client") or {}).get("draft_tokens", 0) for s in clean)
+    accepted = sum((s.get("acceptance_client") or {}).get("accepted_tokens", 0) for s in clean)
+    return {"level": level, "clean": samples.clean, "requests": int(len(samples.requests)),
+            "ttft_p50_ms": _percentile(samples.values("ttft_ms"), 50),
+            "tpot_p50_ms": _percentile(samples.values("tpot_ms"), 50),
+            "decode_tps": _mean(samples.values("decode_tps")), "e2e_tps": _mean(samples.values("e2e_tps")),
+            "output_tps": float(samples.token_rates.mean()) if samples.clean else None,
+            "acceptance_server": level_acceptance(clean),
+            "acceptance_client": accepted / drafted if drafted else None}
+
+
+def _mean(values: np.ndarray) -> float | None:
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if values.size else None
 
 
 def build_summary(run: RunData) -> Summary:
     frame = run.requests
     slo = (run.env.get("scenario") or {}).get("slo") or {}
     baseline = run.env.get("baseline")
-    variants, samples, modes = analyse(run)
+    variants, samples, modes, contexts = analyse(run)
     server = server_figures(run.telemetry, run.telemetry_meta, run.steps)
     for name, entry in variants.items():
         entry.update(variant_curves(samples.get(name, {}), modes[name]))
@@ -267,6 +272,8 @@ def build_summary(run: RunData) -> Summary:
     if baseline in samples:
         comparisons = [comparison(baseline, name, samples[baseline], samples[name], modes[name])
                        for name in samples if name != baseline]
+        add_breakdowns(comparisons, variants, samples)
+    schedules = sweep_schedules((run.env.get("scenario") or {}).get("sweeps") or {}, comparisons, variants)
     consistency = {}
     if baseline in run.consistency:
         consistency = {name: agreement(run.consistency[baseline], outputs)
@@ -274,6 +281,8 @@ def build_summary(run: RunData) -> Summary:
     return Summary.model_validate(json_safe({
         "run_id": run.env.get("run_id"), "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "baseline": baseline, "records": int(len(frame)), "slo": slo, "variants": variants,
-        "comparisons": comparisons, "consistency": consistency, "events": run.events,
+        "comparisons": comparisons, "schedules": schedules,
+        "contexts": context_comparisons(baseline, contexts, variants, modes), "consistency": consistency,
+        "events": run.events,
         "errors": error_samples(frame),
     }))

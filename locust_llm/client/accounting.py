@@ -65,6 +65,19 @@ def _count(value, what: str) -> int | None:
     return number
 
 
+MAX_DURATION_MS = 86_400_000.0
+
+
+def _duration(value, what: str) -> float | None:
+    """A server-supplied duration in ms: a finite non-negative number up to a day, ``Malformed`` otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_DURATION_MS:
+        raise Malformed(f"{what} must be a duration in ms between 0 and {MAX_DURATION_MS:.0f}, "
+                        f"found {str(value)[:60]!r}")
+    return float(value)
+
+
 def _token_ids(chunk: dict) -> int | None:
     """Tokens in a chunk when the server lists them (vLLM return_token_ids, llama.cpp tokens)."""
     for choice in _choices(chunk):
@@ -170,6 +183,9 @@ def _details(record: RequestRecord, events: list[Event]) -> None:
         if prompt is not None:
             record.prompt_tokens = prompt
         timings = event.data.get("timings")
+        if isinstance(timings, dict) and "predicted_ms" in timings:
+            record.server_prefill_ms = _duration(timings.get("prompt_ms", 0.0), "timings.prompt_ms")
+            record.server_decode_ms = _duration(timings["predicted_ms"], "timings.predicted_ms")
         if isinstance(timings, dict) and "draft_n" in timings:
             record.draft_n = _count(timings["draft_n"], "timings.draft_n")
             record.draft_accepted = _count(timings.get("draft_n_accepted", 0), "timings.draft_n_accepted")

@@ -8,27 +8,31 @@ from ..fmt import lvl, ms
 __all__ = ["comparison_table", "verdict_table"]
 
 
-def _flag(value) -> str:
-    return {True: "yes", False: "NO", None: "?"}[value]
-
-
 def verdict_table(summary: Summary, verdict: Verdict) -> str:
     """The compact table a headless run prints at its end."""
     lines = [f"locust-llm verdict for run {summary.run_id}: exit code {verdict.exit_code}",
-             f"{'variant':<16} {'level':>6} {'req':>6} {'err%':>6} {'TTFT p50':>9} {'TPOT p50':>9} "
-             f"{'out tok/s':>10} {'steady':>7} {'client':>7}"]
+             f"{'variant':<16} {'level':>6} {'step':>4} {'req':>6} {'err%':>6} {'TTFT p50':>9} {'TPOT p50':>9} "
+             f"{'out tok/s':>10}  status"]
     for variant, entry in summary.variants.items():
         for s in entry.steps:
             err = f"{100 * s.error_rate:.1f}" if s.error_rate is not None else "-"
             tps = f"{s.output_tps:.1f}" if s.output_tps else "-"
-            lines.append(f"{variant:<16} {lvl(s.level):>6} {s.requests:>6} {err:>6} "
+            level = lvl(s.level) + (f"@{s.context}" if s.context else "")  # "1@3072": level 1, 3072-token prompts
+            lines.append(f"{variant:<16} {level:>6} {s.step:>4} {s.requests:>6} {err:>6} "
                          f"{ms(s.ttft_ms.p50 if s.ttft_ms else None):>9} "
-                         f"{ms(s.tpot_ms.p50 if s.tpot_ms else None):>9} {tps:>10} "
-                         f"{_flag(s.steady):>7} {_flag(s.client_valid):>7}")
+                         f"{ms(s.tpot_ms.p50 if s.tpot_ms else None):>9} {tps:>10}  {s.status}"
+                         + (" (anomaly)" if s.anomaly else ""))
     for comparison in summary.comparisons:
         crossover = lvl(comparison.crossover_level) if comparison.crossover_level is not None else "none"
-        lines.append(f"{comparison.variant} vs {comparison.baseline}: crossover {crossover}; "
+        levels = ", ".join(f"{lvl(s.level)} {s.status}" for s in comparison.steps)
+        lines.append(f"{comparison.variant} vs {comparison.baseline} (levels: {levels}): crossover {crossover}; "
                      f"{comparison.recommendation}")
+    for sweep in summary.schedules:
+        lines.append(f"sweep {sweep.name} ({sweep.setting}): {sweep.text or 'no level judged'}")
+    for context in summary.contexts:
+        speeds = ", ".join(f"{lvl(s.level)} {s.output_tps_speedup.value:.2f}x" if s.output_tps_speedup.value
+                           else f"{lvl(s.level)} {s.status}" for c in context.comparisons for s in c.steps)
+        lines.append(f"{context.context_tokens}-token prompts: {speeds or 'no comparison'}")
     for code, why in verdict.reasons.items():
         lines += [f"[exit {code}] {reason}" for reason in why]
     return "\n".join(lines)

@@ -142,11 +142,16 @@ def summary_markdown(view: RunView) -> str:
         lines.append(f"- **{md(item['variant'])}** vs {md(item['baseline'])}: {item['speedup'] or 'n/m'} aggregate "
                      f"output tok/s at {md(item['level'])} {md(item['unit'])}{ci}; {md(item['crossover'])}"
                      f"{consistency}")
+        levels = [f"{md(lv['level'])} {lv['status']}" + (f" {lv['speedup']}" if lv["speedup"] else "")
+                  for lv in item["levels"]]
+        lines.append("  - Levels: " + ", ".join(levels))
         lines.append(f"  - Recommendation: {md(item['recommendation'])}")
     if head["note"]:
         lines.append(f"- {md(head['note'])}")
     for warning in head["warnings"]:
         lines.append(f"- Warning: {md(warning)}")
+    for sweep in view.summary.schedules:
+        lines.append(f"- Sweep {md(sweep.name)} ({md(sweep.setting)}): schedule {md(sweep.text or 'no level judged')}")
     verdict = view.inp.verdict
     if verdict is not None:
         lines.append(f"- Exit code {verdict.exit_code}" + ("" if verdict.exit_code else " (every gate holds)"))
@@ -157,8 +162,8 @@ def summary_markdown(view: RunView) -> str:
         entry = view.variants.get(name)
         speed = comparisons.get(name)
         lines += [f"### {md(name)}" + (" (baseline)" if name == view.baseline else ""), ""]
-        header = [unit, "req", "err", f"{ttft_name} P50/P95 ms", "TPOT P50/P95 ms", "out tok/s (95% CI)",
-                  "goodput req/s", "accept. (server)"]
+        header = [unit, "status", "req", "err", f"{ttft_name} P50/P95 ms", "TPOT P50/P95 ms",
+                  "out tok/s (95% CI)", "goodput req/s", "accept. (server)"]
         if speed is not None:
             header.append("speed-up (95% CI)")
         header.append("notes")
@@ -172,12 +177,9 @@ def summary_markdown(view: RunView) -> str:
                 notes.append("saturation")
             if entry is not None and s.level == entry.knee_level:
                 notes.append("knee")
-            if s.steady is False:
-                notes.append("unsteady")
-            if s.client_valid is False:
-                notes.append("client-invalid")
+            notes += [md(reason) for reason in s.status_reasons] + ([md(s.anomaly)] if s.anomaly else [])
             ci = ci_text(s.output_tps_ci95, text)
-            cells = [lvl(s.level), str(s.requests),
+            cells = [lvl(s.level), s.status, str(s.requests),
                      f"{s.errors} ({pct(s.error_rate) or 'n/m'})" if s.errors else "0",
                      f"{text(ttft.p50 if ttft else None)} / {text(ttft.p95 if ttft else None)}",
                      f"{text(tpot.p50 if tpot else None)} / {text(tpot.p95 if tpot else None)}",

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import jinja2
 
-from . import sections, tables
+from . import experiments, sections, tables
 from .figures import ladder_charts, timeline_charts
 from .texts import DEFINITIONS, RULES
 from .view import RunView
@@ -59,6 +59,10 @@ def build_context(view: RunView) -> dict:
         "variants": guard("variants", lambda: tables.variant_tables(view)),
         "speedups": guard("speed-ups", lambda: tables.speedups(view)),
         "charts": guard("charts", lambda: ladder_charts(view, guard)) or {},
+        "sweeps": guard("sweeps", lambda: experiments.sweeps(view)),
+        "breakdowns": guard("time breakdown", lambda: experiments.breakdowns(view)),
+        "contexts": guard("context length", lambda: experiments.contexts(view)),
+        "context_charts": guard("context charts", lambda: experiments.context_charts(view)) or {},
         "consistency": guard("consistency", lambda: sections.consistency(view)),
         "validity": guard("client validity", lambda: sections.validity(view)),
         "events": guard("run events", lambda: sections.run_events(view)),

@@ -32,16 +32,28 @@ def meta(view: RunView) -> dict:
 
 
 def flagged_steps(view: RunView) -> dict:
-    invalid, unsteady, failed = [], [], []
+    """Steps by what is wrong with them: each status other than clean (with its reason), anomalies, failures."""
+    flags: dict[str, list[str]] = {"contended": [], "client-invalid": [], "insufficient": [], "unsteady": [],
+                                   "anomaly": [], "failed": []}
     for name in view.names:
         for s in view.steps_of(name):
-            if s.client_valid is False:
-                invalid.append(view.where(name, s))
-            if s.steady is False:
-                unsteady.append(view.where(name, s))
+            if s.status in flags:
+                flags[s.status].append(f"{view.where(name, s)} ({s.status_reasons[0].split(': ', 1)[-1]})"
+                                       if s.status_reasons else view.where(name, s))
+            if s.anomaly:
+                flags["anomaly"].append(f"{view.where(name, s)}: {s.anomaly}")
             if not s.requests or (s.errors and s.errors == s.requests):
-                failed.append(view.where(name, s))
-    return {"invalid": invalid, "unsteady": unsteady, "failed": failed}
+                flags["failed"].append(view.where(name, s))
+    return flags
+
+
+FLAG_TEXT = {"contended": "step(s) measured while the host was busy with other work (contended; left out of "
+                          "every verdict)",
+             "client-invalid": "step(s) where the load generator may have been the bottleneck (client-invalid; left "
+                               "out of every verdict)",
+             "insufficient": "step(s) with too few completed requests (insufficient; left out of every verdict)",
+             "unsteady": "step(s) not steady within the window (left out of every verdict)",
+             "anomaly": "anomalous step(s)"}
 
 
 def headline(view: RunView) -> dict:
@@ -49,16 +61,19 @@ def headline(view: RunView) -> dict:
     items = []
     for comp in view.comparisons:
         steps = sorted(comp.steps, key=lambda s: s.level)
-        low = steps[0] if steps else None
+        judged = [s for s in steps if s.status in ("clean", "inconclusive")]
+        low = judged[0] if judged else None
         speed = getattr(low, f"{comp.metric}_speedup", None) if low else None
-        state = speedup_state(speed.model_dump()) if speed else "unclear"
+        state = speedup_state(speed.model_dump()) if speed and low.status == "clean" else "unclear"
         crossover = comp.crossover_level
         if ok(crossover):
             crossover_text = (f"crossover at {lvl(crossover)} {unit_of(view.mode, crossover != 1)}: from there "
                               f"{comp.variant} is slower than {comp.baseline} (speed-up CI entirely below 1)")
+        elif judged:
+            crossover_text = (f"no crossover up to {lvl(judged[-1].level)} {unit_of(view.mode)}: at no level "
+                              f"measured cleanly is {comp.variant} clearly slower")
         elif steps:
-            crossover_text = (f"no crossover up to {lvl(steps[-1].level)} {unit_of(view.mode)}: at no tested level "
-                              f"is {comp.variant} clearly slower")
+            crossover_text = "no crossover: no level was measured cleanly on both sides"
         else:
             crossover_text = "no crossover: no level was measured for both variants"
         agreement = view.summary.consistency.get(comp.variant)
@@ -74,15 +89,13 @@ def headline(view: RunView) -> dict:
             "compared": agreement.compared if agreement else None,
             "defect": bool(agreement and agreement.defect), "color": view.color(comp.variant),
             "anchor": view.ids.get(comp.variant),
+            "levels": [{"level": lvl(s.level), "status": s.status,
+                        "speedup": times(getattr(s, f"{comp.metric}_speedup").value)
+                        if s.status in ("clean", "inconclusive") else None} for s in steps],
         })
     flags = flagged_steps(view)
-    warnings = []
-    if flags["invalid"]:
-        warnings.append(f"{len(flags['invalid'])} step(s) where the load generator may have been the bottleneck "
-                        f"(client-invalid): {', '.join(flags['invalid'])}")
-    if flags["unsteady"]:
-        warnings.append(f"{len(flags['unsteady'])} step(s) not steady within the window: "
-                        f"{', '.join(flags['unsteady'])}")
+    warnings = [f"{len(flags[kind])} {text}: {'; '.join(flags[kind])}" for kind, text in FLAG_TEXT.items()
+                if flags[kind]]
     if flags["failed"]:
         warnings.append(f"{len(flags['failed'])} step(s) with no successful request: {', '.join(flags['failed'])}")
     events = view.summary.events
@@ -223,9 +236,17 @@ def consistency(view: RunView) -> dict:
 
 
 def validity(view: RunView) -> dict:
-    rows, steadiness = [], []
+    rows, steadiness, status = [], [], []
     for name in view.names:
         for s in view.steps_of(name):
+            host = s.host
+            status.append({
+                "variant": name, "level": lvl(s.level), "step": s.step, "status": s.status,
+                "completed": s.requests - s.errors, "window": num(s.window_s),
+                "foreign": num(host.foreign_cores) if host else None, "steal": num(host.steal_cores) if host else None,
+                "gpu": host.foreign_gpu_processes if host else None,
+                "top": ", ".join(f"{p.name} ({p.pid}) {num(p.cores)}" for p in host.top_foreign) if host else None,
+                "reasons": "; ".join(s.status_reasons + ([s.anomaly] if s.anomaly else []))})
             cv = s.client_validity
             rows.append({"variant": name, "level": lvl(s.level), "valid": s.client_valid,
                          "cpu": num(cv.cpu_percent_max), "loop_lag": num(cv.loop_lag_ms_p95),
@@ -240,7 +261,7 @@ def validity(view: RunView) -> dict:
                 "tpot_slope": pct(tpot.relative_slope_per_min) if tpot else None,
                 "tpot_ok": tpot.steady if tpot else None,
             })
-    return {"rows": rows, "steadiness": steadiness, "open_loop": view.mode == "open",
+    return {"rows": rows, "steadiness": steadiness, "status": status, "open_loop": view.mode == "open",
             "conditions": view.conditions_line()}
 
 

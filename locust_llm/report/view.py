@@ -110,7 +110,8 @@ class RunView:
 
     def steps_of(self, name: str) -> list[StepFigures]:
         entry = self.variants.get(name)
-        return sorted(entry.steps, key=lambda s: s.level) if entry is not None else []
+        return sorted((s for s in entry.steps if s.context is None), key=lambda s: (s.level, s.step)) \
+            if entry is not None else []
 
     def server_of(self, name: str) -> dict:
         return self.servers.get(name) or {}

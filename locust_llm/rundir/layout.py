@@ -22,6 +22,7 @@ __all__ = ["RunDir", "atomic_write", "is_run_dir", "read_json", "server_log", "w
 REQUESTS = "requests.parquet"
 REQUEST_PARTS = "requests.parts"
 CLIENT = "client.parquet"
+HOST = "host.parquet"
 TELEMETRY = "telemetry.parquet"
 TELEMETRY_PARTS = "telemetry.parts"
 TELEMETRY_META = "telemetry.json"
@@ -34,6 +35,7 @@ RUN_COMPARISON = "compare.json"
 REPORT = "report.html"
 STEPS_CSV = "steps.csv"
 SUMMARY_MD = "summary.md"
+SCHEDULE = "schedule.json"
 PROMETHEUS_LOG = "prometheus.log"
 
 

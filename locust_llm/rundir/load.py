@@ -36,6 +36,7 @@ class RunData:
     events: list[dict] = field(default_factory=list)
     env: dict = field(default_factory=dict)
     client: pd.DataFrame = field(default_factory=pd.DataFrame)
+    host: pd.DataFrame = field(default_factory=pd.DataFrame)  # HOST_SCHEMA rows; empty when not recorded
     consistency: dict = field(default_factory=dict)
     telemetry: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TELEMETRY_COLUMNS))
     telemetry_meta: dict = field(default_factory=dict)
@@ -112,10 +113,12 @@ def load_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
     steps_doc = layout.read_json(run_dir / layout.STEPS)
     client = run_dir / layout.CLIENT
+    host = run_dir / layout.HOST
     requests, lists = split_requests(run_dir)
     return RunData(requests=requests, lists=lists, steps=list(steps_doc.get("steps", [])),
                    events=list(steps_doc.get("events", [])), env=layout.read_json(run_dir / layout.ENV),
                    client=pd.read_parquet(client) if client.exists() else pd.DataFrame(),
+                   host=pd.read_parquet(host) if host.exists() else pd.DataFrame(),
                    consistency=layout.read_json(run_dir / layout.CONSISTENCY),
                    telemetry=load_telemetry(run_dir), telemetry_meta=layout.read_json(run_dir / layout.TELEMETRY_META),
                    run_dir=run_dir)

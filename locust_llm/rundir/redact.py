@@ -18,7 +18,8 @@ _SECRET_NAME = re.compile(r"(^|[-_.])(api[-_]?key|key|token|secret|password|pass
                           r"credentials?)$", re.IGNORECASE)
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
-_FLAG_VALUE = re.compile(r"(?P<flag>--?[A-Za-z0-9_.-]+)(?P<sep>[= ])(?P<value>\S+)")
+# A flag starts a word: "--api-key x" is one, "256-token prompts" is not.
+_FLAG_VALUE = re.compile(r"(?<![\w.-])(?P<flag>--?[A-Za-z0-9_.-]+)(?P<sep>[= ])(?P<value>\S+)")
 
 
 def secret_name(name: str) -> bool:

@@ -1,5 +1,6 @@
-"""The experiment on the master: variants in sequence, each over the ladder, with servers started and stopped.
+"""The experiment on the master: variants over the ladder, with servers started and stopped.
 
+Variants run one after the other, or interleaved per level in ABBA blocks (``load.order``).
 ``Experiment.program()`` is a generator the load shape advances once per tick; each value is
 Locust's ``(users, spawn_rate, user_classes)``. Blocking work (starting a server) happens inside
 it, on the shape's greenlet, while Locust keeps serving heartbeats. When the run stops,
@@ -10,17 +11,20 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 from locust.runners import MasterRunner
 
+from ..analysis.rates import block_ratio_ci
 from ..analysis.steady import drift
 from ..pipeline import Outcome, finish_run
 from ..records import Phase, now
-from ..rundir import RunDir
+from ..rundir import RunDir, layout
 from ..rundir.facts import host_info, package_versions
+from .hostmon import HostMonitor
 from .plan import Plan
 from .recorder import Recorder
 from .session import ServerError, ServerSession
@@ -31,6 +35,19 @@ log = logging.getLogger(__name__)
 __all__ = ["Experiment"]
 
 DRAIN_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class Block:
+    """One step of one variant: its number, load level, context length (0: the ladder's workload), which
+    repeat, and where it sits (group 0 is the ladder, group i the i-th context length; index in its levels)."""
+
+    step: int
+    level: float
+    context: int
+    repeat: int
+    group: int
+    index: int
 # After SIGTERM or Ctrl-C, streams in flight get this long to finish before they are cancelled (and recorded
 # as such): job runners send SIGKILL a few seconds after SIGTERM.
 INTERRUPT_GRACE_S = 5.0
@@ -41,7 +58,6 @@ class Experiment:
                  session: Callable[[Plan, RunDir], ServerSession] = ServerSession):
         self.environment = environment
         self.plan = plan
-        self.user_classes = user_classes
         self.run = RunDir(plan.report_dir, plan.run_id)
         self.recorder = Recorder(self.run.path)
         self.state = StepState(run_id=plan.run_id, mode=plan.load.mode, seed=plan.load.seed)
@@ -61,6 +77,11 @@ class Experiment:
         self.run.write_env()
         self.run.write_steps()
         self.session = session(plan, self.run)
+        self.classes = [user_classes[plan.load.mode]]
+        # What else the machine does while we measure; our own processes (servers, workers) are left out.
+        self.host = HostMonitor(self.recorder.worker_pids)
+        self.host.start()
+        self.too_long: set[int] = set()  # context lengths a server cannot hold: never measured
 
     def interrupt(self, signal_name: str) -> None:
         """SIGTERM or Ctrl-C: stop sending, let streams finish briefly, then write everything as usual."""
@@ -73,60 +94,178 @@ class Experiment:
 
     # -- load shape program ---------------------------------------------------------------
     def program(self) -> Iterator[tuple]:
+        if self.plan.load.interleaved and len(self.plan.variants) > 1:
+            yield from self.interleaved()
+        else:
+            yield from self.sequential()
+        self.session.stop_all()
+        self.broadcast(self.state.variant, self.state.step, self.state.level, Phase.IDLE)
+
+    def blocks(self) -> list[Block]:
+        """Every block of the run, in step order: the ladder ``repeats`` times, then per context length its
+        levels ``repeats`` times. Step numbers are the same in every variant, so block r of one variant pairs
+        with block r of another."""
         load = self.plan.load
+        groups = [(0, list(load.ladder))] + [(n, list(load.context_levels or load.ladder))
+                                             for n in load.context_tokens if n not in self.too_long]
+        out, base = [], 0
+        for group, (context, levels) in enumerate(groups):
+            for repeat in range(load.repeats):
+                for index, level in enumerate(levels):
+                    out.append(Block(base + repeat * len(levels) + index, level, context, repeat, group, index))
+            base += load.repeats * len(levels)
+        return out
+
+    def sequential(self) -> Iterator[tuple]:
+        """Each variant over every block (the ladder, repeats, context lengths), then the next variant."""
         for variant in self.plan.variants:
             if self.interrupted:
                 break
-            try:
-                self.session.start(variant)
-            except ServerError as exc:
-                log.error("variant %s: %s", variant, exc)
-                self.run.note("server_start_failed", variant=variant, error=str(exc))
+            if not self.bring_up(variant):
                 continue
-            self.broadcast(variant, -1, math.nan, Phase.STARTING)
-            workload = self.session.check_consistency(variant)
-            if workload is not None and "workload" not in self.run.env:
-                self.run.env["workload"] = workload.describe()
-                self.run.write_env()
-            classes = [self.user_classes[load.mode]]
-            for step, level in enumerate(self.levels()):
-                users = self.users_for(level)
-                tick = (users, max(users, self.environment.runner.user_count, 1), classes)
-                yield from self.settle(tick)
-                row = {"variant": variant, "step": step, "level": level, "mode": load.mode, "users": users,
-                       "t_start": now(), "t_steady": math.nan, "t_end": math.nan}
-                self.run.steps.append(row)
-                self.run.write_steps()  # a run killed now can still be analysed up to here
-                self.broadcast(variant, step, level, Phase.WARMUP, t_start=row["t_start"])
-                self.announce(variant, step, level)
-                yield from self.hold(row["t_start"] + load.warmup_s, tick)
-                if self.interrupted:
-                    row["t_end"] = now()  # no steady window: the step is shown as not measured
-                    self.run.write_steps()
-                    break
-                row["t_steady"] = now()
-                self.run.write_steps()
-                self.broadcast(variant, step, level, Phase.STEADY, t_start=row["t_start"])
-                yield from self.hold(row["t_steady"] + load.step_duration_s, tick)
-                row["extended_s"] = 0.0
-                while (row["extended_s"] < load.max_extend_s and not self.interrupted
-                       and not self.looks_steady(variant, level, row)):
-                    extra = min(load.step_duration_s / 2, load.max_extend_s - row["extended_s"])
-                    log.info("variant %s level %g: throughput still drifting; extending the step by %gs",
-                             variant, level, extra)
-                    row["extended_s"] += extra
-                    yield from self.hold(now() + extra, tick)
-                row["t_end"] = now()
-                self.run.write_steps()
+            for block in self.blocks():
+                yield from self.measure(variant, block)
                 if not self.session.alive() or self.interrupted:
                     break
             self.broadcast(variant, self.state.step, self.state.level, Phase.DRAIN)
-            yield from self.drain(classes)
+            yield from self.drain()
             self.session.stop()
-        self.broadcast(self.state.variant, self.state.step, self.state.level, Phase.IDLE)
 
-    def levels(self) -> list[float]:
-        return list(self.plan.load.ladder) * self.plan.load.repeats
+    def interleaved(self) -> Iterator[tuple]:
+        """Per level, blocks of every variant in ABBA order (reversed every other repeat), so that drift and
+        passing neighbours hit both sides alike. Servers stay up together, or (``server.interleave: restart``)
+        the block's server is started for it. A sweep stops climbing the levels (of the ladder, or of a context
+        length) once every swept setting is clearly slower than the baseline."""
+        together = bool(self.plan.external_url) or self.plan.scenario.server.servers_together
+        variants = [v for v in self.plan.variants if not together or self.bring_up(v)]
+        checked: set[str] = set()  # restart mode: variants whose consistency prompts were asked already
+        dropped: dict[int, set[str]] = {}  # per group: swept variants left out of the higher levels
+        order = sorted(self.blocks(), key=lambda b: (b.group, b.index, b.repeat))
+        for block in order:
+            active = [v for v in variants if v not in dropped.get(block.group, set())]
+            if (len(active) < 2 and len(variants) >= 2) or block.context in self.too_long:
+                continue  # nothing left to compare with the baseline at this level, or a context too long
+            for variant in active if block.repeat % 2 == 0 else active[::-1]:
+                if self.interrupted:
+                    return
+                if together:
+                    if variant not in self.session.servers:
+                        continue  # it died in an earlier block
+                    self.session.activate(variant)
+                else:
+                    self.session.stop()
+                    if not self.bring_up(variant, check=variant not in checked):
+                        continue
+                    checked.add(variant)
+                yield from self.measure(variant, block)
+                # No stream of this block may still run on its server while the next block's server is measured.
+                self.broadcast(variant, block.step, block.level, Phase.DRAIN, context=block.context)
+                yield from self.drain()
+                if not self.session.alive():
+                    self.session.stop(variant)
+            if block.repeat == self.plan.load.repeats - 1:
+                lost = self.sweeps_lost(block)
+                if lost:
+                    dropped.setdefault(block.group, set()).update(lost)
+
+    def sweeps_lost(self, block: Block) -> set[str]:
+        """The variants of every sweep whose settings were all clearly slower than the baseline at this level
+        (live per-second throughput of the level's blocks, the analysis's interval): measuring them at higher
+        levels would only cost time."""
+        baseline = self.plan.scenario.baseline_variant
+        steps = {b.step for b in self.blocks() if (b.group, b.index) == (block.group, block.index)}
+
+        def rates(variant: str) -> dict[int, np.ndarray]:
+            return {row["step"]: self.recorder.live.token_rates(variant, row["level"], row["t_steady"], row["t_end"])
+                    for row in self.run.steps if row["variant"] == variant and row["step"] in steps
+                    and math.isfinite(row["t_steady"])}
+
+        lost = set()
+        for name, sweep in self.plan.scenario.sweeps.items():
+            swept = [v for v in sweep.variants if v in self.plan.variants]
+            ratios = [block_ratio_ci(rates(v), rates(baseline)) for v in swept]
+            if swept and all(r["ci95"] is not None and r["ci95"][1] < 1 for r in ratios):
+                log.warning("sweep %s: every setting clearly slower than %s at level %g; not measuring it at "
+                            "higher levels", name, baseline, block.level)
+                self.run.note("sweep_stopped", sweep=name, level=block.level, context=block.context or None,
+                              speedups=[r["value"] for r in ratios])
+                lost.update(swept)
+        return lost
+
+    def bring_up(self, variant: str, check: bool = True) -> bool:
+        """Start the variant's server and ask it the consistency prompts; False when it would not start."""
+        try:
+            self.session.start(variant)
+        except ServerError as exc:
+            log.error("variant %s: %s", variant, exc)
+            self.run.note("server_start_failed", variant=variant, error=str(exc))
+            return False
+        self.broadcast(variant, -1, math.nan, Phase.STARTING)
+        self.check_context(variant)
+        workload = self.session.check_consistency(variant) if check else None
+        if workload is not None and "workload" not in self.run.env:
+            self.run.env["workload"] = workload.describe()
+            self.run.write_env()
+        return True
+
+    def check_context(self, variant: str) -> None:
+        """Context lengths whose prompt and output do not fit the server's context are left out, and said so."""
+        size = (self.run.env["servers"].get(variant) or {}).get("context_size")
+        max_tokens = self.plan.load.max_tokens
+        for n in self.plan.load.context_tokens:
+            if size and n + max_tokens > size and n not in self.too_long:
+                self.too_long.add(n)
+                log.error("context length %d + %d output tokens does not fit the %s server's %d-token context; "
+                          "not measured (raise the server's context, e.g. llama.cpp -c / -np)", n, max_tokens,
+                          variant, size)
+                self.run.note("context_too_long", variant=variant, context=n, max_tokens=max_tokens,
+                              server_context=size)
+
+    def measure(self, variant: str, block: Block) -> Iterator[tuple]:
+        """One ladder step: warm-up, steady window, extensions while it drifts or has seen too few requests."""
+        load = self.plan.load
+        step, level, context = block.step, block.level, block.context
+        users = self.users_for(level)
+        tick = (users, max(users, self.environment.runner.user_count, 1), self.classes)
+        yield from self.settle(tick)
+        row = {"variant": variant, "step": step, "level": level, "mode": load.mode, "users": users,
+               "context": context or None, "t_start": now(), "t_steady": math.nan, "t_end": math.nan}
+        self.run.steps.append(row)
+        self.run.write_steps()  # a run killed now can still be analysed up to here
+        self.broadcast(variant, step, level, Phase.WARMUP, t_start=row["t_start"], context=context)
+        self.announce(variant, level, context)
+        yield from self.hold(row["t_start"] + load.warmup_s, tick)
+        if self.interrupted:
+            row["t_end"] = now()  # no steady window: the step is shown as not measured
+            self.run.write_steps()
+            return
+        row["t_steady"] = now()
+        self.run.write_steps()
+        self.broadcast(variant, step, level, Phase.STEADY, t_start=row["t_start"], context=context)
+        yield from self.hold(row["t_steady"] + load.step_duration_s, tick)
+        row["extended_s"] = 0.0
+        while row["extended_s"] < load.max_extend_s and not self.interrupted and self.session.alive():
+            why = self.short_of(variant, step, users) or ("" if self.looks_steady(variant, level, row) else
+                                                           "throughput still drifting")
+            if not why:
+                break
+            extra = min(load.step_duration_s / 2, load.max_extend_s - row["extended_s"])
+            log.info("variant %s level %g: %s; extending the step by %gs", variant, level, why, extra)
+            row["extended_s"] += extra
+            yield from self.hold(now() + extra, tick)
+        row["t_end"] = now()
+        self.run.write_steps()
+
+    def short_of(self, variant: str, step: int, users: int) -> str:
+        """Why the steady window has too few completed requests (or tokens) so far; empty when it has enough.
+        In a closed loop the streams in flight were sent in the window and will count too."""
+        load = self.plan.load
+        done, tokens = self.recorder.progress(variant, step)
+        in_flight = users if load.mode == "closed" else 0
+        if done + in_flight >= load.min_requests and tokens >= load.min_output_tokens:
+            return ""
+        return (f"{done} requests ({tokens} output tokens) completed so far, {load.min_requests} "
+                f"({load.min_output_tokens}) needed")
 
     def looks_steady(self, variant: str, level: float, row: dict) -> bool:
         """Drift of completed tokens per second since the steady window began, from the live figures."""
@@ -135,17 +274,17 @@ class Experiment:
             return True
         return drift(row["t_steady"] + np.arange(rates.size) + 0.5, rates)["steady"] is not False
 
-    def announce(self, variant: str, step: int, level: float) -> None:
+    def announce(self, variant: str, level: float, context: int) -> None:
         """Headless progress: where the run is and roughly how long it has left (server starts not counted)."""
         load = self.plan.load
         per_step = load.warmup_s + load.step_duration_s
-        count = len(self.levels())
-        position = self.plan.variants.index(variant)
-        steps_left = (count - step) + count * (len(self.plan.variants) - position - 1)
+        total = len(self.blocks()) * len(self.plan.variants)
+        steps_left = total - len(self.run.steps) + 1
         unit = "req/s" if load.mode == "open" else "users"
-        log.info("variant %s (%d/%d), level %g %s (step %d/%d): warm-up %gs + steady %gs; about %ds left",
-                 variant, position + 1, len(self.plan.variants), level, unit, step + 1, count, load.warmup_s,
-                 load.step_duration_s, steps_left * per_step)
+        where = f", {context}-token prompts" if context else ""
+        log.info("variant %s, level %g %s%s (step %d/%d of the run): warm-up %gs + steady %gs; about %ds left",
+                 variant, level, unit, where, len(self.run.steps), total, load.warmup_s, load.step_duration_s,
+                 steps_left * per_step)
 
     def hold(self, until: float, tick: tuple) -> Iterator[tuple]:
         while now() < until:
@@ -167,13 +306,13 @@ class Experiment:
             self.send_state()
             yield tick
 
-    def drain(self, classes: list[type]) -> Iterator[tuple]:
+    def drain(self) -> Iterator[tuple]:
         """Zero users; wait until every stream in flight has ended and its record has arrived."""
         grace = INTERRUPT_GRACE_S if self.interrupted else DRAIN_GRACE_S
         deadline = now() + (self.environment.stop_timeout or 0) + grace
         while now() < deadline:
             self.send_state()
-            yield (0, 100, classes)
+            yield (0, 100, self.classes)
             if self.environment.runner.user_count == 0 and self.recorder.drained():
                 return
         log.warning("drain timed out; records missing per worker: %s", self.recorder.missing())
@@ -190,12 +329,13 @@ class Experiment:
         return runner.worker_count if isinstance(runner, MasterRunner) else 1
 
     # -- step state -----------------------------------------------------------------------
-    def broadcast(self, variant: str, step: int, level: float, phase: str, t_start: float = math.nan) -> None:
+    def broadcast(self, variant: str, step: int, level: float, phase: str, t_start: float = math.nan,
+                  context: int = 0) -> None:
         server = self.session.server
         self.state = StepState(run_id=self.plan.run_id, variant=variant, step=step, level=level, phase=phase,
                                mode=self.plan.load.mode, base_url=server.base_url if server else "",
                                model=server.model if server else "", workers=max(self.worker_count(), 1),
-                               seed=self.plan.load.seed, t_start=t_start)
+                               seed=self.plan.load.seed, t_start=t_start, context=context)
         self.send_state()
 
     def send_state(self) -> None:
@@ -209,7 +349,7 @@ class Experiment:
         if self.closed:
             return self.run.path
         self.closed = final
-        self.session.stop()
+        self.session.stop_all()
         for row in self.run.steps:
             if math.isnan(row["t_end"]):
                 row["t_end"] = now()
@@ -217,11 +357,13 @@ class Experiment:
         if missing:
             self.run.note("records_missing", missing=missing)
         self.run.write_steps()
+        self.host.stop()
         if final:
             self.recorder.close()
             self.session.close()
         else:
             self.recorder.finalize()
+        layout.write_parquet(self.run.file(layout.HOST), self.host.table())
         parts = self.recorder.parts
         if parts.rows_lost and not any(e["kind"] == "records_lost" for e in self.run.events):
             log.error("%d records could not be written: %s", parts.rows_lost, "; ".join(parts.loss_reasons))

@@ -75,8 +75,14 @@ def load_plan(options, host: str | None = None) -> Plan:
             raise ScenarioError(f"--ladder must be a comma list of numbers, found {options.ladder!r}") from None
     if options.api:
         overrides["api"] = options.api
+    if options.order:
+        if options.order not in ("sequential", "interleaved"):
+            raise ScenarioError(f"--order must be 'sequential' or 'interleaved', found {options.order!r}")
+        overrides["order"] = options.order
+    if options.min_requests >= 0:
+        overrides["min_requests"] = options.min_requests
     for option, key in (("step_duration", "step_duration_s"), ("prompt_tokens", "prompt_tokens"),
-                        ("max_tokens", "max_tokens")):
+                        ("max_tokens", "max_tokens"), ("repeats", "repeats")):
         if getattr(options, option):
             overrides[key] = getattr(options, option)
     if options.warmup >= 0:

@@ -62,6 +62,11 @@ def add_arguments(parser) -> None:
     arg("--ladder", type=str, default="", help="comma list: users (closed) or req/s (open); empty: the scenario's")
     arg("--step-duration", type=float, default=0.0, help="steady window per step, seconds (0: the scenario's)")
     arg("--warmup", type=float, default=-1.0, help="warm-up per step, seconds, excluded (negative: the scenario's)")
+    arg("--repeats", type=int, default=0, help="measure each level this many times per variant (0: the scenario's)")
+    arg("--order", type=str, default="",
+        help="sequential or interleaved (ABBA blocks per level; default when repeats >= 2); empty: the scenario's")
+    arg("--min-requests", type=int, default=-1,
+        help="completed requests a steady window needs, else the step is insufficient (negative: the scenario's)")
     arg("--prompt-tokens", type=int, default=0, help="prompt length in tokens (0: the scenario's)")
     arg("--max-tokens", type=int, default=0, help="output length in tokens (0: the scenario's)")
     arg("--api", type=str, default="", help="completions or chat (empty: the scenario's)")

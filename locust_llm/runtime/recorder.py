@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gevent
@@ -18,6 +18,7 @@ import pyarrow as pa
 from ..records import REQUESTS_SCHEMA, now
 from ..rundir import PartWriter, layout
 from .live import LiveStats
+from .shipper import progress_key
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ class WorkerTally:
     sent_total: int = 0
     users_running: int = 0
     final: bool = False
+    pid: int | None = None
+    progress: dict = field(default_factory=dict)  # "variant|step" -> [completed steady requests, output tokens]
 
 
 class Recorder:
@@ -59,6 +62,8 @@ class Recorder:
         tally.sent_total = int(data["sent_total"])
         tally.users_running = int(data["users_running"])
         tally.final = tally.final or bool(data.get("final"))
+        tally.pid = data.get("pid", tally.pid)
+        tally.progress = data.get("progress") or tally.progress
         self.intake.extend(data["records"])
         self.client_samples.extend(data.get("client") or [])
         self.live.add([], data.get("client") or [])
@@ -84,6 +89,15 @@ class Recorder:
         on_disk = self.parts.rows_written + self.parts.rows_lost == self.received()
         return bool(self.tally) and on_disk and all(t.users_running == 0 and t.received == t.sent_total
                                                     for t in self.tally.values())
+
+    def progress(self, variant: str, step: int) -> tuple[int, int]:
+        """Completed steady-window requests of a step and their output tokens, over every worker so far."""
+        key = progress_key(variant, step)
+        counts = [t.progress.get(key, (0, 0)) for t in self.tally.values()]
+        return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+    def worker_pids(self) -> set[int]:
+        return {t.pid for t in self.tally.values() if t.pid}
 
     def missing(self) -> dict[int, int]:
         return {w: t.sent_total - t.received for w, t in self.tally.items() if t.sent_total != t.received}

@@ -1,5 +1,6 @@
-"""The servers of an experiment, one variant at a time: launch (or attach to ``--host``), telemetry and the
-project's Prometheus, the greedy consistency prompts, liveness, and a clean stop.
+"""The servers of an experiment: launch (or attach to ``--host``), telemetry and the project's Prometheus, the
+greedy consistency prompts, liveness, and a clean stop. Several may be up at once (interleaved variants); the
+load and the telemetry poller follow the active one.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 
 from ..client.greedy import greedy_outputs
 from ..rundir import RunDir, layout, write_json
-from ..servers import ServerError, ServerProcess, launch_variant, served_model
+from ..servers import ServerError, ServerProcess, context_size, launch_variant, served_model
 from ..telemetry.poller import TelemetryPoller
 from ..telemetry.prometheus_server import PrometheusError, PrometheusServer, prometheus_binary
 from ..workload import Workload, WorkloadError, counter_for
@@ -36,7 +37,8 @@ class ServerSession:
     def __init__(self, plan: Plan, run: RunDir):
         self.plan = plan
         self.run = run
-        self.server: ActiveServer | None = None
+        self.server: ActiveServer | None = None  # where the load goes now
+        self.servers: dict[str, ActiveServer] = {}  # every server that is up, by variant
         self.consistency: dict[str, list[dict]] = {}
         self.telemetry = TelemetryPoller(run.path, interval_s=plan.telemetry.interval_s)
         self.prometheus = self._start_prometheus()
@@ -54,20 +56,30 @@ class ServerSession:
             return None
 
     def start(self, variant: str) -> ActiveServer:
-        """Launch the variant's server (or attach to the external one) and start polling its telemetry."""
+        """Launch the variant's server (or attach to the external one) and make it the active one."""
         plan = self.plan
         if plan.external_url:
             url = plan.external_url.rstrip("/")
-            self.server = ActiveServer(variant, url, plan.model or served_model(url), None)
-            self.run.env["servers"][variant] = {"url": url, "served_model": self.server.model, "launched": False}
+            server = ActiveServer(variant, url, plan.model or served_model(url), None)
+            self.run.env["servers"][variant] = {"url": url, "served_model": server.model, "launched": False}
         else:
             log.info("starting the %s server for variant %s", plan.scenario.server.engine, variant)
             process = launch_variant(plan.scenario, variant, log_dir=self.run.path)
-            self.server = ActiveServer(variant, process.base_url, plan.model or process.served_model or "", process)
+            server = ActiveServer(variant, process.base_url, plan.model or process.served_model or "", process)
             spec = plan.scenario.speculative(variant)
             self.run.env["servers"][variant] = {**process.describe(), "launched": True,
                                                 "speculative": spec.model_dump(mode="json") if spec else None}
+        self.run.env["servers"][variant]["context_size"] = context_size(server.base_url)
         self.run.write_env()
+        self.servers[variant] = server
+        if self.prometheus is not None:
+            self.prometheus.add_server(variant, server.base_url)
+            self.prometheus.wait_for_target(variant)
+        return self.activate(variant)
+
+    def activate(self, variant: str) -> ActiveServer:
+        """Send the load to ``variant``'s server (already started) and poll its telemetry."""
+        self.server = self.servers[variant]
         self._attach_telemetry(variant)
         return self.server
 
@@ -75,8 +87,6 @@ class ServerSession:
         server, spec = self.server, self.plan.telemetry
         prometheus_url, selector = spec.prometheus_url, None
         if self.prometheus is not None:
-            self.prometheus.set_server(variant, server.base_url)
-            self.prometheus.wait_for_target(variant)
             prometheus_url, selector = self.prometheus.url, self.prometheus.selector(variant)
         pid = server.process.proc.pid if server.process is not None and server.process.proc else None
         self.telemetry.attach(variant, self.plan.engine, server.base_url, server_pid=pid,
@@ -113,17 +123,28 @@ class ServerSession:
             self.run.note("server_exited", variant=server.variant, log_tail=tail)
         return False
 
-    def stop(self) -> None:
-        if self.server is None:
+    def stop(self, variant: str | None = None) -> None:
+        """Stop ``variant``'s server (default: the active one)."""
+        server = self.servers.pop(variant, None) if variant else self.server
+        if server is None:
             return
-        self.telemetry.detach()  # a last sample while the server still answers
-        if self.server.process is not None:
-            self.server.process.stop()
-        self.server = None
+        self.servers.pop(server.variant, None)
+        if server is self.server:
+            self.telemetry.detach()  # a last sample while the server still answers
+            self.server = None
+        if self.prometheus is not None:
+            self.prometheus.remove_server(server.variant)
+        if server.process is not None:
+            server.process.stop()
+
+    def stop_all(self) -> None:
+        self.stop()
+        for variant in list(self.servers):
+            self.stop(variant)
 
     def close(self) -> None:
-        """Stop the server, write the telemetry files, stop the project's Prometheus; idempotent."""
-        self.stop()
+        """Stop every server, write the telemetry files, stop the project's Prometheus; idempotent."""
+        self.stop_all()
         self.telemetry.close()
         if self.prometheus is not None:
             self.prometheus.stop()

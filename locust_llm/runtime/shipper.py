@@ -1,29 +1,36 @@
 """Worker side of the records' path: this process's records and client samples -> the recorder, once a second.
 
 Each batch is a custom Locust message with the worker's running total, so the master can tell when every
-record a worker sent has arrived. A batch that cannot be sent is kept and retried.
+record a worker sent has arrived. A batch that cannot be sent is kept and retried. Each batch also carries the
+worker's pid and its running count of completed steady-window requests per step (``progress``): the master
+extends a step that has seen too few, even while records wait for their tokenizer split.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
+import os
+from collections import defaultdict, deque
 from typing import Callable
 
 import gevent
 
-from ..records import RequestRecord
+from ..records import Phase, RequestRecord
 from .clientmon import ClientMonitor
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RECORDS_MESSAGE", "RecordShipper"]
+__all__ = ["RECORDS_MESSAGE", "RecordShipper", "progress_key"]
 
 RECORDS_MESSAGE = "llm_records"
 SHIP_INTERVAL_S = 1.0
 REFINE_WAIT_S = 60.0  # at the end, how long records still being refined may take
 # Refinements wait for a pause in the load (they call a tokenizer, perhaps the server's own) unless this many pile up.
 MAX_DEFERRED = 5000
+
+
+def progress_key(variant: str, step: int) -> str:
+    return f"{variant}|{step}"
 
 
 class RecordShipper:
@@ -38,15 +45,24 @@ class RecordShipper:
         self.sent_total = 0
         self.users_running = 0
         self.deferred: deque[tuple[RequestRecord, Callable[[], None]]] = deque()
+        self.progress: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # "variant|step" -> [requests, tokens]
         self._loop: gevent.Greenlet | None = None
 
     def add(self, record: RequestRecord) -> None:
+        self.count(record)
         self.buffer.append(record.to_dict())
 
     def add_after(self, record: RequestRecord, work: Callable[[], None]) -> None:
         """Ship ``record`` once ``work`` (counting its chunks' tokens) has run. The work waits until no step is
         being measured, so neither this process's stamps nor the server see it during a window."""
+        self.count(record)
         self.deferred.append((record, work))
+
+    def count(self, record: RequestRecord) -> None:
+        if record.phase == Phase.STEADY and record.ok:
+            done = self.progress[progress_key(record.variant, record.step)]
+            done[0] += 1
+            done[1] += int(record.output_tokens)
 
     def refine(self) -> None:
         while self.deferred:
@@ -55,7 +71,7 @@ class RecordShipper:
                 work()
             except Exception as exc:  # the record keeps what it had: its counts stay marked approximate
                 log.debug("refining %s failed: %s", record.request_id, exc)
-            self.add(record)
+            self.buffer.append(record.to_dict())
 
     def start(self) -> None:
         self.monitor.start()
@@ -78,7 +94,8 @@ class RecordShipper:
         try:
             self.runner.send_message(RECORDS_MESSAGE, {
                 "worker": self.worker, "records": batch, "client": client, "sent_total": self.sent_total,
-                "users_running": self.users_running, "final": final})
+                "users_running": self.users_running, "final": final, "pid": os.getpid(),
+                "progress": dict(self.progress)})
         except Exception:  # keep the batch; the next ship retries it
             log.exception("could not send %d records to the master; will retry", len(batch))
             self.buffer = batch + self.buffer
@@ -89,7 +106,7 @@ class RecordShipper:
         with gevent.Timeout(REFINE_WAIT_S, False):
             self.refine()
         for record, _ in self.deferred:  # out of time: shipped with the counts they have
-            self.add(record)
+            self.buffer.append(record.to_dict())
         self.deferred.clear()
         if self._loop is not None:
             self._loop.kill()

@@ -27,6 +27,7 @@ class StepState:
     workers: int = 1
     seed: int = 0
     t_start: float = math.nan  # when the master started the step (open loop: every process's arrival clock)
+    context: int = 0  # prompt length of a context-axis step (0: the ladder's own workload)
 
     @property
     def active(self) -> bool:

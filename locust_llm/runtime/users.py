@@ -117,7 +117,7 @@ class LLMUser(User):
             ctx, load = self.context, self.context.load
             workload = ctx.workload(state.base_url)
             record.seq = ctx.next_index(state)
-            item = workload.item(ctx.worker, state.step, record.seq)
+            item = workload.item(ctx.worker, state.step, record.seq, state.context)
             record.bucket, record.prompt_tokens = item.bucket, item.prompt_tokens
             spec = RequestSpec(prompt=item.prompt, max_tokens=item.max_tokens, api=load.api,
                                model=state.model or None, temperature=load.temperature,

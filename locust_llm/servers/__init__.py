@@ -7,12 +7,12 @@ from pathlib import Path
 from ..rundir.layout import server_log
 from ..scenario import Scenario
 from . import llamacpp, sglang, vllm
-from .base import LaunchPlan, PortInUseError, ServerError, ServerProcess, resolve_port, served_model
+from .base import LaunchPlan, PortInUseError, ServerError, ServerProcess, context_size, resolve_port, served_model
 
 PLANNERS = {"llamacpp": llamacpp.plan, "vllm": vllm.plan, "sglang": sglang.plan}
 
-__all__ = ["LaunchPlan", "PortInUseError", "ServerError", "ServerProcess", "launch_variant", "plan_variant",
-           "served_model"]
+__all__ = ["LaunchPlan", "PortInUseError", "ServerError", "ServerProcess", "context_size", "launch_variant",
+           "plan_variant", "served_model"]
 
 
 def plan_variant(scenario: Scenario, variant: str, port: int | None = None) -> LaunchPlan:

@@ -12,10 +12,11 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ..client.engines import auth_headers
-from ..procs import die_with_parent, log_tail, stop_group
+from ..procs import log_tail, start_child, stop_group
 from ..rundir.redact import redact_args, redact_file
 from ..scenario import Scenario
 
@@ -41,6 +42,7 @@ class LaunchPlan:
     version_argv: list[str] | None = None
     model: str | None = None
     notes: dict[str, str] = field(default_factory=dict)
+    nice: int = 0
 
     @property
     def base_url(self) -> str:
@@ -121,7 +123,7 @@ class ServerProcess:
         try:
             self.proc = subprocess.Popen(self.plan.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env={**os.environ, **self.plan.env}, start_new_session=True,
-                                         preexec_fn=die_with_parent)
+                                         preexec_fn=partial(start_child, self.plan.nice))
         except OSError as exc:
             raise ServerError(f"could not start {self.plan.argv[0]!r}: {exc}") from None
         finally:
@@ -197,7 +199,7 @@ def assemble_plan(scenario: Scenario, variant: str, engine: str, port: int, head
     argv += server.args + speculative_args + scenario.variants[variant].args
     env = {**server.env, **scenario.variants[variant].env}
     return LaunchPlan(engine=engine, variant=variant, argv=argv, env=env, host=server.host, port=port,
-                      version_argv=version_argv, model=model)
+                      version_argv=version_argv, model=model, nice=server.nice)
 
 
 def resolve_port(scenario: Scenario, port: int | None) -> int:
@@ -242,3 +244,23 @@ def served_model(base_url: str) -> str:
     except (OSError, ValueError):
         return ""
     return first_model_id(models) or ""
+
+
+def context_size(base_url: str) -> int | None:
+    """Tokens one request may hold (prompt + output) on a running server, or None when it does not say:
+    vLLM's ``max_model_len`` or llama.cpp's per-slot ``n_ctx`` from ``/v1/models``, else llama.cpp's
+    ``/props``."""
+    base = base_url.rstrip("/")
+    try:
+        _, models = get_json(f"{base}/v1/models")
+        data = models.get("data") if isinstance(models, dict) else None
+        entry = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
+        size = entry.get("max_model_len") or (entry.get("meta") or {}).get("n_ctx")
+        if not size:
+            _, props = get_json(f"{base}/props")
+            size = ((props or {}).get("default_generation_settings") or {}).get("n_ctx") \
+                if isinstance(props, dict) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return int(size) if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 0 else None
+

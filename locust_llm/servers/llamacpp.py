@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from .. import tinymodel
-from ..scenario import LlamaCppSpeculative, Scenario
+from ..scenario import Scenario
+from ..speculative import LlamaCppSpeculative
 from .base import LaunchPlan, ServerError, assemble_plan, find_executable
 
 INSTALL_HINT = ("install the CPU server with `pip install 'locust-llm[cpu]'` (builds llama.cpp, about 10 minutes "

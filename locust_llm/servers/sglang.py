@@ -5,7 +5,8 @@ from __future__ import annotations
 import shlex
 import sys
 
-from ..scenario import Scenario, SglangSpeculative
+from ..scenario import Scenario
+from ..speculative import SglangSpeculative
 from .base import LaunchPlan, assemble_plan, find_executable
 
 INSTALL_HINT = "install SGLang on the GPU host (`pip install sglang`) or set server.binary in the scenario"

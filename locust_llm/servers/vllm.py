@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import shlex
 
-from ..scenario import Scenario, VllmSpeculative
+from ..scenario import Scenario
+from ..speculative import VllmSpeculative
 from .base import LaunchPlan, assemble_plan, find_executable
 
 INSTALL_HINT = "install vLLM on the GPU host (`pip install vllm`) or set server.binary in the scenario"

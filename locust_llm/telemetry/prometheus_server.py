@@ -1,10 +1,10 @@
 """A project-owned Prometheus: scrapes the launched server (and a DCGM exporter) every second, then goes away.
 
 Started on 127.0.0.1 on a free port with a generated config and a temporary storage directory (never the
-system's ``/etc/prometheus`` or ``:9090``). Targets live in a file-SD JSON file, so switching to the next
-variant's server needs no restart: ``set_server(variant, base_url)`` rewrites it and Prometheus picks it
-up within a second. Every target carries ``locust_llm_variant="<variant>"``; ``selector(variant)`` is the
-matcher the poller adds to its queries. ``stop()`` sends SIGTERM to the process group, SIGKILL after the
+system's ``/etc/prometheus`` or ``:9090``). Targets live in a file-SD JSON file, so adding a variant's server
+needs no restart: ``add_server(variant, base_url)`` rewrites it and Prometheus picks it up within a second
+(several are scraped at once when variants are interleaved). Every target carries
+``locust_llm_variant="<variant>"``; ``selector(variant)`` is the matcher the poller adds to its queries. ``stop()`` sends SIGTERM to the process group, SIGKILL after the
 grace period, and removes the storage; the child also dies with its parent (PR_SET_PDEATHSIG).
 
 Binary: ``prometheus`` on PATH (Debian package ``prometheus``) or ``$LOCUST_LLM_PROMETHEUS``.
@@ -180,15 +180,14 @@ class PrometheusServer:
             time.sleep(0.1)
         raise PrometheusError(f"prometheus not ready after {self.startup_timeout_s:.0f} s ({last}):\n{self.log_tail()}")
 
-    def set_server(self, variant: str, base_url: str) -> None:
-        """Scrape ``base_url``'s /metrics as ``variant`` (replacing any previous server)."""
-        self.targets = {variant: base_url}
+    def add_server(self, variant: str, base_url: str) -> None:
+        """Scrape ``base_url``'s /metrics as ``variant`` too (interleaved runs have several servers up)."""
+        self.targets[variant] = base_url
         if self.workdir is not None:
             self._write_targets()
 
-    def clear_servers(self) -> None:
-        self.targets = {}
-        if self.workdir is not None:
+    def remove_server(self, variant: str) -> None:
+        if self.targets.pop(variant, None) is not None and self.workdir is not None:
             self._write_targets()
 
     def wait_for_target(self, variant: str, timeout_s: float = 15.0) -> bool:

@@ -14,6 +14,7 @@ import time
 import psutil
 
 from ..client.http import requests, session
+from ..nvml import probe_nvml
 from .maps import MetricMap, Reading, normalise_nvml
 from .parse import MetricsParseError, Sample, parse_text
 
@@ -212,26 +213,6 @@ class ProcessSource:
 
     def close(self) -> None:
         pass
-
-
-def probe_nvml(module=None) -> tuple[object | None, str]:
-    """``(pynvml, description)`` when nvidia-ml-py imports and sees at least one GPU, else ``(None, why)``."""
-    if module is None:
-        try:
-            import pynvml as module  # nvidia-ml-py, optional
-        except ImportError:
-            return None, "nvidia-ml-py is not installed"
-    try:
-        module.nvmlInit()
-    except Exception as exc:  # noqa: BLE001  (NVMLError_LibraryNotFound, DriverNotLoaded, ...)
-        return None, f"NVML unavailable ({exc})"
-    try:
-        count = module.nvmlDeviceGetCount()
-    except Exception as exc:  # noqa: BLE001
-        return None, f"NVML unavailable ({exc})"
-    if count < 1:
-        return None, "NVML sees no GPU"
-    return module, f"{count} GPU(s) via NVML"
 
 
 class NvmlSource:

@@ -80,6 +80,7 @@ class Workload:
         self.source = source
         self.skipped = skipped
         self.counter: TokenCounter | None = None  # the exact counter it was built with (None: lengths estimated)
+        self.contexts: dict[int, list[PromptItem]] = {}  # context-axis pools by prompt length, never mixed in
         self._names = list(self.pools)
         total = sum(self.weights[n] for n in self._names)
         acc, self._cum = 0.0, []
@@ -114,6 +115,10 @@ class Workload:
                 pools[name] = cls._generate_pool(name, prompt_tokens, max_tokens, load.seed, gen, measure,
                                                  prefixer, exact, pool_size)
             workload = cls(pools, {n: b[2] for n, b in buckets.items()}, load.seed, prefixer)
+            # Long prompts cost a tokenizer round trip each: a smaller pool per context length.
+            workload.contexts = {n: cls._generate_pool(f"ctx-{n}", n, load.max_tokens, load.seed, gen, measure,
+                                                       prefixer, exact, max(pool_size // 4, 1))
+                                 for n in load.context_tokens}
         if prefixer and exact:
             workload.prefix_exact = workload._check_prefixes(counter)
         workload.counter = counter if exact else None
@@ -177,16 +182,20 @@ class Workload:
         return PromptItem(base.bucket, f"{prefix} {base.prompt}", base.prompt_tokens + self.prefixer.tokens,
                           base.max_tokens, base.exact and self.prefix_exact, base.prompt_id)
 
-    def item(self, worker: int, step: int, index: int) -> PromptItem:
-        """The prompt of request ``index`` of ``worker`` in ladder ``step``.
+    def item(self, worker: int, step: int, index: int, context: int = 0) -> PromptItem:
+        """The prompt of request ``index`` of ``worker`` in ladder ``step`` (of the ``context``-token pool in
+        a context-axis step).
 
         Deterministic in ``(seed, worker, index)``: the same in every run, variant and step, so
         variants and levels are compared on the same prompts. ``step`` only changes the unique
         prefix (when enabled), so a later step never hits the prefix cache an earlier one filled.
         """
-        pool_name = self._names[bisect.bisect_right(self._cum, unit(self.seed, "bucket", worker, index))] \
-            if len(self._names) > 1 else self._names[0]
-        pool = self.pools[pool_name]
+        if context:
+            pool = self.contexts[context]
+        else:
+            pool_name = self._names[bisect.bisect_right(self._cum, unit(self.seed, "bucket", worker, index))] \
+                if len(self._names) > 1 else self._names[0]
+            pool = self.pools[pool_name]
         base = pool[hash64(self.seed, "prompt", worker, index) % len(pool)]
         return self._prefixed(base, worker, step, index) if self.prefixer else base
 
@@ -208,7 +217,7 @@ class Workload:
     @property
     def exact(self) -> bool:
         """True when every request's prompt_tokens is tokenizer-verified."""
-        return all(it.exact for items in self.pools.values() for it in items) and \
+        return all(it.exact for items in [*self.pools.values(), *self.contexts.values()] for it in items) and \
             (self.prefixer is None or self.prefix_exact)
 
     @property
@@ -228,6 +237,9 @@ class Workload:
                                "prompt_tokens": span([it.prompt_tokens + self.prefix_tokens for it in items]),
                                "max_tokens": span([it.max_tokens for it in items])}
                         for name, items in self.pools.items()},
+            "contexts": {str(n): {"pool": len(items), "prompt_tokens": span([it.prompt_tokens + self.prefix_tokens
+                                                                              for it in items])}
+                         for n, items in self.contexts.items()},
         }
 
     def __iter__(self) -> Iterator[PromptItem]:

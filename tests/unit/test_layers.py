@@ -12,7 +12,8 @@ from tests.helpers import REPO
 PACKAGE = REPO / "locust_llm"
 PURE = ("locust_llm.analysis", "locust_llm.report", "locust_llm.rundir", "locust_llm.workload",
         "locust_llm.pipeline", "locust_llm.fmt", "locust_llm.records", "locust_llm.scenario",
-        "locust_llm.client.engines", "locust_llm.client.accounting", "locust_llm.servers")
+        "locust_llm.speculative", "locust_llm.client.engines", "locust_llm.client.accounting", "locust_llm.servers",
+        "locust_llm.hostscan", "locust_llm.nvml")  # the host scanner runs as a process of its own, unpatched
 FORBIDDEN = ("locust", "gevent", "flask", "requests", "urllib3", "sseclient", "geventhttpclient")
 
 

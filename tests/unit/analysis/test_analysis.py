@@ -10,7 +10,15 @@ import pytest
 
 from locust_llm.analysis.curves import knee_level, saturation_level
 from locust_llm.analysis.speedup import crossover_level, ratio_ci, recommendation, speedup_state
-from locust_llm.analysis.stats import bootstrap_ci, percentile_stat, rate_samples, summarize, t_quantile
+from locust_llm.analysis.rates import series_mean_ci
+from locust_llm.analysis.stats import (
+    bootstrap_distribution,
+    percentile_interval,
+    percentile_stat,
+    rate_samples,
+    summarize,
+    t_quantile,
+)
 from locust_llm.analysis.steady import drift
 
 UNIT = "concurrent streams"
@@ -57,9 +65,11 @@ def test_summarize_cis_bracket_the_estimates():
     assert summarize(data) == s  # seeded: identical on re-run
 
 
-def test_bootstrap_ci_basics():
-    assert bootstrap_ci([], np.mean) is None
-    assert bootstrap_ci([1.0], np.mean) is None
+def bootstrap_ci(values, statistic, seed=0, alpha=0.05):
+    return percentile_interval(bootstrap_distribution(np.asarray(values, dtype=float), statistic, 2000, seed), alpha)
+
+
+def test_bootstrap_basics():
     data = np.random.default_rng(3).normal(10.0, 2.0, 400)
     vectorised = bootstrap_ci(data, np.mean, seed=5)
     looped = bootstrap_ci(data, lambda a: float(np.mean(a)), seed=5)  # no axis= -> one call per resample
@@ -225,7 +235,7 @@ def test_saturation_level_of_a_curve_that_flattens_at_8():
         n_tokens = rng.poisson(rate * window)
         times = rng.uniform(0.0, window, n_tokens)
         rates = rate_samples(times, None, 0.0, window, bin_s=1.0)
-        lo, hi = bootstrap_ci(rates, np.mean, n_boot=1000, seed=level)
+        lo, hi = series_mean_ci(rates)
         figures.append((float(rates.mean()), lo, hi))
     assert saturation_level(LEVELS, figures) == 8
     # order does not matter

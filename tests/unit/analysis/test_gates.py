@@ -49,17 +49,21 @@ def test_verdict_codes_and_their_order():
     regression = {"old": "o", "regressions": [{"variant": "baseline", "level": 1.0, "metric": "output_tps",
                                                 "ratio": 0.5, "ci95": [0.4, 0.6], "change": "worse"}]}
     assert verdict(ok, Gates(ttft_p99_ms=40), regression)["exit_code"] == EXIT_REGRESSION
-    invalid = summary(step(1, client_valid=False), step(2, client_valid=False))
+    client = {"client_valid": False, "status": "client-invalid",
+              "status_reasons": ["client-invalid: the client was the bottleneck: CPU 99%"]}
+    invalid = summary(step(1, **client), step(2, **client))
     assert verdict(invalid, Gates(), regression)["exit_code"] == EXIT_INVALID
-    assert verdict(summary(step(1, client_valid=False), step(2)), Gates())["exit_code"] == EXIT_OK
+    assert verdict(summary(step(1, **client), step(2)), Gates())["exit_code"] == EXIT_OK
     lost = summary(step(1), events=[{"kind": "records_missing", "missing": {0: 3}}])
     assert verdict(lost, Gates())["exit_code"] == EXIT_INVALID
     died = summary(step(1), events=[{"kind": "server_exited", "variant": "baseline"}])
     assert verdict(died, Gates(ttft_p99_ms=1), regression)["exit_code"] == EXIT_SERVER
     nothing = summary(step(1, errors=10, error_rate=1.0))
     assert verdict(nothing, Gates())["exit_code"] == EXIT_INVALID
-    empty_step = summary(step(1), step(2, requests=0, errors=0))
-    assert "no request was sent" in verdict(empty_step, Gates())["reasons"][str(EXIT_INVALID)][0]
+    busy = {"status": "contended", "status_reasons": ["contended: host busy: 1.20 cores; top: burn (pid 7) 1.00"]}
+    contended = verdict(summary(step(1, **busy), step(2, **client)), Gates(ttft_p99_ms=1))
+    assert contended["exit_code"] == EXIT_INVALID and "burn (pid 7)" in contended["reasons"][str(EXIT_INVALID)][0]
+    assert {c["level"] for c in contended["checks"]} == {2.0}  # a contended step's latency is not gated
 
 
 def test_gates_judge_every_request_and_open_loop_from_the_intended_send():

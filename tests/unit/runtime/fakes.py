@@ -15,7 +15,7 @@ def options(**given) -> Namespace:
                 "warmup": -1.0, "prompt_tokens": 0, "max_tokens": 0, "api": "", "model": "", "report_dir": "reports",
                 "run_id": "", "slo_ttft_p99_ms": 0.0, "slo_tpot_p99_ms": 0.0, "slo_error_rate": -1.0,
                 "max_regression_pct": -1.0, "baseline_run": "", "prometheus_url": "", "headless": True,
-                "overwrite": False}
+                "overwrite": False, "repeats": 0, "order": "", "min_requests": -1}
     return Namespace(**{**defaults, **given})
 
 
@@ -53,7 +53,9 @@ class FakeSession:
     def __init__(self, plan, run, die_after: int | None = None, fail_start: tuple = ()):
         self.plan, self.run = plan, run
         self.server: ActiveServer | None = None
+        self.servers: dict[str, ActiveServer] = {}
         self.started: list[str] = []
+        self.activated: list[str] = []
         self.die_after, self.fail_start = die_after, fail_start
         self.checks = 0
 
@@ -63,7 +65,12 @@ class FakeSession:
         if variant in self.fail_start:
             raise ServerError(f"{variant} would not start")
         self.started.append(variant)
-        self.server = ActiveServer(variant, f"http://127.0.0.1:1/{variant}", "m", None)
+        self.servers[variant] = ActiveServer(variant, f"http://127.0.0.1:1/{variant}", "m", None)
+        return self.activate(variant)
+
+    def activate(self, variant: str) -> ActiveServer:
+        self.activated.append(variant)
+        self.server = self.servers[variant]
         return self.server
 
     def check_consistency(self, variant: str):
@@ -77,8 +84,14 @@ class FakeSession:
             return False
         return True
 
-    def stop(self) -> None:
+    def stop(self, variant: str | None = None) -> None:
+        server = self.servers.pop(variant or (self.server.variant if self.server else ""), None)
+        if server is not None and server is self.server:
+            self.server = None
+
+    def stop_all(self) -> None:
+        self.servers.clear()
         self.server = None
 
     def close(self) -> None:
-        self.stop()
+        self.stop_all()

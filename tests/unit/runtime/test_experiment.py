@@ -2,11 +2,13 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from locust_llm.records import Phase
 from locust_llm.runtime import experiment as experiment_module
 from locust_llm.runtime.experiment import Experiment
+from locust_llm.runtime.live import LiveStats
 from locust_llm.runtime.plan import load_plan
 from tests.helpers import REPO
 
@@ -118,3 +120,114 @@ def test_a_step_down_stops_the_surplus_users_before_its_window(tmp_path, clock):
     assert env.runner.users_at_message[drain] == 4  # the surplus was still running when the drain began
     assert env.runner.users_at_message[first_warmup] == 1  # step 1 starts with its one user, not four
     assert experiment.run.steps[1]["t_start"] >= experiment.run.steps[0]["t_end"]
+
+
+def repeats_scenario(tmp_path, extra: str = "", server_extra: str = "") -> str:
+    scenario = tmp_path / "interleaved.yaml"
+    text = (REPO / "scenarios" / "tiny-cpu-test.yaml").read_text()
+    text = text.replace("  mode: closed\n", f"  mode: closed\n  repeats: 2\n{extra}")
+    text = text.replace("  startup_timeout_s: 60\n", f"  startup_timeout_s: 60\n{server_extra}")
+    scenario.write_text(text)
+    return str(scenario)
+
+
+def test_interleaved_blocks_alternate_abba_per_level_with_paired_step_numbers(tmp_path, clock):
+    experiment, ticks, phases, env = run_program(tmp_path, ladder="1,4", step_duration=1, warmup=0,
+                                                 scenario=repeats_scenario(tmp_path))
+    assert [(r["variant"], r["level"], r["step"]) for r in experiment.run.steps] == [
+        ("baseline", 1, 0), ("spec-k4", 1, 0), ("spec-k4", 1, 2), ("baseline", 1, 2),
+        ("baseline", 4, 1), ("spec-k4", 4, 1), ("spec-k4", 4, 3), ("baseline", 4, 3)]
+    session = experiment.session
+    assert session.started == ["baseline", "spec-k4"]  # both up once, for the whole run
+    assert session.activated[2:] == ["baseline", "spec-k4", "spec-k4", "baseline"] * 2
+    # between two blocks every user is stopped: no stream of one server overlaps the next block's window
+    sent = [(d["variant"], d["step"], d["phase"]) for name, d in env.runner.messages]
+    for before, after in zip(experiment.run.steps, experiment.run.steps[1:]):
+        first = sent.index((after["variant"], after["step"], Phase.WARMUP))
+        assert (before["variant"], before["step"], Phase.DRAIN) in sent[:first]
+        assert after["t_start"] >= before["t_end"]
+
+
+def test_sequential_order_keeps_one_variant_at_a_time_even_with_repeats(tmp_path, clock):
+    experiment, *_ = run_program(tmp_path, ladder="1", step_duration=1, warmup=0, order="sequential",
+                                 scenario=repeats_scenario(tmp_path))
+    assert [(r["variant"], r["step"]) for r in experiment.run.steps] == [
+        ("baseline", 0), ("baseline", 1), ("spec-k4", 0), ("spec-k4", 1)]
+
+
+def test_interleave_restart_starts_the_blocks_server_each_time(tmp_path, clock):
+    experiment, *_ = run_program(tmp_path, ladder="1", step_duration=1, warmup=0,
+                                 scenario=repeats_scenario(tmp_path, server_extra="  interleave: restart\n"))
+    assert experiment.session.started == ["baseline", "spec-k4", "spec-k4", "baseline"]
+    assert not experiment.session.servers  # every server stopped at the end
+
+
+def test_a_short_step_is_extended_until_enough_requests_completed(tmp_path, clock):
+    scenario = repeats_scenario(tmp_path, extra="  max_extend_s: 4\n  min_requests: 10\n")
+    plan = load_plan(options(scenario=scenario, report_dir=str(tmp_path), run_id="ext", ladder="1",
+                             step_duration=2, warmup=0, variant="baseline"))
+    env = FakeEnvironment()
+    experiment = Experiment(env, plan, Classes(), session=FakeSession)
+    for _ in experiment.program():
+        state = experiment.state
+        if state.phase == Phase.STEADY and state.step == 1:  # the second step reports enough at once
+            experiment.recorder.on_batch({"worker": 0, "records": [], "client": [], "sent_total": 0,
+                                          "users_running": 1, "progress": {"baseline|1": [40, 4000]}})
+        if state.phase == Phase.DRAIN:
+            experiment.recorder.on_batch({"worker": 0, "records": [], "client": [], "sent_total": 0,
+                                          "users_running": 0, "progress": {"baseline|1": [40, 4000]}})
+    experiment.recorder.close()
+    first, second = experiment.run.steps
+    assert first["extended_s"] == 4 and second["extended_s"] == 0
+    assert first["t_end"] - first["t_steady"] >= 6
+
+
+def test_context_lengths_follow_the_ladder_as_blocks_of_their_own(tmp_path, clock):
+    scenario = repeats_scenario(tmp_path, extra="  context_tokens: [256, 1024]\n  context_levels: [2]\n")
+    experiment, ticks, phases, env = run_program(tmp_path, ladder="1", step_duration=1, warmup=0, scenario=scenario)
+    assert [(r["variant"], r["level"], r["step"], r["context"]) for r in experiment.run.steps] == [
+        ("baseline", 1, 0, None), ("spec-k4", 1, 0, None), ("spec-k4", 1, 1, None), ("baseline", 1, 1, None),
+        ("baseline", 2, 2, 256), ("spec-k4", 2, 2, 256), ("spec-k4", 2, 3, 256), ("baseline", 2, 3, 256),
+        ("baseline", 2, 4, 1024), ("spec-k4", 2, 4, 1024), ("spec-k4", 2, 5, 1024), ("baseline", 2, 5, 1024)]
+    # the workers learn the prompt length with the step
+    sent = {(d["step"], d["context"]) for name, d in env.runner.messages if d["phase"] == Phase.STEADY}
+    assert sent == {(0, 0), (1, 0), (2, 256), (3, 256), (4, 1024), (5, 1024)}
+
+
+def sweep_scenario(tmp_path) -> str:
+    text = (REPO / "scenarios" / "tiny-cpu-test.yaml").read_text()
+    text = text.replace("  spec-k4:\n", "  spec:\n").replace("n_max: 4", "n_max: [1, 2]")
+    text = text.replace("  mode: closed\n", "  mode: closed\n  repeats: 2\n")
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_sweep_stops_climbing_where_every_setting_is_clearly_slower(tmp_path, clock, monkeypatch):
+    rng = np.random.default_rng(0)
+
+    def token_rates(variant, level, start, end):  # live throughput: every k at half the baseline's
+        return rng.poisson(100 if variant == "baseline" else 50, max(int(end - start), 1)).astype(float)
+
+    monkeypatch.setattr(LiveStats, "token_rates", lambda self, *window: token_rates(*window))
+    experiment, *_ = run_program(tmp_path, ladder="1,4", step_duration=5, warmup=0, scenario=sweep_scenario(tmp_path))
+    assert {(r["variant"], r["level"]) for r in experiment.run.steps} == {
+        ("baseline", 1), ("spec-k1", 1), ("spec-k2", 1)}  # level 4 never measured
+    (event,) = [e for e in experiment.run.events if e["kind"] == "sweep_stopped"]
+    assert event["sweep"] == "spec" and event["level"] == 1 and max(event["speedups"]) < 0.6
+
+
+def test_a_context_length_the_server_cannot_hold_is_left_out_and_said(tmp_path, clock, monkeypatch):
+    scenario = repeats_scenario(tmp_path, extra="  context_tokens: [256, 4000]\n  context_levels: [1]\n")
+
+    class SizedSession(FakeSession):
+        def start(self, variant):
+            server = super().start(variant)
+            self.run.env["servers"][variant] = {"context_size": 512}  # llama.cpp -c 2048 -np 4
+            return server
+
+    experiment, *_ = run_program(tmp_path, session_factory=SizedSession, ladder="1", step_duration=1, warmup=0,
+                                 scenario=scenario)
+    assert {r["context"] for r in experiment.run.steps} == {None, 256}
+    events = [e for e in experiment.run.events if e["kind"] == "context_too_long"]
+    assert events and events[0]["context"] == 4000 and events[0]["server_context"] == 512

@@ -206,7 +206,7 @@ def test_llamacpp_acceptance_through_a_real_prometheus(llama, tmp_path):
             pytest.fail("prometheus is not installed; CI must install Debian's prometheus package (.ci/run)")
         pytest.skip("prometheus not on PATH (Debian: apt-get install prometheus)")
     with PrometheusServer(scrape_interval_s=0.5, log_path=tmp_path / "prometheus.log") as prom:
-        prom.set_server("spec-k4", llama.base_url)
+        prom.add_server("spec-k4", llama.base_url)
         assert prom.wait_for_target("spec-k4", timeout_s=20), prom.log_tail()
         poller = TelemetryPoller(tmp_path, interval_s=0.5)
         poller.attach("spec-k4", "llamacpp", llama.base_url, server_pid=llama.proc.pid, prometheus_url=prom.url,

@@ -1,0 +1,120 @@
+"""What each step's figures may be used for: ``clean``, or why not. Pure.
+
+A step is, in this order of precedence (README, "What a verdict rests on"):
+
+* ``contended``: the host was busy with work that is neither the server nor the load generator (nor our own
+  Prometheus): on average more than ``load.contention_cores`` cores of CPU (steal time on a VM included) over
+  the steady window, or any foreign GPU process. Another job on the machine slows whichever variant it
+  overlaps, and that is not the variant's doing;
+* ``client-invalid``: the load generator itself was the bottleneck (``validity.client_validity``);
+* ``insufficient``: fewer than ``load.min_requests`` requests sent in the window completed, or fewer than
+  ``load.min_output_tokens`` output tokens arrived: too little to rest a verdict on;
+* ``unsteady``: the aggregate throughput drifted within the window (``steady.drift``). A TPOT drift alone is
+  shown (``steady`` is false) but does not disqualify the step: the headline is throughput, the latency
+  speed-ups pair requests, and interleaved blocks put a slow drift on both sides;
+* ``clean``: none of these.
+
+Only clean steps feed speed-ups, crossover, recommendation, saturation and knee. A closed-loop step whose
+throughput falls by more than half from the level below is flagged as an anomaly (kept, but said).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+
+import pandas as pd
+
+from ..fmt import lvl
+
+__all__ = ["ANOMALY_DROP", "CLEAN", "STATUSES", "flag_anomalies", "host_load", "step_status"]
+
+CLEAN = "clean"
+STATUSES = ("contended", "client-invalid", "insufficient", "unsteady", CLEAN)
+ANOMALY_DROP = 0.5
+TOP_FOREIGN = 3
+
+
+def host_load(host: pd.DataFrame, start: float, end: float) -> dict | None:
+    """The foreign load on the host over ``[start, end]``: mean cores (CPU and steal), foreign GPU processes,
+    and the processes that used most; None when the host was not monitored then."""
+    if not len(host) or not (math.isfinite(start) and math.isfinite(end)):
+        return None
+    window = host[(host["t"] > start) & (host["t"] <= end + 0.5)]
+    if not len(window):
+        return None
+    seconds = float(window["interval_s"].sum())
+    used: dict[tuple, float] = defaultdict(float)
+    for text, interval in zip(window["top_foreign"], window["interval_s"]):
+        for proc in json.loads(text or "[]"):
+            used[(proc.get("pid"), str(proc.get("name")))] += float(proc.get("cores", 0.0)) * float(interval)
+    top = sorted(used.items(), key=lambda item: -item[1])[:TOP_FOREIGN]
+    return {"samples": int(len(window)),
+            "foreign_cores": float(window["foreign_cores"].mean()),
+            "steal_cores": float(window["steal_cores"].mean()),
+            "own_cores": float(window["own_cores"].mean()),
+            "foreign_gpu_processes": int(window["foreign_gpu_processes"].max()),
+            "top_foreign": [{"pid": pid, "name": name, "cores": round(total / seconds, 3) if seconds else None}
+                            for (pid, name), total in top]}
+
+
+def _busy_text(host: dict) -> str:
+    top = ", ".join(f"{p['name']} (pid {p['pid']}) {p['cores']:.2f}" for p in host["top_foreign"])
+    text = f"{host['foreign_cores'] + host['steal_cores']:.2f} cores busy outside the server and load generator"
+    if host["steal_cores"] >= 0.01:
+        text += f" ({host['steal_cores']:.2f} of them stolen by the hypervisor)"
+    if host["foreign_gpu_processes"]:
+        text += f"; {host['foreign_gpu_processes']} other GPU process(es)"
+    return text + (f"; top: {top}" if top else "")
+
+
+def step_status(step: dict, host: dict | None, load: dict) -> tuple[str, list[str]]:
+    """The step's status and every reason that applies (the status is the first in ``STATUSES`` order)."""
+    reasons: dict[str, str] = {}
+    limit = float(load.get("contention_cores", 0.25))
+    if host is not None and (host["foreign_cores"] + host["steal_cores"] > limit or host["foreign_gpu_processes"]):
+        reasons["contended"] = f"host busy: {_busy_text(host)} (limit {limit:g} cores)"
+    if step.get("client_valid") is False:
+        reasons["client-invalid"] = "the client was the bottleneck: " + "; ".join(step["client_validity"]["reasons"])
+    insufficient = _insufficient(step, load)
+    if insufficient:
+        reasons["insufficient"] = insufficient
+    throughput = (step.get("steady_check") or {}).get("throughput") or {}
+    if throughput.get("steady") is False:
+        reasons["unsteady"] = (f"throughput drifted by {throughput.get('drift_fraction') or 0:.0%} of its mean "
+                               "within the steady window")
+    status = next((s for s in STATUSES if s in reasons), CLEAN)
+    return status, [f"{name}: {text}" for name, text in reasons.items()]
+
+
+def _insufficient(step: dict, load: dict) -> str | None:
+    window = step.get("window_s")
+    if not window:
+        return "no steady window was measured"
+    completed = step.get("requests", 0) - step.get("errors", 0)
+    need_requests, need_tokens = int(load.get("min_requests", 20)), int(load.get("min_output_tokens", 100))
+    if completed >= need_requests and step.get("output_tokens", 0) >= need_tokens:
+        return None
+    e2e = (step.get("e2e_ms") or {}).get("p50")
+    took = f"requests took {e2e / 1000:.1f} s each, so " if e2e else ""
+    extended = f" (extended by {step['extended_s']:g} s)" if step.get("extended_s") else ""
+    return (f"{took}the {window:.0f} s window{extended} saw {completed} completed requests and "
+            f"{step.get('output_tokens', 0)} output tokens (at least {need_requests} and {need_tokens} needed): "
+            "make the step longer or allow load.max_extend_s")
+
+
+def flag_anomalies(steps: list[dict]) -> None:
+    """Closed loop: mark the steps of a level whose mean throughput is below half of the level below's."""
+    by_level: dict[float, list[dict]] = defaultdict(list)
+    for step in steps:
+        if step.get("mode") == "closed" and step.get("output_tps") is not None:
+            by_level[float(step["level"])].append(step)
+    mean = {level: sum(s["output_tps"] for s in group) / len(group) for level, group in by_level.items()}
+    levels = sorted(by_level)
+    for lower, upper in zip(levels, levels[1:]):
+        if mean[upper] < ANOMALY_DROP * mean[lower]:
+            for step in by_level[upper]:
+                step["anomaly"] = (f"throughput fell from {mean[lower]:.1f} tok/s at {lvl(lower)} to "
+                                   f"{mean[upper]:.1f} tok/s at {lvl(upper)} (by more than half): a slower server, "
+                                   "errors or outside interference; re-test this level")

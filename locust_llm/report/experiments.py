@@ -1,0 +1,137 @@
+"""The report's sections for the speculative-decoding experiments, from the ``RunView`` alone: the draft-length
+sweep and its schedule, where the time of a request goes, and the context-length axis with its chart.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..analysis.speedup import speedup_state
+from ..fmt import ci_text, lvl, num, pct, times
+from . import charts
+from .charts import PALETTE, HLine, Series
+from .view import RunView
+
+__all__ = ["breakdowns", "context_charts", "contexts", "sweeps"]
+
+
+def _speed(ratio) -> dict:
+    if ratio is None:
+        return {"value": None, "ci": None, "state": "unclear"}
+    return {"value": times(ratio.value), "ci": ci_text(ratio.ci95, times), "state": speedup_state(ratio.model_dump())}
+
+
+def sweeps(view: RunView) -> list[dict]:
+    """Per sweep: a table level x setting of speed-ups (the chosen one marked), acceptance per position, the
+    schedule in words and in vLLM's shape."""
+    out = []
+    for sweep in view.summary.schedules:
+        rows, acceptance = [], []
+        for level in sweep.levels:
+            by_value = {repr(c.value): c for c in level.candidates}
+            cells = []
+            for value in sweep.values:
+                cand = by_value.get(repr(value))
+                cells.append({**_speed(cand.speedup if cand else None), "status": cand.status if cand else None,
+                              "chosen": cand is not None and level.choice == cand.value})
+                acc = cand.acceptance if cand else None
+                if acc is not None:
+                    acceptance.append({"level": lvl(level.level), "value": str(value), "rate": pct(acc.rate),
+                                       "mean_length": num(acc.mean_length),
+                                       "per_position": " / ".join(f"{p:.2f}" for p in acc.per_position)})
+            rows.append({"level": lvl(level.level), "cells": cells, "choice": str(level.choice), "why": level.why})
+        out.append({"name": sweep.name, "setting": sweep.setting, "label": sweep.label,
+                    "values": [str(v) for v in sweep.values], "rows": rows, "acceptance": acceptance,
+                    "text": sweep.text, "vllm": json.dumps(
+                        {k: v for k, v in sweep.vllm.items() if k != "note"}) if sweep.vllm else None,
+                    "vllm_note": (sweep.vllm or {}).get("note")})
+    return out
+
+
+def breakdowns(view: RunView) -> list[dict]:
+    """Per comparison and level: both sides' phases, the words, tokens per target pass against the speed-up."""
+    out = []
+    for comp in view.comparisons:
+        rows = []
+        for s in sorted(comp.steps, key=lambda s: s.level):
+            if s.breakdown is None:
+                continue
+            sides = []
+            for name, phases in ((comp.baseline, s.breakdown.baseline), (comp.variant, s.breakdown.variant)):
+                sides.append({"name": name, "source": phases.source if phases else None,
+                              "statistic": phases.statistic if phases else None,
+                              **{k: num(getattr(phases, k)) if phases else None
+                                 for k in ("queue_ms", "prefill_ms", "decode_ms", "outside_ms", "e2e_ms")},
+                              "note": phases.note if phases else None})
+            rows.append({"level": lvl(s.level), "sides": sides, "words": s.breakdown.words,
+                         "per_pass": num(s.tokens_per_pass), "efficiency": pct(s.pass_efficiency),
+                         "gap": s.pass_gap})
+        if rows:
+            out.append({"variant": comp.variant, "baseline": comp.baseline, "rows": rows,
+                        "conditions": view.conditions_line(comp.variant)})
+    return out
+
+
+def contexts(view: RunView) -> list[dict]:
+    """Per context length and level: each variant's figures and the speed-up over the baseline."""
+    out = []
+    for ctx in view.summary.contexts:
+        speed = {(c.variant, s.level): s for c in ctx.comparisons for s in c.steps}
+        rows = []
+        for name, levels in ctx.variants.items():
+            for f in levels:
+                step = speed.get((name, f.level))
+                srv = f.acceptance_server
+                rows.append({"variant": name, "level": lvl(f.level), "clean": f.clean, "requests": f.requests,
+                             "ttft": num(f.ttft_p50_ms), "tpot": num(f.tpot_p50_ms), "decode": num(f.decode_tps),
+                             "e2e": num(f.e2e_tps), "output": num(f.output_tps),
+                             "acc_server": pct(srv.rate) if srv else None,
+                             "mean_length": num(srv.mean_length) if srv else None,
+                             "acc_client": pct(f.acceptance_client),
+                             "speedup": _speed(step.output_tps_speedup) if step else None,
+                             "status": step.status if step else None})
+        out.append({"context": ctx.context_tokens, "rows": sorted(rows, key=lambda r: (float(r["level"]),
+                                                                                       r["variant"]))})
+    return out
+
+
+def context_charts(view: RunView) -> dict:
+    """Speed-up (with its CI) and server acceptance against prompt length, one line per variant and level."""
+    if not view.summary.contexts:
+        return {}
+    speed, accept = [], []
+    keys = sorted({(c.variant, s.level) for ctx in view.summary.contexts for c in ctx.comparisons for s in c.steps})
+    for i, (variant, level) in enumerate(keys):
+        xs, ys, lo, hi, acc = [], [], [], [], []
+        for ctx in view.summary.contexts:
+            step = next((s for c in ctx.comparisons if c.variant == variant for s in c.steps if s.level == level),
+                        None)
+            level_fig = next((f for f in ctx.variants.get(variant, []) if f.level == level), None)
+            xs.append(ctx.context_tokens)
+            ratio = step.output_tps_speedup if step else None
+            ys.append(ratio.value if ratio else None)
+            lo.append(ratio.ci95[0] if ratio and ratio.ci95 else None)
+            hi.append(ratio.ci95[1] if ratio and ratio.ci95 else None)
+            srv = level_fig.acceptance_server if level_fig else None
+            acc.append(srv.rate if srv else None)
+        color = PALETTE[(i + 1) % len(PALETTE)]
+        name = f"{variant} at {lvl(level)}"
+        speed.append(Series(name, xs, ys, lo=lo, hi=hi, color=color))
+        accept.append(Series(name, xs, acc, color=color))
+    x_label = "prompt tokens"
+    return {
+        "context_speedup": {
+            "title": "Speed-up vs prompt length",
+            "caption": "Variant / baseline aggregate output tok/s per prompt length, one line per level; bars = "
+                       "95% CI. A small draft model proposes worse as the context grows.",
+            "svg": charts.line_chart(speed, title="Speed-up vs prompt length", x_label=x_label,
+                                     y_label="speed-up (aggregate tok/s)", log2_x=True,
+                                     hlines=[HLine(1.0, "1x = no gain")], y_from_zero=False,
+                                     empty_note="no level measured cleanly on both sides")},
+        "context_acceptance": {
+            "title": "Acceptance vs prompt length",
+            "caption": "Accepted / drafted tokens from the server's counters over each level's clean steps.",
+            "svg": charts.line_chart(accept, title="Acceptance vs prompt length", x_label=x_label,
+                                     y_label="accepted / drafted (server)", log2_x=True, y_max=1.0,
+                                     empty_note="no server acceptance counters")},
+    }

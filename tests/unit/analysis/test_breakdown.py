@@ -1,0 +1,108 @@
+"""Where the time goes: phases from llama.cpp's per-request timings (a synthetic run whose split is known),
+from vLLM's and SGLang's request histograms (recorded pages in their real format), pooled acceptance, and the
+tokens per target pass beside the speed-up."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from locust_llm.analysis.breakdown import level_acceptance, level_breakdown, phase_words
+from locust_llm.analysis.samples import LevelSamples
+from locust_llm.analysis.summary import build_summary
+from locust_llm.rundir import load_run
+from tests.synthetic import stream_record, window, write_run
+from tests.unit.telemetry.test_parse import WINDOW, figures, rows_of, page, T0
+
+TOKENS = 40
+TTFT_S, PREFILL_MS = 0.020, 15.0  # the server's prompt time; the other 5 ms of TTFT are outside it
+TPOT_S = {"baseline": 0.010, "spec": 0.004}
+
+
+def timed_run(path, rng):
+    rows, steps, t = [], [], 1_800_000_000.0
+    for variant, tpot in TPOT_S.items():
+        steps.append(window(variant, 0, 1, t, 20.0))
+        send, seq = t, 0
+        while send < t + 20.0:
+            jittered = tpot * rng.uniform(0.97, 1.03)
+            rows.append(stream_record(path.name, variant, 1, 0, send, TTFT_S, jittered, TOKENS, seq=seq,
+                                      request_id=f"{variant}-{seq}", server_prefill_ms=PREFILL_MS,
+                                      server_decode_ms=(TOKENS - 1) * jittered * 1000))
+            send += TTFT_S + jittered * (TOKENS - 1) + 0.001
+            seq += 1
+        t += 25.0
+    return write_run(path, rows, steps)
+
+
+def test_llamacpp_timings_split_each_request_and_name_the_phase_that_changed(tmp_path):
+    summary = build_summary(load_run(timed_run(tmp_path, np.random.default_rng(1)))).model_dump(mode="json")
+    (step,) = summary["comparisons"][0]["steps"]
+    base, spec = step["breakdown"]["baseline"], step["breakdown"]["variant"]
+    assert base["source"] == "server per-request timings" and base["statistic"] == "median"
+    assert base["queue_ms"] is None and "no queue time" in base["note"]
+    assert base["prefill_ms"] == pytest.approx(PREFILL_MS)
+    # 5 ms outside the server (within the rounding of epoch-second floats)
+    assert base["outside_ms"] == pytest.approx(TTFT_S * 1000 - PREFILL_MS, abs=1e-4)
+    assert base["decode_ms"] == pytest.approx(39 * 10.0, rel=0.02)
+    assert spec["decode_ms"] == pytest.approx(39 * 4.0, rel=0.02)
+    words = step["breakdown"]["words"]
+    assert words.startswith("TPOT -60%, TTFT unchanged") and "gains go to long outputs" in words
+    assert "decode -60%" in words and "prefill" not in words.split("(phases")[1]
+    # No server acceptance counters in this run: no tokens-per-pass figure, rather than a made-up one.
+    assert step["tokens_per_pass"] is None and step["pass_efficiency"] is None
+
+
+def client_samples(e2e_ms: list[float]) -> LevelSamples:
+    samples = LevelSamples()
+    samples.add(0, "clean", [], np.ones(3), np.ones(3), pd.DataFrame({"e2e_ms": e2e_ms}))
+    return samples
+
+
+def recorded_step(prefix: str, engine: str) -> dict:
+    frame = pd.DataFrame(rows_of(page(f"{prefix}-0.txt"), engine, T0) + rows_of(page(f"{prefix}-1.txt"), engine,
+                                                                                 T0 + 10))
+    return {"status": "clean", "server": figures(frame, engine, {**WINDOW, "t_end": T0 + 10})}
+
+
+def test_vllm_histograms_give_queue_prefill_decode_and_the_rest_is_outside():
+    step = recorded_step("vllm-phases", "vllm")
+    phases = level_breakdown(client_samples([260.0, 270.0]), [step])
+    assert phases["source"] == "server histograms" and phases["statistic"] == "mean"
+    # Page 1 minus page 0 over 100 requests: queue 2 s, prefill 3 s, decode 20 s, e2e 25.5 s.
+    assert phases["queue_ms"] == pytest.approx(20.0) and phases["prefill_ms"] == pytest.approx(30.0)
+    assert phases["decode_ms"] == pytest.approx(200.0)
+    assert phases["outside_ms"] == pytest.approx(265.0 - 255.0) and phases["e2e_ms"] == pytest.approx(265.0)
+
+
+def test_sglang_histograms_give_queue_and_outside_only():
+    step = recorded_step("sglang-phases", "sglang")
+    phases = level_breakdown(client_samples([250.0]), [step])
+    assert phases["queue_ms"] == pytest.approx(15.0)
+    assert phases["prefill_ms"] is None and phases["decode_ms"] is None
+    assert phases["outside_ms"] == pytest.approx(250.0 - 240.0)
+    # A contended step's histograms never enter the level's figures.
+    assert level_breakdown(client_samples([250.0]), [{**step, "status": "contended"}]) is None
+
+
+def test_acceptance_pools_steps_by_drafts():
+    def step(drafts, accepted, per_position, status="clean"):
+        return {"status": status, "server": {"acceptance": {"drafts": drafts, "accepted_tokens": accepted,
+                                                            "draft_tokens": 4 * drafts, "per_position": per_position}}}
+    pooled = level_acceptance([step(100, 150, [0.9, 0.6]), step(300, 300, [0.8, 0.2]),
+                               step(1000, 0, [0.0, 0.0], status="contended")])
+    assert pooled["per_position"] == pytest.approx([(90 + 240) / 400, (60 + 60) / 400])
+    assert pooled["mean_length"] == pytest.approx(1 + 450 / 400)
+    assert pooled["rate"] == pytest.approx(450 / 1600)
+    assert level_acceptance([step(0, 0, [])]) is None
+
+
+@pytest.mark.parametrize("tpot, ttft, words", [
+    ((2.0, 1.8, 2.2), (1.0, 0.9, 1.1), "TPOT -50%, TTFT unchanged (+0%, within noise): gains go to long outputs"),
+    ((2.0, 1.8, 2.2), (0.8, 0.7, 0.9), "TTFT +25%: decode gains but prefill costs more"),
+    ((2.0, 1.8, 2.2), (1.25, 1.2, 1.3), "TTFT -20%: both the first token and decoding got faster"),
+    ((0.8, 0.7, 0.9), (1.0, 0.9, 1.1), "TPOT +25%, TTFT unchanged (+0%, within noise): decode got slower"),
+    ((1.1, 0.9, 1.3), (1.0, 0.9, 1.1), "decode did not measurably change")])
+def test_the_words_follow_the_tpot_and_ttft_intervals(tpot, ttft, words):
+    def ratio(value, lo, hi):
+        return {"value": value, "ci95": [lo, hi]}
+    assert words in phase_words({"tpot_p50_speedup": ratio(*tpot), "ttft_p50_speedup": ratio(*ttft)}, None, None)

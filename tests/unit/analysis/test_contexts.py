@@ -1,0 +1,67 @@
+"""The context-length axis on a synthetic run whose answer is set by construction: the variant's per-token time
+and acceptance worsen with prompt length; each length gets its own figures and speed-up, and the ladder's
+verdict is computed from the ladder's steps alone."""
+
+import numpy as np
+import pytest
+
+from locust_llm.analysis.summary import build_summary
+from locust_llm.rundir import load_run
+from tests.synthetic import stream_record, window, write_run
+
+TOKENS = 40
+# (context or None for the ladder) -> variant -> (per-token seconds, drafted, accepted per request)
+CASES = {None: {"baseline": (0.010, None, None), "spec": (0.005, 16, 12)},
+         256: {"baseline": (0.010, None, None), "spec": (0.006, 16, 10)},
+         2048: {"baseline": (0.012, None, None), "spec": (0.011, 16, 4)}}
+
+
+def context_run(path, rng):
+    rows, steps, t = [], [], 1_800_000_000.0
+    for step, (context, variants) in enumerate(CASES.items()):
+        for variant, (tpot, drafted, accepted) in variants.items():
+            row = window(variant, step, 1, t, 20.0)
+            steps.append({**row, "context": context})
+            send, seq = t, 0
+            while send < t + 20.0:
+                jittered = tpot * rng.uniform(0.97, 1.03)
+                rows.append(stream_record(path.name, variant, 1, step, send, 0.02, jittered, TOKENS, seq=seq,
+                                          request_id=f"{variant}-{step}-{seq}", draft_n=drafted,
+                                          draft_accepted=accepted, prompt_tokens=context or 64))
+                send += 0.02 + jittered * (TOKENS - 1) + 0.001
+                seq += 1
+            t += 25.0
+    return write_run(path, rows, steps)
+
+
+@pytest.fixture(scope="module")
+def summary(tmp_path_factory):
+    run = context_run(tmp_path_factory.mktemp("contexts"), np.random.default_rng(2))
+    return build_summary(load_run(run)).model_dump(mode="json")
+
+
+def speedup_truth(base_tpot, spec_tpot):
+    return (0.02 + 39 * base_tpot) / (0.02 + 39 * spec_tpot)
+
+
+def test_each_context_length_gets_its_own_speedup_and_acceptance(summary):
+    assert [c["context_tokens"] for c in summary["contexts"]] == [256, 2048]
+    for ctx in summary["contexts"]:
+        cases = CASES[ctx["context_tokens"]]
+        (comp,) = ctx["comparisons"]
+        (step,) = comp["steps"]
+        assert step["output_tps_speedup"]["value"] == pytest.approx(
+            speedup_truth(cases["baseline"][0], cases["spec"][0]), rel=0.03)
+        (spec,) = ctx["variants"]["spec"]
+        assert spec["acceptance_client"] == pytest.approx(cases["spec"][2] / cases["spec"][1])
+        assert spec["tpot_p50_ms"] == pytest.approx(cases["spec"][0] * 1000, rel=0.03)
+        assert ctx["variants"]["baseline"][0]["acceptance_client"] is None
+
+
+def test_the_ladders_verdict_ignores_the_context_steps(summary):
+    (comp,) = summary["comparisons"]
+    (step,) = comp["steps"]
+    assert step["output_tps_speedup"]["value"] == pytest.approx(speedup_truth(0.010, 0.005), rel=0.03)
+    assert step["output_tps_speedup"]["blocks"] == 1  # the ladder's block only, not pooled with the contexts
+    contexts = [s["context"] for s in summary["variants"]["spec"]["steps"]]
+    assert contexts == [None, 256, 2048]

@@ -1,0 +1,136 @@
+"""Draft-length sweeps: the best k per level and the schedule, on synthetic runs whose answer is set by
+construction, and the choice rules on hand-made candidates."""
+
+import json
+
+import numpy as np
+import pytest
+
+from locust_llm.analysis.schedule import OFF, UNJUDGED, choose, schedule, schedule_text, vllm_schedule
+from locust_llm.analysis.summary import build_summary
+from locust_llm.pipeline import finish_run
+from locust_llm.rundir import load_run
+from locust_llm.scenario import ScenarioError, load_scenario
+from tests.synthetic import stream_record, window, write_run
+
+TOKENS = 40
+TTFT_S = 0.020
+WINDOW_S = 20.0
+# Per-token seconds of each variant at each level. Per stream a request takes TTFT + 39 x TPOT, so the speed-up
+# over the baseline is (20 + 39 b) / (20 + 39 v): at 1, k4 2.3x > k2 1.6x > k1 1.2x; at 2 k4 leads; at 4, k2
+# (1.31x) beats k4 (1.19x) and k1 (1.09x); at 8 every k is 12-20% slower: off.
+TPOT_MS = {"baseline": {1: 10, 2: 10, 4: 12, 8: 16},
+           "spec-k1": {1: 8, 2: 8.5, 4: 11, 8: 19},
+           "spec-k2": {1: 6, 2: 6.5, 4: 9, 8: 18},
+           "spec-k4": {1: 4, 2: 5, 4: 10, 8: 20}}
+SWEEP = {"spec": {"setting": "n_max", "label": "k", "values": [1, 2, 4], "variants": ["spec-k1", "spec-k2", "spec-k4"]}}
+
+
+def sweep_run(path, rng, tpot_ms=TPOT_MS):
+    """Each variant over the ladder, `level` closed-loop streams back to back, jittered per-token gaps."""
+    rows, steps, t = [], [], 1_800_000_000.0
+    for variant, per_level in tpot_ms.items():
+        for step, level in enumerate(sorted(per_level)):
+            steps.append(window(variant, step, level, t, WINDOW_S))
+            for stream in range(level):
+                send, seq = t + 0.003 * stream, 0
+                while send < t + WINDOW_S:
+                    tpot = per_level[level] / 1000 * rng.uniform(0.97, 1.03)
+                    rows.append(stream_record(path.name, variant, level, step, send, TTFT_S, tpot, TOKENS,
+                                              worker=stream, seq=seq, request_id=f"{variant}-{step}-{stream}-{seq}"))
+                    send += TTFT_S + tpot * (TOKENS - 1) + 0.001
+                    seq += 1
+            t += WINDOW_S + 5.0
+    write_run(path, rows, steps)
+    env = json.loads((path / "env.json").read_text())
+    env["scenario"]["sweeps"] = SWEEP
+    (path / "env.json").write_text(json.dumps(env))
+    return path
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    run = sweep_run(tmp_path_factory.mktemp("sweep"), np.random.default_rng(3))
+    return build_summary(load_run(run)).model_dump(mode="json")
+
+
+def test_the_best_k_per_level_is_the_one_built_in(swept):
+    (sched,) = swept["schedules"]
+    assert [(row["level"], row["choice"]) for row in sched["levels"]] == [(1, 4), (2, 4), (4, 2), (8, OFF)]
+    assert sched["levels"][3]["all_slower"] is True
+    at_one = {c["value"]: c["speedup"]["value"] for c in sched["levels"][0]["candidates"]}
+    truth = {k: (20 + 39 * 10) / (20 + 39 * TPOT_MS[f"spec-k{k}"][1]) for k in (1, 2, 4)}
+    assert at_one == pytest.approx(truth, rel=0.03)
+
+
+def test_the_schedule_reads_as_ranges_and_in_vllms_shape(swept):
+    (sched,) = swept["schedules"]
+    assert sched["text"] == "concurrency <= 2: k = 4; 4: k = 2; >= 8: off"
+    assert sched["vllm"]["num_speculative_tokens_per_batch_size"] == [[1, 2, 4], [3, 4, 2], [5, 8, 0]]
+    assert sched["vllm"]["num_speculative_tokens"] == 4
+    assert "above 8 were not measured" in sched["vllm"]["note"]
+
+
+def test_a_sweep_that_always_wins_has_one_range(tmp_path):
+    tpot = {"baseline": {1: 10, 2: 12}, "spec-k1": {1: 8, 2: 9}, "spec-k2": {1: 6, 2: 7}, "spec-k4": {1: 7, 2: 8}}
+    summary = build_summary(load_run(sweep_run(tmp_path, np.random.default_rng(4), tpot))).model_dump(mode="json")
+    (sched,) = summary["schedules"]
+    assert sched["text"] == "every level measured (1-2): k = 2"
+
+
+def ratio(value, lo, hi):
+    return {"value": value, "ci95": [lo, hi]}
+
+
+def test_choose_needs_an_interval_above_one_and_notes_ties():
+    picked = choose([{"value": 2, "status": "clean", "speedup": ratio(1.30, 1.20, 1.40)},
+                     {"value": 4, "status": "clean", "speedup": ratio(1.35, 1.25, 1.45)},
+                     {"value": 8, "status": "clean", "speedup": ratio(1.50, 0.90, 2.10)}])  # wide: not clearly
+    assert picked["choice"] == 4 and "within noise of 2" in picked["why"]
+    unclear = choose([{"value": 2, "status": "clean", "speedup": ratio(1.05, 0.95, 1.15)}])
+    assert unclear["choice"] == OFF and not unclear["all_slower"]
+    # An inconclusive level (blocks disagree) never picks a k, and a contended one is not judged at all.
+    assert choose([{"value": 2, "status": "inconclusive", "speedup": ratio(1.5, 1.3, 1.7)}])["choice"] == OFF
+    assert choose([{"value": 2, "status": "contended", "speedup": {"value": None}}])["choice"] == UNJUDGED
+
+
+def test_schedule_ranges_and_text():
+    ranges = schedule([(8, OFF), (1, 6), (2, 6), (4, 2), (16, OFF)])
+    assert ranges == [{"low": 1, "high": 2, "choice": 6}, {"low": 4, "high": 4, "choice": 2},
+                      {"low": 8, "high": 16, "choice": OFF}]
+    assert schedule_text(ranges, "k") == "concurrency <= 2: k = 6; 4: k = 2; >= 8: off"
+    # A level not judged splits the schedule and has no vLLM form.
+    gap = schedule([(1, 4), (2, UNJUDGED), (4, 4)])
+    assert len(gap) == 3 and vllm_schedule(gap) is None
+    assert vllm_schedule(schedule([(1, "draft-a"), (2, OFF)])) is None  # draft models are not a length
+    # Levels not judged at the top are left out: the setting covers what was measured cleanly.
+    top = vllm_schedule(schedule([(1, 8), (2, 8), (4, 4), (8, UNJUDGED)]))
+    assert top["num_speculative_tokens_per_batch_size"] == [[1, 2, 8], [3, 4, 4]] and "above 4" in top["note"]
+
+
+def test_a_list_of_draft_lengths_expands_into_named_variants(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nserver: {engine: llamacpp, tiny_model: {}}\nvariants:\n  baseline: {}\n"
+                    "  spec: {speculative: {type: draft-simple, n_max: [1, 2, 4, 8], p_min: 0.0}}\n")
+    scenario = load_scenario(path)
+    assert list(scenario.variants) == ["baseline", "spec-k1", "spec-k2", "spec-k4", "spec-k8"]
+    assert scenario.speculative("spec-k8").n_max == 8 and scenario.speculative("spec-k8").p_min == 0.0
+    assert scenario.sweeps["spec"].variants == ["spec-k1", "spec-k2", "spec-k4", "spec-k8"]
+
+    path.write_text("name: s\nserver: {engine: llamacpp, tiny_model: {}}\nvariants:\n  baseline: {}\n"
+                    "  spec: {speculative: {n_max: [1, 2], n_min: [0, 1]}}\n")
+    with pytest.raises(ScenarioError, match=r"variants\.spec\.speculative: lists for n_max and n_min"):
+        load_scenario(path)
+    path.write_text("name: s\nserver: {engine: llamacpp, tiny_model: {}}\nvariants:\n  baseline: {}\n"
+                    "  spec: {speculative: {n_max: [2, 2]}}\n")
+    with pytest.raises(ScenarioError, match="distinct values"):
+        load_scenario(path)
+
+
+def test_the_report_shows_the_sweep_and_writes_the_schedule_file(tmp_path):
+    finish_run(sweep_run(tmp_path, np.random.default_rng(3)))
+    html = (tmp_path / "report.html").read_text()
+    assert "Draft-length sweep" in html and "concurrency &lt;= 2: k = 4; 4: k = 2; &gt;= 8: off" in html
+    (saved,) = json.loads((tmp_path / "schedule.json").read_text())
+    assert saved["setting"] == "n_max" and saved["ranges"][-1] == {"low": 8.0, "high": 8.0, "choice": "off"}
+    assert saved["vllm"]["num_speculative_tokens_per_batch_size"] == [[1, 2, 4], [3, 4, 2], [5, 8, 0]]

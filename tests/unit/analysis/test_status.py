@@ -1,0 +1,134 @@
+"""What a verdict rests on: contended, insufficient, unsteady and inconsistent levels never drive it.
+
+Each run is built by hand (tests/synthetic.py) with a known answer and goes through the whole pipeline.
+"""
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from locust_llm.analysis.gates import EXIT_INVALID
+from locust_llm.pipeline import finish_run
+from locust_llm.rundir import layout
+from locust_llm.hostscan import HOST_SCHEMA
+from tests.synthetic import stream_record, window, write_run
+
+START = 1_700_000_000.0
+TOKENS = 20
+
+
+def closed_step(rows, steps, variant, step, level, start, length, e2e_s, users=None):
+    """``users`` streams back to back for ``length`` seconds, each request taking ``e2e_s``."""
+    tpot = (e2e_s - 0.05) / (TOKENS - 1)
+    for user in range(users or int(level)):
+        send, k = start + user * e2e_s / max(level, 1), 0
+        while send + e2e_s <= start + length:
+            rows.append(stream_record("s", variant, level, step, send, 0.05, tpot, TOKENS, worker=0,
+                                      seq=user * 1000 + k, request_id=f"{variant}-{step}-{user}-{k}"))
+            send, k = send + e2e_s, k + 1
+    steps.append(window(variant, step, level, start, length))
+
+
+def write_host(run, busy: list[tuple[float, float]], cores: float = 1.0, until: float = START + 1000):
+    """One sample a second; ``cores`` of a foreign 'burner' inside each ``(start, end)`` of ``busy``."""
+    rows = []
+    t = START - 5
+    while t < until:
+        t += 1.0
+        hot = any(a < t <= b for a, b in busy)
+        rows.append({"t": t, "interval_s": 1.0, "busy_cores": 1.5 + (cores if hot else 0.0), "own_cores": 1.5,
+                     "foreign_cores": cores if hot else 0.01, "steal_cores": 0.0, "foreign_gpu_processes": 0,
+                     "top_foreign": json.dumps([{"pid": 4242, "name": "burner", "cores": cores}] if hot else [])})
+    layout.write_parquet(run / layout.HOST, pa.Table.from_pylist(rows, schema=HOST_SCHEMA))
+
+
+def three_levels(tmp_path, busy_baseline_level: float | None = 2.0, slow_baseline_level: float | None = 4.0):
+    """Levels 1, 2, 4; spec is 1.5x faster everywhere. Optionally the baseline's level 2 ran next to a foreign
+    process burning a core, and its level 4 requests took 9 s each in a 20 s window (users staggered by 2.25 s:
+    2 + 1 + 1 + 1 = 5 requests end inside it)."""
+    rows, steps, t, busy = [], [], START, []
+    for variant, speed in (("baseline", 1.0), ("spec", 1.5)):
+        for step, level in enumerate((1, 2, 4)):
+            e2e = 0.5 / speed
+            if variant == "baseline" and level == slow_baseline_level:
+                e2e = 9.0
+            closed_step(rows, steps, variant, step, level, t, 20.0, e2e)
+            if variant == "baseline" and level == busy_baseline_level:
+                busy.append((t, t + 20.0))
+            t += 30.0
+    run = write_run(tmp_path, rows, steps)
+    write_host(run, busy)
+    return run
+
+
+def test_contended_and_insufficient_levels_are_marked_and_never_drive_the_recommendation(tmp_path):
+    outcome = finish_run(three_levels(tmp_path))
+    base = {s.level: s for s in outcome.summary.variants["baseline"].steps}
+    assert base[1].status == "clean" and base[1].host.foreign_cores == pytest.approx(0.01)
+    assert base[2].status == "contended"
+    assert "burner (pid 4242) 1.00" in base[2].status_reasons[0] and base[2].host.top_foreign[0].name == "burner"
+    assert base[4].status == "insufficient"
+    assert "requests took 9.0 s each, so the 20 s window saw 5 completed requests" in base[4].status_reasons[0]
+    comp = outcome.summary.comparisons[0]
+    by_level = {s.level: s for s in comp.steps}
+    assert by_level[1].status == "clean" and by_level[1].output_tps_speedup.value == pytest.approx(1.5, rel=0.05)
+    assert by_level[2].status == "contended" and by_level[2].output_tps_speedup.value is None
+    assert by_level[4].status == "insufficient" and by_level[4].excluded
+    # only level 1 was clean: the recommendation names it alone, and says what was not judged
+    assert comp.recommendation.startswith("enable spec at every level tested, up to 1 ")
+    assert "not judged: 2 (contended), 4 (insufficient)" in comp.recommendation
+    assert outcome.verdict.exit_code == 0
+    assert "1 clean, 2 contended, 4 insufficient" in outcome.text
+
+
+def test_no_clean_level_exits_invalid_naming_the_busy_host(tmp_path):
+    rows, steps = [], []
+    for i, variant in enumerate(("baseline", "spec")):
+        closed_step(rows, steps, variant, 0, 1, START + 30 * i, 20.0, 0.5)
+    run = write_run(tmp_path, rows, steps)
+    write_host(run, [(START, START + 20.0)], cores=0.6)
+    outcome = finish_run(run)
+    assert outcome.verdict.exit_code == EXIT_INVALID
+    (reason,) = outcome.verdict.reasons[str(EXIT_INVALID)]
+    assert "no level of spec vs baseline was measured cleanly" in reason and "burner (pid 4242)" in reason
+    assert "no verdict on spec" in outcome.summary.comparisons[0].recommendation
+
+
+def test_below_the_threshold_a_busy_host_is_still_clean(tmp_path):
+    rows, steps = [], []
+    for i, variant in enumerate(("baseline", "spec")):
+        closed_step(rows, steps, variant, 0, 1, START + 30 * i, 20.0, 0.5)
+    run = write_run(tmp_path, rows, steps)
+    write_host(run, [(START, START + 20.0)], cores=0.2)  # the default limit is a quarter of a core
+    assert finish_run(run).summary.comparisons[0].steps[0].status == "clean"
+
+
+def test_blocks_that_disagree_make_the_level_inconclusive_not_faster(tmp_path):
+    """ABBA: spec is 2x faster in block 0 and 0.7x in block 1, far beyond the noise of 20 s each."""
+    rows, steps, t = [], [], START
+    for step, order in ((0, (("baseline", 0.5), ("spec", 0.25))), (1, (("spec", 0.7), ("baseline", 0.5)))):
+        for variant, e2e in order:
+            closed_step(rows, steps, variant, step, 2, t, 20.0, e2e)
+            t += 30.0
+    outcome = finish_run(write_run(tmp_path, rows, steps))
+    (level,) = outcome.summary.comparisons[0].steps
+    assert level.output_tps_speedup.blocks == 2 and level.output_tps_speedup.blocks_agree is False
+    assert level.status == "inconclusive"
+    assert not outcome.summary.comparisons[0].recommendation.startswith("enable")
+
+
+def test_a_throughput_collapse_is_flagged_as_an_anomaly(tmp_path):
+    rows, steps = [], []
+    closed_step(rows, steps, "baseline", 0, 1, START, 20.0, 0.5)
+    closed_step(rows, steps, "baseline", 1, 4, START + 30, 20.0, 0.5, users=1)  # 4 users, yet only one sends
+    outcome = finish_run(write_run(tmp_path, rows, steps))
+    low, high = outcome.summary.variants["baseline"].steps
+    assert low.anomaly is None
+    assert high.anomaly is None  # the same throughput at a higher level is saturation, not an anomaly
+    rows2, steps2 = [], []
+    closed_step(rows2, steps2, "baseline", 0, 1, START, 20.0, 0.5)
+    closed_step(rows2, steps2, "baseline", 1, 2, START + 30, 20.0, 3.0, users=1)
+    (tmp_path / "b").mkdir()
+    high = finish_run(write_run(tmp_path / "b", rows2, steps2)).summary.variants["baseline"].steps[1]
+    assert high.anomaly and "more than half" in high.anomaly
