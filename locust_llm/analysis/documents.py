@@ -351,6 +351,7 @@ class Comparison(Doc):
 class ContextComparison(Doc):
     """A prompt length measured on its own: per variant and level the figures, and the A/B comparisons."""
     context_tokens: int
+    ladder: bool = False  # the ladder's own prompts, shown as the shortest length
     variants: dict[str, list[ContextLevel]] = {}
     comparisons: list[Comparison] = []
 
@@ -442,8 +443,7 @@ class GateCheck(Doc):
     """Variant."""
     level: float | None = None
     """Level."""
-    context: int | None = None
-    """Prompt tokens of a context-axis step."""
+    context: int | None = None  # prompt tokens of a context-axis step
     value: float | None = None
     """The measured figure (null: not measured, which fails)."""
     limit: float

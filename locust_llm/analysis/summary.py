@@ -224,19 +224,33 @@ def sweep_schedules(sweeps: dict[str, dict], comparisons: list[dict], variants: 
 
 
 def context_comparisons(baseline: str | None, contexts: dict[int, Samples], variants: dict[str, dict],
-                        modes: dict[str, str]) -> list[dict]:
-    """Per context length: each variant's figures per level and the comparisons with the baseline."""
+                        modes: dict[str, str], ladder: tuple[int, Samples, list[dict]] | None) -> list[dict]:
+    """Per context length: each variant's figures per level and the comparisons with the baseline. ``ladder``
+    (its prompt length, samples and comparisons) puts the ladder's levels first, as the shortest length."""
     out = []
-    for context in sorted(contexts):
-        by_variant = contexts[context]
+    points = [(context, contexts[context], None) for context in sorted(contexts)]
+    if contexts and ladder is not None and ladder[0] not in contexts:
+        points.insert(0, ladder)
+    for context, by_variant, comparisons in points:
+        own = None if comparisons is not None else context  # the ladder's steps carry no context
         figures = {name: [context_figures(level, by_level[level],
-                                          [s for s in variants[name]["steps"] if s.get("context") == context
+                                          [s for s in variants[name]["steps"] if s.get("context") == own
                                            and s["level"] == level])
                           for level in sorted(by_level)] for name, by_level in by_variant.items()}
-        comparisons = [comparison(baseline, name, by_variant[baseline], by_variant[name], modes[name])
-                       for name in by_variant if name != baseline] if baseline in by_variant else []
-        out.append({"context_tokens": context, "variants": figures, "comparisons": comparisons})
+        if comparisons is None:
+            comparisons = [comparison(baseline, name, by_variant[baseline], by_variant[name], modes[name])
+                           for name in by_variant if name != baseline] if baseline in by_variant else []
+        out.append({"context_tokens": context, "ladder": own is None, "variants": figures,
+                    "comparisons": comparisons})
     return out
+
+
+def ladder_point(run: RunData, samples: Samples, comparisons: list[dict]) -> tuple | None:
+    """The ladder as a point of the context axis: generated prompts of one length only (no buckets, no dataset)."""
+    load = run.env.get("load") or {}
+    if load.get("buckets") or load.get("dataset") or not load.get("prompt_tokens"):
+        return None
+    return int(load["prompt_tokens"]), samples, comparisons
 
 
 def context_figures(level: float, samples: LevelSamples, steps: list[dict]) -> dict:
@@ -282,7 +296,8 @@ def build_summary(run: RunData) -> Summary:
         "run_id": run.env.get("run_id"), "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "baseline": baseline, "records": int(len(frame)), "slo": slo, "variants": variants,
         "comparisons": comparisons, "schedules": schedules,
-        "contexts": context_comparisons(baseline, contexts, variants, modes), "consistency": consistency,
+        "contexts": context_comparisons(baseline, contexts, variants, modes, ladder_point(run, samples, comparisons)),
+        "consistency": consistency,
         "events": run.events,
         "errors": error_samples(frame),
     }))

@@ -49,7 +49,7 @@ def sweeps(view: RunView) -> list[dict]:
 
 
 def breakdowns(view: RunView) -> list[dict]:
-    """Per comparison and level: both sides' phases, the words, tokens per target pass against the speed-up."""
+    """Per comparison and level: both sides' phases, the words, and tokens per target pass against the speed-up."""
     out = []
     for comp in view.comparisons:
         rows = []
@@ -63,9 +63,7 @@ def breakdowns(view: RunView) -> list[dict]:
                               **{k: num(getattr(phases, k)) if phases else None
                                  for k in ("queue_ms", "prefill_ms", "decode_ms", "outside_ms", "e2e_ms")},
                               "note": phases.note if phases else None})
-            rows.append({"level": lvl(s.level), "sides": sides, "words": s.breakdown.words,
-                         "per_pass": num(s.tokens_per_pass), "efficiency": pct(s.pass_efficiency),
-                         "gap": s.pass_gap})
+            rows.append({"level": lvl(s.level), "sides": sides, "words": s.breakdown.words, "gap": s.pass_gap})
         if rows:
             out.append({"variant": comp.variant, "baseline": comp.baseline, "rows": rows,
                         "conditions": view.conditions_line(comp.variant)})
@@ -90,8 +88,8 @@ def contexts(view: RunView) -> list[dict]:
                              "acc_client": pct(f.acceptance_client),
                              "speedup": _speed(step.output_tps_speedup) if step else None,
                              "status": step.status if step else None})
-        out.append({"context": ctx.context_tokens, "rows": sorted(rows, key=lambda r: (float(r["level"]),
-                                                                                       r["variant"]))})
+        out.append({"context": ctx.context_tokens, "ladder": ctx.ladder,
+                    "rows": sorted(rows, key=lambda r: (float(r["level"]), r["variant"]))})
     return out
 
 

@@ -68,6 +68,7 @@ def test_a_sweep_over_draft_lengths_with_a_long_context_on_the_real_server(tmp_p
         if isinstance(level["choice"], int):  # a chosen k is clearly faster than the baseline
             assert level["speedup"]["ci95"][0] > 1
     assert json.loads((run / "schedule.json").read_text())[0]["text"] == schedule["text"]
-    context = summary["contexts"][0]
+    ladder, context = summary["contexts"]  # the ladder's own 32-token prompts first
+    assert (ladder["context_tokens"], ladder["ladder"]) == (32, True)
     assert context["context_tokens"] == CONTEXT and set(context["variants"]) == set(summary["variants"])
     assert "Context length" in (run / "report.html").read_text()

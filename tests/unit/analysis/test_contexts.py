@@ -2,6 +2,8 @@
 and acceptance worsen with prompt length; each length gets its own figures and speed-up, and the ladder's
 verdict is computed from the ladder's steps alone."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -31,7 +33,11 @@ def context_run(path, rng):
                 send += 0.02 + jittered * (TOKENS - 1) + 0.001
                 seq += 1
             t += 25.0
-    return write_run(path, rows, steps)
+    write_run(path, rows, steps)
+    env = json.loads((path / "env.json").read_text())
+    env["load"]["prompt_tokens"] = 64  # the ladder's own prompts: the shortest point of the axis
+    (path / "env.json").write_text(json.dumps(env))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +51,10 @@ def speedup_truth(base_tpot, spec_tpot):
 
 
 def test_each_context_length_gets_its_own_speedup_and_acceptance(summary):
-    assert [c["context_tokens"] for c in summary["contexts"]] == [256, 2048]
-    for ctx in summary["contexts"]:
+    assert [(c["context_tokens"], c["ladder"]) for c in summary["contexts"]] == [(64, True), (256, False),
+                                                                                (2048, False)]
+    assert summary["contexts"][0]["comparisons"] == summary["comparisons"]
+    for ctx in summary["contexts"][1:]:
         cases = CASES[ctx["context_tokens"]]
         (comp,) = ctx["comparisons"]
         (step,) = comp["steps"]
