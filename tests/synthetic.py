@@ -174,6 +174,28 @@ def stream_record(run_id: str, variant: str, level: float, step: int, send: floa
                          http_status=200, **fields).to_dict()
 
 
+def back_to_back(run_id: str, variant: str, level: float, step: int, start: float, seconds: float, ttft: float,
+                 tpot: float, tokens: int, rng, stream: int = 0, **fields) -> list[dict]:
+    """One closed-loop stream over ``[start, start + seconds)``: requests sent back to back, each with its
+    per-token time ``tpot`` jittered by up to 3%."""
+    rows, send, seq = [], start + 0.003 * stream, 0
+    while send < start + seconds:
+        jittered = tpot * rng.uniform(0.97, 1.03)
+        rows.append(stream_record(run_id, variant, level, step, send, ttft, jittered, tokens, worker=stream,
+                                  seq=seq, request_id=f"{variant}-{step}-{stream}-{seq}", **fields))
+        send += ttft + jittered * (tokens - 1) + 0.001
+        seq += 1
+    return rows
+
+
+def patch_env(path: Path, section: str, **values) -> Path:
+    """Set keys of one section of a written run's ``env.json``."""
+    env = json.loads((path / "env.json").read_text())
+    env.setdefault(section, {}).update(values)
+    (path / "env.json").write_text(json.dumps(env))
+    return path
+
+
 def write_run(path: Path, rows: list[dict], steps: list[dict], mode: str = "closed", gates: dict | None = None,
               slo: dict | None = None, baseline: str = "baseline", first_token_s: float = 120.0) -> Path:
     write_requests(path, rows)

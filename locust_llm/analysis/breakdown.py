@@ -16,9 +16,8 @@ scheduling loss.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .samples import LevelSamples
+from .stats import finite, mean_of, percentile_of
 
 __all__ = ["PHASES", "add_breakdowns", "level_acceptance", "level_breakdown", "phase_words"]
 
@@ -26,19 +25,16 @@ PHASES = ("queue_ms", "prefill_ms", "decode_ms", "outside_ms")
 LLAMACPP_NOTE = "llama.cpp reports no queue time: waiting for a slot is counted in outside_ms"
 
 
-def _median(values: np.ndarray) -> float | None:
-    values = values[np.isfinite(values)]
-    return float(np.median(values)) if values.size else None
-
-
 def level_breakdown(samples: LevelSamples, steps: list[dict]) -> dict | None:
     """The phases of the level's clean requests (``samples``) or clean steps' server histograms (``steps``)."""
-    prefill = samples.values("server_prefill_ms")
-    if np.isfinite(prefill).any():
+    prefill = finite(samples.values("server_prefill_ms"))
+    if prefill.size:
         return {"source": "server per-request timings", "statistic": "median", "queue_ms": None,
-                "prefill_ms": _median(prefill), "decode_ms": _median(samples.values("server_decode_ms")),
-                "outside_ms": _median(samples.values("outside_ms")), "e2e_ms": _median(samples.values("e2e_ms")),
-                "n": int(np.isfinite(prefill).sum()), "note": LLAMACPP_NOTE}
+                "prefill_ms": percentile_of(prefill, 50),
+                "decode_ms": percentile_of(samples.values("server_decode_ms"), 50),
+                "outside_ms": percentile_of(samples.values("outside_ms"), 50),
+                "e2e_ms": percentile_of(samples.values("e2e_ms"), 50),
+                "n": int(prefill.size), "note": LLAMACPP_NOTE}
     latency = [(s.get("server") or {}).get("server_latency") or {} for s in steps if s.get("status") == "clean"]
     phases = {}
     for name in ("queue_ms", "prefill_ms", "decode_ms", "e2e_ms"):
@@ -47,9 +43,8 @@ def level_breakdown(samples: LevelSamples, steps: list[dict]) -> dict | None:
         phases[name] = sum(m * n for m, n in parts) / total if total else None
     if all(phases[p] is None for p in ("queue_ms", "prefill_ms", "decode_ms")):
         return None
-    client = samples.values("e2e_ms")
-    client = client[np.isfinite(client)]
-    client_mean = float(client.mean()) if client.size else None
+    client = finite(samples.values("e2e_ms"))
+    client_mean = mean_of(client)
     server = phases["e2e_ms"]
     if server is None and all(phases[p] is not None for p in ("queue_ms", "prefill_ms", "decode_ms")):
         server = phases["queue_ms"] + phases["prefill_ms"] + phases["decode_ms"]

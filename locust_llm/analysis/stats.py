@@ -22,8 +22,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["LARGE", "SortedSample", "bootstrap_distribution", "finite", "percentile_interval",
-           "percentile_stat", "rate_samples", "resample_indices", "summarize", "t_quantile", "t_sf",
+__all__ = ["LARGE", "SortedSample", "bootstrap_distribution", "finite", "mean_of", "percentile_interval",
+           "percentile_of", "percentile_stat", "rate_samples", "resample_indices", "summarize", "t_quantile", "t_sf",
            "weighted_percentiles"]
 
 PERCENTILES = (50, 95, 99)
@@ -42,6 +42,18 @@ def finite(values: Iterable[float] | np.ndarray | None) -> np.ndarray:
     else:
         array = np.asarray([v for v in values if v is not None], dtype=float).ravel()
     return array[np.isfinite(array)]
+
+
+def percentile_of(values, q: float) -> float | None:
+    """The ``q``-th percentile of the finite values; None when there is none."""
+    array = finite(values)
+    return float(np.percentile(array, q)) if array.size else None
+
+
+def mean_of(values) -> float | None:
+    """The mean of the finite values; None when there is none."""
+    array = finite(values)
+    return float(array.mean()) if array.size else None
 
 
 def percentile_stat(q: float) -> Callable[..., float]:

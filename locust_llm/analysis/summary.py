@@ -22,7 +22,7 @@ from .rates import series_mean_ci
 from .samples import PAIR_KEY, LevelSamples
 from .schedule import sweep_schedule
 from .server_metrics import cross_check, server_figures
-from .stats import rate_samples, summarize
+from .stats import mean_of, percentile_of, rate_samples, summarize
 from .status import flag_anomalies, host_load, step_status
 from .steady import drift
 from .validity import client_validity
@@ -164,7 +164,7 @@ def variant_curves(by_level: dict[float, LevelSamples], mode: str) -> dict:
     columns = {"tpot_ms": "tpot_ms", "ttft_ms": latency_keys(mode)["ttft"]}
     knees = {}
     for name, column in columns.items():
-        p95 = [_percentile(by_level[level].values(column), 95) for level in levels]
+        p95 = [percentile_of(by_level[level].values(column), 95) for level in levels]
         knees[name] = knee_level(levels, p95, threshold)
     found = [k for k in knees.values() if k is not None]
     return {"saturation_level": saturation_level(levels, throughput), "knee_level": min(found) if found else None,
@@ -173,11 +173,6 @@ def variant_curves(by_level: dict[float, LevelSamples], mode: str) -> dict:
                                     "with non-overlapping 95% CIs",
                       "knee": f"first clean level after which P95 TPOT or {columns['ttft_ms']} grows with log-log "
                               f"slope > {threshold}"}}
-
-
-def _percentile(values: np.ndarray, q: float) -> float | None:
-    values = values[np.isfinite(values)]
-    return float(np.percentile(values, q)) if values.size else None
 
 
 Samples = dict[str, dict[float, LevelSamples]]  # variant -> level -> samples
@@ -260,17 +255,12 @@ def context_figures(level: float, samples: LevelSamples, steps: list[dict]) -> d
     drafted = sum((s.get("acceptance_client") or {}).get("draft_tokens", 0) for s in clean)
     accepted = sum((s.get("acceptance_client") or {}).get("accepted_tokens", 0) for s in clean)
     return {"level": level, "clean": samples.clean, "requests": int(len(samples.requests)),
-            "ttft_p50_ms": _percentile(samples.values("ttft_ms"), 50),
-            "tpot_p50_ms": _percentile(samples.values("tpot_ms"), 50),
-            "decode_tps": _mean(samples.values("decode_tps")), "e2e_tps": _mean(samples.values("e2e_tps")),
+            "ttft_p50_ms": percentile_of(samples.values("ttft_ms"), 50),
+            "tpot_p50_ms": percentile_of(samples.values("tpot_ms"), 50),
+            "decode_tps": mean_of(samples.values("decode_tps")), "e2e_tps": mean_of(samples.values("e2e_tps")),
             "output_tps": float(samples.token_rates.mean()) if samples.clean else None,
             "acceptance_server": level_acceptance(clean),
             "acceptance_client": accepted / drafted if drafted else None}
-
-
-def _mean(values: np.ndarray) -> float | None:
-    values = values[np.isfinite(values)]
-    return float(values.mean()) if values.size else None
 
 
 def build_summary(run: RunData) -> Summary:

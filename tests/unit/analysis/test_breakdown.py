@@ -10,7 +10,7 @@ from locust_llm.analysis.breakdown import level_acceptance, level_breakdown, pha
 from locust_llm.analysis.samples import LevelSamples
 from locust_llm.analysis.summary import build_summary
 from locust_llm.rundir import load_run
-from tests.synthetic import stream_record, window, write_run
+from tests.synthetic import back_to_back, window, write_run
 from tests.unit.telemetry.test_parse import WINDOW, figures, rows_of, page, T0
 
 TOKENS = 40
@@ -22,15 +22,11 @@ def timed_run(path, rng):
     rows, steps, t = [], [], 1_800_000_000.0
     for variant, tpot in TPOT_S.items():
         steps.append(window(variant, 0, 1, t, 20.0))
-        send, seq = t, 0
-        while send < t + 20.0:
-            jittered = tpot * rng.uniform(0.97, 1.03)
-            rows.append(stream_record(path.name, variant, 1, 0, send, TTFT_S, jittered, TOKENS, seq=seq,
-                                      request_id=f"{variant}-{seq}", server_prefill_ms=PREFILL_MS,
-                                      server_decode_ms=(TOKENS - 1) * jittered * 1000))
-            send += TTFT_S + jittered * (TOKENS - 1) + 0.001
-            seq += 1
+        rows += back_to_back(path.name, variant, 1, 0, t, 20.0, TTFT_S, tpot, TOKENS, rng,
+                             server_prefill_ms=PREFILL_MS)
         t += 25.0
+    for row in rows:  # the server's generation time: first token to last
+        row["server_decode_ms"] = (row["t_end"] - row["t_first"]) * 1000
     return write_run(path, rows, steps)
 
 

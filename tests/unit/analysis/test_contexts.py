@@ -2,14 +2,12 @@
 and acceptance worsen with prompt length; each length gets its own figures and speed-up, and the ladder's
 verdict is computed from the ladder's steps alone."""
 
-import json
-
 import numpy as np
 import pytest
 
 from locust_llm.analysis.summary import build_summary
 from locust_llm.rundir import load_run
-from tests.synthetic import stream_record, window, write_run
+from tests.synthetic import back_to_back, patch_env, window, write_run
 
 TOKENS = 40
 # (context or None for the ladder) -> variant -> (per-token seconds, drafted, accepted per request)
@@ -22,22 +20,12 @@ def context_run(path, rng):
     rows, steps, t = [], [], 1_800_000_000.0
     for step, (context, variants) in enumerate(CASES.items()):
         for variant, (tpot, drafted, accepted) in variants.items():
-            row = window(variant, step, 1, t, 20.0)
-            steps.append({**row, "context": context})
-            send, seq = t, 0
-            while send < t + 20.0:
-                jittered = tpot * rng.uniform(0.97, 1.03)
-                rows.append(stream_record(path.name, variant, 1, step, send, 0.02, jittered, TOKENS, seq=seq,
-                                          request_id=f"{variant}-{step}-{seq}", draft_n=drafted,
-                                          draft_accepted=accepted, prompt_tokens=context or 64))
-                send += 0.02 + jittered * (TOKENS - 1) + 0.001
-                seq += 1
+            steps.append({**window(variant, step, 1, t, 20.0), "context": context})
+            rows += back_to_back(path.name, variant, 1, step, t, 20.0, 0.02, tpot, TOKENS, rng, draft_n=drafted,
+                                 draft_accepted=accepted, prompt_tokens=context or 64)
             t += 25.0
     write_run(path, rows, steps)
-    env = json.loads((path / "env.json").read_text())
-    env["load"]["prompt_tokens"] = 64  # the ladder's own prompts: the shortest point of the axis
-    (path / "env.json").write_text(json.dumps(env))
-    return path
+    return patch_env(path, "load", prompt_tokens=64)  # the ladder's own prompts: the axis's shortest point
 
 
 @pytest.fixture(scope="module")

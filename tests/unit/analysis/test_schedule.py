@@ -11,7 +11,7 @@ from locust_llm.analysis.summary import build_summary
 from locust_llm.pipeline import finish_run
 from locust_llm.rundir import load_run
 from locust_llm.scenario import ScenarioError, load_scenario
-from tests.synthetic import stream_record, window, write_run
+from tests.synthetic import back_to_back, patch_env, window, write_run
 
 TOKENS = 40
 TTFT_S = 0.020
@@ -33,19 +33,11 @@ def sweep_run(path, rng, tpot_ms=TPOT_MS):
         for step, level in enumerate(sorted(per_level)):
             steps.append(window(variant, step, level, t, WINDOW_S))
             for stream in range(level):
-                send, seq = t + 0.003 * stream, 0
-                while send < t + WINDOW_S:
-                    tpot = per_level[level] / 1000 * rng.uniform(0.97, 1.03)
-                    rows.append(stream_record(path.name, variant, level, step, send, TTFT_S, tpot, TOKENS,
-                                              worker=stream, seq=seq, request_id=f"{variant}-{step}-{stream}-{seq}"))
-                    send += TTFT_S + tpot * (TOKENS - 1) + 0.001
-                    seq += 1
+                rows += back_to_back(path.name, variant, level, step, t, WINDOW_S, TTFT_S, per_level[level] / 1000,
+                                     TOKENS, rng, stream)
             t += WINDOW_S + 5.0
     write_run(path, rows, steps)
-    env = json.loads((path / "env.json").read_text())
-    env["scenario"]["sweeps"] = SWEEP
-    (path / "env.json").write_text(json.dumps(env))
-    return path
+    return patch_env(path, "scenario", sweeps=SWEEP)
 
 
 @pytest.fixture(scope="module")
