@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .analysis.documents import RunComparison, Summary, Verdict
-from .analysis.gates import evaluate
+from .analysis.gates import evaluate, gates_of
 from .analysis.regression import compare_runs
 from .analysis.summary import build_summary
 from .analysis.timeline import build_timeline
@@ -32,12 +32,7 @@ class Outcome:
     regression: RunComparison | None
     report: Path | None
     text: str  # the verdict table a headless run prints
-
-
-def gates_of(env: dict) -> GatesSpec:
-    """The gates a run was judged by: as the run recorded them (scenario plus command-line overrides)."""
-    recorded = env.get("gates") or (env.get("scenario") or {}).get("gates") or {}
-    return GatesSpec.model_validate(recorded)
+    inp: ReportInput  # what the report presents (the web UI shows its verdict cards)
 
 
 def _regression(run: RunData, run_dir: Path, gates: GatesSpec, baseline_dir: Path | None,
@@ -83,4 +78,4 @@ def finish_run(run_dir: Path, run: RunData | None = None, gates: GatesSpec | Non
         report = write_report(run_dir, inp)
     except Exception:  # the measurements and the verdict are on disk; a report bug must not hide them
         log.exception("could not render the HTML report; `locust-llm report %s` retries", run_dir)
-    return Outcome(summary, verdict, regression, report, verdict_table(summary, verdict))
+    return Outcome(summary, verdict, regression, report, verdict_table(summary, verdict), inp)

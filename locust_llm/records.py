@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field, fields
 
@@ -12,7 +13,9 @@ __all__ = ["ErrorClass", "Phase", "REQUESTS_SCHEMA", "RequestRecord", "now"]
 
 # One clock per run: perf_counter's resolution, anchored once per process to the epoch so that
 # processes (and machines) line up with each other and with telemetry timestamps.
-_EPOCH_ANCHOR = time.time() - time.perf_counter()
+# LOCUST_LLM_TEST_CLOCK_OFFSET_S moves this process's clock, as another host's would be: for tests of the clock
+# alignment only (``analysis.clocks``).
+_EPOCH_ANCHOR = time.time() - time.perf_counter() + float(os.environ.get("LOCUST_LLM_TEST_CLOCK_OFFSET_S") or 0.0)
 
 
 def now() -> float:
@@ -88,6 +91,10 @@ class RequestRecord:
     # The server's own split of this request (llama.cpp ``timings``): prompt processing and generation time.
     server_prefill_ms: float | None = None
     server_decode_ms: float | None = None
+    # Images the request carried (a bucket with ``images``) and their bytes before base64: 0 for the bucket's
+    # text-only twins, None in buckets without images.
+    images: int | None = None
+    image_bytes: int | None = None
 
     @property
     def ok(self) -> bool:

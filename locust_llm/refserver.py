@@ -1,8 +1,9 @@
 """``python -m locust_llm.refserver``: run the reference streaming server (``locust_llm.testing.refserver``).
 
     python -m locust_llm.refserver --port 8000 [--ttft-s 0.05 --gap-s 0.01 --tokens-per-chunk 1,3 ...]
+                                   [--image-ms-per-kpx 0.2]
 
-``--port 0`` binds a free port; the first line on stdout is ``refserver listening on 127.0.0.1:PORT``.
+``--port 0`` binds a free port; the first line on stdout is ``refserver listening on ADDRESS:PORT``.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ import argparse
 import json
 import sys
 
+from .testing.refcrash import exit_on
 from .testing.refserver import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, USAGE_MODES, BadRequest, make_server
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m locust_llm.refserver", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1; 0 picks a free one")
+    parser.add_argument("--port", type=int, default=8000, help="port on --bind; 0 picks a free one")
+    parser.add_argument("--bind", default="127.0.0.1",
+                        help="address to listen on (a test's private network namespace; never a public one)")
     parser.add_argument("--ttft-s", type=float, default=DEFAULTS["ttft_s"])
     parser.add_argument("--gap-s", type=float, default=DEFAULTS["gap_s"])
     parser.add_argument("--tokens-per-chunk", default="1", help="an int or a comma list cycled, e.g. 1,3,2,4")
@@ -32,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--patch-last", default="{}", help="JSON: dotted paths set in each stream's last token chunk")
     parser.add_argument("--models-answer", choices=MODELS_ANSWERS, default="object",
                         help="how /v1/models answers: OpenAI's object, a bare list, or garbage")
+    parser.add_argument("--image-ms-per-kpx", type=float, default=DEFAULTS["image_ms_per_kpx"],
+                        help="prefill time added per thousand pixels of the images in a chat request (ms)")
+    parser.add_argument("--exit-on", default="", help="exit at once (a crash) when a request body holds this text")
     parser.add_argument("--access-log", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -42,13 +49,15 @@ def main(argv: list[str] | None = None) -> int:
                 "usage": args.usage, "llamacpp": args.llamacpp, "fault": args.fault,
                 "stall_once_s": args.stall_once_s, "pause_once_s": args.pause_once_s,
                 "headers_early": not args.headers_late, "framing": args.framing,
-                "patch_last": json.loads(args.patch_last)}
+                "patch_last": json.loads(args.patch_last), "image_ms_per_kpx": args.image_ms_per_kpx}
     try:
-        server = make_server(args.port, defaults, args.model, args.access_log, args.models_answer)
+        server = make_server(args.port, defaults, args.model, args.access_log, args.models_answer, args.bind)
     except BadRequest as exc:
         parser.error(str(exc))
+    if args.exit_on:
+        server.application = exit_on(server.application, args.exit_on.encode())
     server.init_socket()
-    print(f"refserver listening on 127.0.0.1:{server.server_port}", flush=True)
+    print(f"refserver listening on {args.bind}:{server.server_port}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

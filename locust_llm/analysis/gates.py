@@ -6,7 +6,8 @@ Exit codes (most severe first when several apply):
   start or died during the run; 5 invalid run (records lost, no request succeeded, a comparison with no level
   measured cleanly on both sides -- the host was busy, the client was the bottleneck, the steps saw too few
   requests or drifted -- or, without a comparison, every step contended or client-invalid); 4 regression
-  beyond the threshold against the baseline run; 3 an SLO gate failed.
+  beyond the threshold against the baseline run; 3 an SLO gate or the quality gate failed (a variant's pass rate on
+  the scenario's task set dropped from the baseline's beyond ``quality.max_drop_pct``, or was not measured).
 
 SLO gates judge every step except the contended ones: their latencies say more about the other jobs on the
 machine than about the server. (A client-invalid step is still judged: in an open loop a late client's lag is
@@ -22,7 +23,7 @@ from ..scenario import GatesSpec
 from .documents import GateCheck, RunComparison, Summary, Verdict
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_REGRESSION", "EXIT_SERVER",
-           "EXIT_SLO", "evaluate"]
+           "EXIT_SLO", "evaluate", "gates_of", "slo_checks"]
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -32,15 +33,22 @@ EXIT_INVALID = 5
 EXIT_SERVER = 6
 EXIT_INTERRUPTED = 7
 SEVERITY = (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, EXIT_INVALID, EXIT_REGRESSION, EXIT_SLO)
-SERVER_EVENTS = ("server_start_failed", "server_exited")
-UNJUDGED = ("contended",)  # a busy host says nothing about the server's latency
-UNTRUSTED = ("contended", "client-invalid")  # the machine, not the server, may have made these numbers
+SERVER_EVENTS = ("server_start_failed", "server_exited", "probe_server_failed", "server_restart_failed")
+# A fault injected on purpose, a level not held, or a busy host says nothing about the server's normal latency.
+UNJUDGED = ("fault-injected", "worker-lost", "contended")
+UNTRUSTED = ("worker-lost", "contended", "client-invalid")  # the run or the machine may have made these numbers
 INVALID_EVENTS = ("records_missing", "records_lost", "drain_timeout")
 # gate -> (step figure per mode, percentile key or None). Gates judge every request, failures included (at the time
 # they failed); in an open loop TTFT runs from the intended send time.
 SLO_GATES = {"ttft_p99_ms": ({"closed": "ttft_all_ms", "open": "ttft_sched_all_ms"}, "p99"),
              "tpot_p99_ms": ({"closed": "tpot_all_ms", "open": "tpot_all_ms"}, "p99"),
              "error_rate": ({"closed": "error_rate", "open": "error_rate"}, None)}
+
+
+def gates_of(env: dict) -> GatesSpec:
+    """The gates a run was judged by: as the run recorded them (scenario plus command-line overrides)."""
+    recorded = env.get("gates") or (env.get("scenario") or {}).get("gates") or {}
+    return GatesSpec.model_validate(recorded)
 
 
 def slo_checks(summary: Summary, gates: GatesSpec) -> list[GateCheck]:
@@ -94,8 +102,17 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
             reasons.setdefault(EXIT_INTERRUPTED, []).append(
                 f"interrupted by {event.get('signal')} at {when} during {event.get('variant')} step "
                 f"{event.get('step')}: the figures cover what was measured until then")
+        elif event.get("kind") == "unfinished":
+            reasons.setdefault(EXIT_INTERRUPTED, []).append(
+                f"the run did not finish (it is still running, or was killed): {event.get('variant')} step(s) "
+                f"{event.get('steps')} end at the last record; the figures cover what was recorded until then")
         elif event.get("kind") in SERVER_EVENTS:
-            reasons.setdefault(EXIT_SERVER, []).append(f"{event['kind']}: variant {event.get('variant')}")
+            reasons.setdefault(EXIT_SERVER, []).append(f"{event['kind']}: variant {event.get('variant')}" + (
+                f" at probe {event['probe']}: {event.get('reason')}" if event.get("probe") else ""))
+        elif event.get("kind") == "worker_lost" and event.get("stopped"):
+            reasons.setdefault(EXIT_INVALID, []).append(
+                f"load process {event.get('worker')} lost during {event.get('variant')} step {event.get('step')} "
+                f"(it had sent {event.get('records_sent')} records): the run stopped (load.on_worker_loss: stop)")
         elif event.get("kind") in INVALID_EVENTS:
             detail = {k: v for k, v in event.items() if k not in ("kind", "t")}
             reasons.setdefault(EXIT_INVALID, []).append(f"{event['kind']}: {detail}")
@@ -110,6 +127,10 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
         reasons.setdefault(EXIT_REGRESSION, []).append(
             f"{row.variant} @ {lvl(row.level)}: {row.metric} x{row.ratio:.3f} (CI {row.ci95[0]:.3f}"
             f"-{row.ci95[1]:.3f}) vs {regression.old}")
+    if summary.quality is not None:  # a variant whose answers got worse than the baseline's beyond the gate
+        for name, quality in summary.quality.variants.items():
+            if not quality.eligible:
+                reasons.setdefault(EXIT_SLO, []).append(f"{name}: {quality.reason}")
     checks = slo_checks(summary, gates)
     for check in checks:
         if not check.ok:
@@ -118,5 +139,11 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
             where = f"{lvl(check.level)}" + (f" with {check.context}-token prompts" if check.context else "")
             reasons.setdefault(EXIT_SLO, []).append(f"{check.variant} @ {where}: {check.gate} {value} > "
                                                     f"{check.limit:g}")
+    soak = summary.soak
+    for soak_check in soak.checks if soak is not None else []:
+        checks.append(GateCheck(gate=f"{soak_check.gate}:{soak_check.figure}", variant=soak.variant,
+                                level=soak.level, value=soak_check.value, limit=soak_check.limit, ok=soak_check.ok))
+        if not soak_check.ok:
+            reasons.setdefault(EXIT_SLO, []).append(f"soak {soak.variant} @ {lvl(soak.level)}: {soak_check.text}")
     code = next((c for c in SEVERITY if c in reasons), EXIT_OK)
     return Verdict(exit_code=code, reasons={str(k): v for k, v in sorted(reasons.items())}, checks=checks)

@@ -44,6 +44,15 @@ class LevelSamples:
     def token_rates(self) -> np.ndarray:
         return np.concatenate(list(self.token_blocks.values())) if self.token_blocks else np.empty(0)
 
+    @property
+    def good_rates(self) -> np.ndarray:
+        return np.concatenate(list(self.good_blocks.values())) if self.good_blocks else np.empty(0)
+
+    def not_judged(self, name: str) -> list[str]:
+        """The steps left out, one line per reason, under the variant's ``name``."""
+        return [f"{name} step {step}: {reason}" for step, (_, reasons) in sorted(self.excluded.items())
+                for reason in reasons]
+
     def values(self, column: str) -> np.ndarray:
         if column not in self.requests:
             return np.empty(0)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from ..fmt import lvl
 
-__all__ = ["OFF", "UNJUDGED", "choose", "schedule", "sweep_schedule", "vllm_schedule"]
+__all__ = ["NOT_ELIGIBLE", "OFF", "UNJUDGED", "choose", "schedule", "sweep_schedule", "vllm_schedule"]
 
 OFF = "off"
 UNJUDGED = "not judged"
+NOT_ELIGIBLE = "not-eligible"  # the setting failed the quality gate: shown, never chosen
 JUDGED = ("clean", "inconclusive")
 
 
@@ -27,6 +28,8 @@ def choose(candidates: list[dict]) -> dict:
     choice (a setting, ``OFF`` or ``UNJUDGED``), its speed-up, and whether every judged setting was clearly
     slower than the baseline (the sweep can stop there)."""
     judged = [c for c in candidates if c["status"] in JUDGED and c["speedup"].get("value") is not None]
+    if candidates and all(c["status"] == NOT_ELIGIBLE for c in candidates):
+        return {"choice": OFF, "speedup": None, "all_slower": False, "why": "every setting failed the quality gate"}
     if not judged:
         return {"choice": UNJUDGED, "speedup": None, "all_slower": False, "why": "no setting measured cleanly"}
     faster = [c for c in judged if c["status"] == "clean" and _clearly(c["speedup"], True)]
@@ -108,17 +111,20 @@ def vllm_schedule(ranges: list[dict]) -> dict | None:
                      "V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0).")}
 
 
-def sweep_schedule(sweep: dict, comparisons: list[dict], acceptance: dict[str, dict[float, dict | None]]) -> dict:
+def sweep_schedule(sweep: dict, comparisons: list[dict], acceptance: dict[str, dict[float, dict | None]],
+                   blocked: set[str] = frozenset()) -> dict:
     """``sweep``: ``{"name", "setting", "label", "values": [...], "variants": [...]}`` (variants in value order);
     ``comparisons``: the summary's comparisons; ``acceptance``: per variant and level the server's pooled
-    acceptance. Per level every setting's speed-up and acceptance, the choice, and the schedule as text, as
-    ranges and (draft lengths) in vLLM's shape."""
+    acceptance; ``blocked``: variants that failed the quality gate (shown as ``not-eligible``, never chosen). Per
+    level every setting's speed-up and acceptance, the choice, and the schedule as text, as ranges and (draft
+    lengths) in vLLM's shape."""
     by_variant = {c["variant"]: c for c in comparisons}
     levels: dict[float, list[dict]] = {}
     for value, variant in zip(sweep["values"], sweep["variants"]):
         for step in (by_variant.get(variant) or {}).get("steps", []):
             levels.setdefault(step["level"], []).append(
-                {"value": value, "variant": variant, "status": step["status"],
+                {"value": value, "variant": variant,
+                 "status": NOT_ELIGIBLE if variant in blocked else step["status"],
                  "speedup": step["output_tps_speedup"],
                  "acceptance": acceptance.get(variant, {}).get(step["level"])})
     rows = []

@@ -27,11 +27,12 @@ from collections import defaultdict
 import pandas as pd
 
 from ..fmt import lvl
+from .probes import fault_text
 
-__all__ = ["ANOMALY_DROP", "CLEAN", "STATUSES", "flag_anomalies", "host_load", "step_status"]
+__all__ = ["ANOMALY_DROP", "CLEAN", "STATUSES", "busy_text", "flag_anomalies", "host_load", "step_status"]
 
 CLEAN = "clean"
-STATUSES = ("contended", "client-invalid", "insufficient", "unsteady", CLEAN)
+STATUSES = ("fault-injected", "worker-lost", "contended", "client-invalid", "insufficient", "unsteady", CLEAN)
 ANOMALY_DROP = 0.5
 TOP_FOREIGN = 3
 
@@ -59,7 +60,7 @@ def host_load(host: pd.DataFrame, start: float, end: float) -> dict | None:
                             for (pid, name), total in top]}
 
 
-def _busy_text(host: dict) -> str:
+def busy_text(host: dict) -> str:
     top = ", ".join(f"{p['name']} (pid {p['pid']}) {p['cores']:.2f}" for p in host["top_foreign"])
     text = f"{host['foreign_cores'] + host['steal_cores']:.2f} cores busy outside the server and load generator"
     if host["steal_cores"] >= 0.01:
@@ -72,9 +73,14 @@ def _busy_text(host: dict) -> str:
 def step_status(step: dict, host: dict | None, load: dict) -> tuple[str, list[str]]:
     """The step's status and every reason that applies (the status is the first in ``STATUSES`` order)."""
     reasons: dict[str, str] = {}
+    if step.get("faults"):  # injected on purpose (``probes.faults``): shown, never measured as the server's speed
+        reasons["fault-injected"] = "; ".join(fault_text(fault) for fault in step["faults"])
+    if step.get("workers_lost"):
+        reasons["worker-lost"] = (f"load process(es) {', '.join(map(str, step['workers_lost']))} lost during the "
+                                  "step: the level was not held")
     limit = float(load.get("contention_cores", 0.25))
     if host is not None and (host["foreign_cores"] + host["steal_cores"] > limit or host["foreign_gpu_processes"]):
-        reasons["contended"] = f"host busy: {_busy_text(host)} (limit {limit:g} cores)"
+        reasons["contended"] = f"host busy: {busy_text(host)} (limit {limit:g} cores)"
     if step.get("client_valid") is False:
         reasons["client-invalid"] = "the client was the bottleneck: " + "; ".join(step["client_validity"]["reasons"])
     insufficient = _insufficient(step, load)

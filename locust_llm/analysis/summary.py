@@ -11,17 +11,24 @@ import numpy as np
 import pandas as pd
 
 from ..rundir.load import RunData
+from ..scenario import CostSpec
 from .agreement import agreement
 from .breakdown import add_breakdowns, level_acceptance
+from .cost import cost_summary
 from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
 from .documents import Summary
 from .errors import error_samples
+from .gates import gates_of
+from .images import image_overhead
 from .metrics import APPROXIMATE_SOURCES, Chunks, request_metrics
+from .quality import mark_not_eligible, not_eligible, quality_summary
+from .probes import probe_summary
 from .comparison import comparison, latency_keys
 from .rates import series_mean_ci
 from .samples import PAIR_KEY, LevelSamples
 from .schedule import sweep_schedule
 from .server_metrics import cross_check, server_figures
+from .soak import soak_summary
 from .stats import mean_of, percentile_of, rate_samples, summarize
 from .status import flag_anomalies, host_load, step_status
 from .steady import drift
@@ -116,6 +123,8 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     extended = to_float(step.get("extended_s"))
     summary["extended_s"] = extended if math.isfinite(extended) else 0.0
     summary["host"] = host_load(run.host, start, end)
+    summary["workers_lost"] = list(step.get("workers_lost") or [])
+    summary["faults"] = list(step.get("faults") or [])
     summary["status"], summary["status_reasons"] = step_status(summary, summary["host"], run.env.get("load") or {})
     keys = [c for c in PAIR_KEY if c in sent]
     requests = pd.concat([sent[keys].reset_index(drop=True), derived.reset_index(drop=True)], axis=1)
@@ -204,8 +213,10 @@ def analyse(run: RunData) -> tuple[dict[str, dict], Samples, dict[str, str], dic
     return variants, samples, modes, contexts
 
 
-def sweep_schedules(sweeps: dict[str, dict], comparisons: list[dict], variants: dict[str, dict]) -> list[dict]:
-    """Per swept setting, the best value per level and the schedule (the sweeps measured against a baseline)."""
+def sweep_schedules(sweeps: dict[str, dict], comparisons: list[dict], variants: dict[str, dict],
+                    blocked: dict[str, str]) -> list[dict]:
+    """Per swept setting, the best value per level and the schedule (the sweeps measured against a baseline);
+    settings that are not eligible (``blocked``) are never chosen."""
     out = []
     for name, sweep in sweeps.items():
         measured = [v for v in sweep["variants"] if v in variants]
@@ -214,7 +225,7 @@ def sweep_schedules(sweeps: dict[str, dict], comparisons: list[dict], variants: 
         acceptance = {v: {level: level_acceptance([s for s in variants[v]["steps"] if s["level"] == level
                                                    and s.get("context") is None])
                           for level in {s["level"] for s in variants[v]["steps"]}} for v in measured}
-        out.append(sweep_schedule({"name": name, **sweep}, comparisons, acceptance))
+        out.append(sweep_schedule({"name": name, **sweep}, comparisons, acceptance, set(blocked)))
     return out
 
 
@@ -268,6 +279,9 @@ def build_summary(run: RunData) -> Summary:
     slo = (run.env.get("scenario") or {}).get("slo") or {}
     baseline = run.env.get("baseline")
     variants, samples, modes, contexts = analyse(run)
+    # Which variants a recommendation may choose: computed once, consulted by every recommendation below.
+    quality = quality_summary(run.quality, baseline, list(variants))
+    blocked = not_eligible(quality)
     server = server_figures(run.telemetry, run.telemetry_meta, run.steps)
     for name, entry in variants.items():
         entry.update(variant_curves(samples.get(name, {}), modes[name]))
@@ -277,17 +291,30 @@ def build_summary(run: RunData) -> Summary:
         comparisons = [comparison(baseline, name, samples[baseline], samples[name], modes[name])
                        for name in samples if name != baseline]
         add_breakdowns(comparisons, variants, samples)
-    schedules = sweep_schedules((run.env.get("scenario") or {}).get("sweeps") or {}, comparisons, variants)
+        mark_not_eligible(comparisons, blocked)
+    schedules = sweep_schedules((run.env.get("scenario") or {}).get("sweeps") or {}, comparisons, variants, blocked)
+    axis = context_comparisons(baseline, contexts, variants, modes, ladder_point(run, samples, comparisons))
+    for point in axis:
+        if not point["ladder"]:  # the ladder's comparisons are marked already
+            mark_not_eligible(point["comparisons"], blocked)
     consistency = {}
     if baseline in run.consistency:
         consistency = {name: agreement(run.consistency[baseline], outputs)
                        for name, outputs in run.consistency.items() if name != baseline}
-    return Summary.model_validate(json_safe({
+    summary = Summary.model_validate(json_safe({
         "run_id": run.env.get("run_id"), "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "baseline": baseline, "records": int(len(frame)), "slo": slo, "variants": variants,
         "comparisons": comparisons, "schedules": schedules,
-        "contexts": context_comparisons(baseline, contexts, variants, modes, ladder_point(run, samples, comparisons)),
+        "contexts": axis,
+        "images": image_overhead(run, variants),
+        "probes": probe_summary(run, variants),
         "consistency": consistency,
         "events": run.events,
         "errors": error_samples(frame),
     }))
+    summary.soak = soak_summary(summary, run.steps, run.env)
+    summary.quality = quality
+    cost = (run.env.get("scenario") or {}).get("cost")
+    if cost:  # priced only when the scenario gives prices: there is no built-in price list
+        summary.cost = cost_summary(summary, samples, CostSpec.model_validate(cost), gates_of(run.env))
+    return summary

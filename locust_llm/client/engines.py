@@ -56,17 +56,22 @@ def tokenize_body(shape: str, text: str, model: str | None = None) -> dict[str, 
     return body
 
 
-def greedy_request(engine: str, model: str, prompt: str, max_tokens: int) -> tuple[str, dict[str, Any]]:
-    """Path and body of a non-streaming greedy completion that returns token ids where the engine can."""
+def greedy_request(engine: str, model: str, prompt: str, max_tokens: int, temperature: float = 0.0,
+                   seed: int | None = None, ignore_eos: bool = True) -> tuple[str, dict[str, Any]]:
+    """Path and body of a non-streaming completion that returns token ids where the engine can: greedy, or with a
+    ``temperature`` and ``seed`` one seeded sample (the quality check's sampled answers)."""
     if engine == "llamacpp":
-        return "/completion", {"prompt": prompt, "n_predict": max_tokens, "temperature": 0, "return_tokens": True,
-                               "ignore_eos": True, "cache_prompt": False}
-    body: dict[str, Any] = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "return_token_ids": True}
-    if model:
-        body["model"] = model
-    if engine in ("vllm", "sglang"):
-        body["ignore_eos"] = True
-    return "/v1/completions", body
+        body: dict[str, Any] = {"prompt": prompt, "n_predict": max_tokens, "temperature": temperature,
+                                "return_tokens": True, "ignore_eos": ignore_eos, "cache_prompt": False}
+    else:
+        body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": temperature, "return_token_ids": True}
+        if model:
+            body["model"] = model
+        if engine in ("vllm", "sglang") and ignore_eos:
+            body["ignore_eos"] = True
+    if seed is not None:
+        body["seed"] = seed
+    return ("/completion" if engine == "llamacpp" else "/v1/completions"), body
 
 
 def greedy_answer(engine: str, data: Any) -> dict[str, Any]:

@@ -26,9 +26,10 @@ class _Deadline(Exception):
 
 
 def greedy_output(http: requests.Session, base_url: str, engine: str, model: str, prompt: str, max_tokens: int,
-                  timeout_s: float = 120.0) -> dict:
-    """One greedy answer, within ``timeout_s`` in all (a server that trickles or never ends is cut off)."""
-    path, body = greedy_request(engine, model, prompt, max_tokens)
+                  timeout_s: float = 120.0, **sampling) -> dict:
+    """One greedy answer (or, with ``sampling``: ``temperature``, ``seed``, ``ignore_eos``, one seeded sample),
+    within ``timeout_s`` in all (a server that trickles or never ends is cut off)."""
+    path, body = greedy_request(engine, model, prompt, max_tokens, **sampling)
     try:
         with gevent.Timeout(timeout_s, _Deadline(f"no complete answer within {timeout_s:g} s")):
             answer = http.post(f"{base_url}{path}", json=body, timeout=timeout_s, stream=True)

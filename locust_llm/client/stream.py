@@ -24,6 +24,7 @@ from .transport import Body, Connection, Target, TransportError, build_request
 __all__ = ["RequestSpec", "StreamingClient"]
 
 PREPARED_MAX = 512  # request bytes kept per client (prompts come from a pool of a few dozen)
+PREPARED_MAX_BYTES = 32 << 20  # and at most this much of them: requests with images can be megabytes each
 DONE_DRAIN_S = 0.05  # after [DONE], how long to wait for the end of the body before dropping the connection
 
 
@@ -37,6 +38,7 @@ class RequestSpec:
     ignore_eos: bool = True
     seed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    images: tuple[str, ...] = ()  # data URLs sent after the text, as OpenAI image_url parts (chat only)
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -52,7 +54,10 @@ class RequestSpec:
             body["ignore_eos"] = True
         if self.seed is not None:
             body["seed"] = self.seed
-        if self.api == "chat":
+        if self.api == "chat" and self.images:
+            body["messages"] = [{"role": "user", "content": [{"type": "text", "text": self.prompt}] + [
+                {"type": "image_url", "image_url": {"url": url}} for url in self.images]}]
+        elif self.api == "chat":
             body["messages"] = [{"role": "user", "content": self.prompt}]
         else:
             body["prompt"] = self.prompt
@@ -61,7 +66,7 @@ class RequestSpec:
 
     def key(self) -> tuple:
         return (self.prompt, self.max_tokens, self.api, self.model, self.temperature, self.ignore_eos, self.seed,
-                repr(self.extra))
+                repr(self.extra), self.images)
 
 
 class _Failed(Exception):
@@ -140,6 +145,7 @@ class StreamingClient:
         self.verify_tls = verify_tls
         self.idle: list[Connection] = []
         self.prepared: dict[tuple, bytes] = {}
+        self.prepared_bytes = 0
 
     def close(self) -> None:
         while self.idle:
@@ -154,10 +160,12 @@ class StreamingClient:
         key = spec.key()
         data = self.prepared.get(key)
         if data is None:
-            if len(self.prepared) >= PREPARED_MAX:
+            if len(self.prepared) >= PREPARED_MAX or self.prepared_bytes >= PREPARED_MAX_BYTES:
                 self.prepared.clear()
+                self.prepared_bytes = 0
             body = json.dumps(spec.body(), separators=(",", ":")).encode()
             data = self.prepared[key] = build_request(self.target, PATHS[spec.api], body, self.headers)
+            self.prepared_bytes += len(data)
         return data
 
     def stream(self, spec: RequestSpec, record: RequestRecord) -> Split | None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from ..rundir import layout
 from .exports import steps_csv, summary_markdown
-from .html import render_html
+from .html import render_html, render_verdict, verdict_css
 from .view import ReportInput, RunView
 
-__all__ = ["ReportInput", "RunView", "write_report"]
+__all__ = ["ReportInput", "RunView", "render_verdict", "verdict_css", "write_report"]
 
 
 def write_report(run_dir: Path, inp: ReportInput) -> Path:

@@ -32,10 +32,19 @@ from markupsafe import Markup, escape
 
 from ..fmt import ok
 
-__all__ = ["HLine", "Series", "Span", "VLine", "line_chart", "nice_ticks", "not_measured", "tick_label"]
+__all__ = ["HLine", "Series", "Span", "VLine", "line_chart", "nice_ticks", "not_measured", "tick_label", "variant_colors"]
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies, and in greyscale print by dash.
 PALETTE = ("#4d4d4d", "#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#8c6d31")
+
+
+def variant_colors(names: list[str], baseline: str | None) -> dict[str, str]:
+    """One color per variant, the baseline always the first (grey): the report's charts and the web UI's agree."""
+    others = [n for n in names if n != baseline]
+    colors = {name: PALETTE[1 + i % (len(PALETTE) - 1)] for i, name in enumerate(others)}
+    if baseline in names:
+        colors[baseline] = PALETTE[0]
+    return colors
 DASHES = ("", "6 3", "2 3", "8 3 2 3")
 FONT = 11
 CHAR_W = 6.4  # rough width of one character at FONT px, for layout only

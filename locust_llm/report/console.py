@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ..analysis.documents import RunComparison, Summary, Verdict
 from ..fmt import lvl, ms
+from .probes import probe_lines
+from .soak import soak_lines
 
 __all__ = ["comparison_table", "verdict_table"]
 
@@ -33,6 +35,15 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
         speeds = ", ".join(f"{lvl(s.level)} {s.output_tps_speedup.value:.2f}x" if s.output_tps_speedup.value
                            else f"{lvl(s.level)} {s.status}" for c in context.comparisons for s in c.steps)
         lines.append(f"{context.context_tokens}-token prompts: {speeds or 'no comparison'}")
+    if summary.cost is not None:
+        lines.append(f"cost at {summary.cost.price.text}: {summary.cost.text}")
+    if summary.images is not None:
+        lines += [f"images: {level.text}" for level in summary.images.levels]
+    if summary.quality is not None:
+        lines.append(summary.quality.text)
+        lines += [f"quality of {name}: {figures.text}" for name, figures in summary.quality.variants.items()]
+    lines += soak_lines(summary, checks=False)
+    lines += probe_lines(summary)
     for code, why in verdict.reasons.items():
         lines += [f"[exit {code}] {reason}" for reason in why]
     return "\n".join(lines)

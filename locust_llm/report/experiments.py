@@ -1,5 +1,6 @@
 """The report's sections for the speculative-decoding experiments, from the ``RunView`` alone: the draft-length
-sweep and its schedule, where the time of a request goes, and the context-length axis with its chart.
+sweep and its schedule, where the time of a request goes, the context-length axis with its chart, and cost per
+million tokens.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from . import charts
 from .charts import PALETTE, HLine, Series
 from .view import RunView
 
-__all__ = ["breakdowns", "context_charts", "contexts", "sweeps"]
+__all__ = ["breakdowns", "context_charts", "contexts", "cost", "images", "sweeps"]
 
 
 def _speed(ratio) -> dict:
@@ -133,3 +134,42 @@ def context_charts(view: RunView) -> dict:
                                      y_label="accepted / drafted (server)", log2_x=True, y_max=1.0,
                                      empty_note="no server acceptance counters")},
     }
+
+
+def cost(view: RunView) -> dict | None:
+    """Per variant and level: cost per million output and effective tokens with their CIs, throughput per GPU,
+    goodput, eligibility; the choice and the capacity answer. None without a ``cost:`` section."""
+    doc = view.summary.cost
+    if doc is None:
+        return None
+    variants = []
+    for entry in doc.variants:
+        rows = [{"level": lvl(row.level), "status": row.status, "chosen": row.level == entry.best_level,
+                 "eligible": row.eligible, "why": "; ".join(row.gate_failures + row.excluded),
+                 "output": num(row.output_tps), "output_ci": ci_text(row.output_tps_ci95),
+                 "usd": num(row.usd_per_mtok), "usd_ci": ci_text(row.usd_per_mtok_ci95),
+                 "per_gpu": num(row.tps_per_gpu), "per_gpu_ci": ci_text(row.tps_per_gpu_ci95),
+                 "goodput": num(row.goodput_rps), "goodput_ci": ci_text(row.goodput_rps_ci95),
+                 "effective": num(row.effective_tps), "effective_ci": ci_text(row.effective_tps_ci95),
+                 "usd_effective": num(row.usd_per_effective_mtok),
+                 "usd_effective_ci": ci_text(row.usd_per_effective_mtok_ci95)} for row in entry.levels]
+        variants.append({"variant": entry.variant, "rows": rows, "text": entry.text,
+                         "capacity": entry.capacity.text if entry.capacity else None,
+                         "conditions": view.conditions_line(entry.variant)})
+    return {"price": doc.price.text, "gpu": doc.price.basis == "gpu", "rule": doc.rule, "effective": doc.effective,
+            "assumption": doc.assumption, "text": doc.text, "variants": variants}
+
+
+def images(view: RunView) -> dict | None:
+    """Per variant, image bucket and level: TTFT P50 with and without the images, the difference and its CI.
+    None when no bucket has images."""
+    doc = view.summary.images
+    if doc is None:
+        return None
+    rows = [{"variant": r.variant, "bucket": r.bucket, "level": lvl(r.level), "clean": r.clean,
+             "images": num(r.images_per_request), "kb": num(r.image_bytes / 1000) if r.image_bytes else None,
+             "tokens": f"{num(r.prompt_tokens_with) or 'n/m'} / {num(r.prompt_tokens_without) or 'n/m'}",
+             "with": num(r.ttft_p50_with_ms), "without": num(r.ttft_p50_without_ms), "added": num(r.overhead_ms),
+             "ci": ci_text(r.overhead_ci95), "n": f"{r.with_images} / {r.without_images}", "text": r.text}
+            for r in doc.levels]
+    return {"method": doc.method, "rows": rows}

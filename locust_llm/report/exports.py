@@ -21,6 +21,8 @@ import io
 from ..analysis.documents import Summary
 from ..fmt import ci_text, lvl, md, ok, pct, text, times
 from . import sections
+from .probes import probe_lines
+from .soak import soak_lines
 from .view import RunView
 
 __all__ = ["steps_csv", "summary_markdown"]
@@ -152,6 +154,17 @@ def summary_markdown(view: RunView) -> str:
         lines.append(f"- Warning: {md(warning)}")
     for sweep in view.summary.schedules:
         lines.append(f"- Sweep {md(sweep.name)} ({md(sweep.setting)}): schedule {md(sweep.text or 'no level judged')}")
+    cost = view.summary.cost
+    if cost is not None:
+        lines.append(f"- Cost at {md(cost.price.text)}: {md(cost.text)}")
+    if view.summary.images is not None:
+        lines += [f"- Images: {md(level.text)}" for level in view.summary.images.levels]
+    quality = view.summary.quality
+    if quality is not None:
+        lines.append(f"- Quality ({quality.items} tasks): {md(quality.text)}")
+        lines += [f"  - {md(name)}: {md(figures.text)}" for name, figures in quality.variants.items()]
+    lines += [f"- {md(line)}" for line in soak_lines(view.summary)]
+    lines += [f"- {md(line)}" for line in probe_lines(view.summary)]
     verdict = view.inp.verdict
     if verdict is not None:
         lines.append(f"- Exit code {verdict.exit_code}" + ("" if verdict.exit_code else " (every gate holds)"))

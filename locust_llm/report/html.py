@@ -16,13 +16,16 @@ from collections.abc import Callable
 import jinja2
 
 from . import experiments, sections, tables
+from .quality import quality
 from .figures import ladder_charts, timeline_charts
+from .probes import probes_section
+from .soak import soak_section
 from .texts import DEFINITIONS, RULES
 from .view import RunView
 
 log = logging.getLogger(__name__)
 
-__all__ = ["build_context", "render_html"]
+__all__ = ["build_context", "render_html", "render_verdict", "verdict_css"]
 
 _env: jinja2.Environment | None = None
 
@@ -54,6 +57,8 @@ def build_context(view: RunView) -> dict:
             "level_name": "level", "mode": view.mode},
         "headline": guard("verdict", lambda: sections.headline(view)),
         "gates": guard("gates", lambda: sections.gates(view)),
+        "soak": guard("soak", lambda: soak_section(view)),
+        "probes": guard("probes", lambda: probes_section(view)),
         "regression": guard("regression", lambda: sections.regression(view)),
         "conditions": guard("conditions", lambda: sections.conditions(view)),
         "variants": guard("variants", lambda: tables.variant_tables(view)),
@@ -63,7 +68,10 @@ def build_context(view: RunView) -> dict:
         "breakdowns": guard("time breakdown", lambda: experiments.breakdowns(view)),
         "contexts": guard("context length", lambda: experiments.contexts(view)),
         "context_charts": guard("context charts", lambda: experiments.context_charts(view)) or {},
+        "cost": guard("cost", lambda: experiments.cost(view)),
+        "images": guard("images", lambda: experiments.images(view)),
         "consistency": guard("consistency", lambda: sections.consistency(view)),
+        "quality": guard("quality", lambda: quality(view)),
         "validity": guard("client validity", lambda: sections.validity(view)),
         "events": guard("run events", lambda: sections.run_events(view)),
         "timeline": guard("telemetry", lambda: timeline_charts(view)),
@@ -74,3 +82,12 @@ def build_context(view: RunView) -> dict:
 
 def render_html(view: RunView) -> str:
     return environment().get_template("report.html.j2").render(**build_context(view))
+
+
+def render_verdict(view: RunView) -> str:
+    """The report's verdict cards and warnings alone (the web UI shows them where the run was started)."""
+    return environment().get_template("verdict.html.j2").render(headline=sections.headline(view))
+
+
+def verdict_css() -> str:
+    return environment().get_template("verdict.css").render()

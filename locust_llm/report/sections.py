@@ -8,6 +8,7 @@ import json
 import time
 
 from ..analysis.errors import MESSAGE_MAX, clip
+from ..analysis.quality import not_eligible
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, num, ok, pct, times
 from .texts import EXIT_MEANINGS
@@ -33,8 +34,8 @@ def meta(view: RunView) -> dict:
 
 def flagged_steps(view: RunView) -> dict:
     """Steps by what is wrong with them: each status other than clean (with its reason), anomalies, failures."""
-    flags: dict[str, list[str]] = {"contended": [], "client-invalid": [], "insufficient": [], "unsteady": [],
-                                   "anomaly": [], "failed": []}
+    flags: dict[str, list[str]] = {"fault-injected": [], "worker-lost": [], "contended": [], "client-invalid": [],
+                                   "insufficient": [], "unsteady": [], "anomaly": [], "failed": []}
     for name in view.names:
         for s in view.steps_of(name):
             if s.status in flags:
@@ -47,7 +48,10 @@ def flagged_steps(view: RunView) -> dict:
     return flags
 
 
-FLAG_TEXT = {"contended": "step(s) measured while the host was busy with other work (contended; left out of "
+FLAG_TEXT = {"fault-injected": "step(s) with a fault injected on purpose (probes.faults; left out of every verdict)",
+             "worker-lost": "step(s) during which a load process was lost (worker-lost: the level was not held; "
+                            "left out of every verdict)",
+             "contended": "step(s) measured while the host was busy with other work (contended; left out of "
                           "every verdict)",
              "client-invalid": "step(s) where the load generator may have been the bottleneck (client-invalid; left "
                                "out of every verdict)",
@@ -59,6 +63,7 @@ FLAG_TEXT = {"contended": "step(s) measured while the host was busy with other w
 def headline(view: RunView) -> dict:
     """One card per comparison (speed-up at the lowest level, crossover, recommendation), and the warnings."""
     items = []
+    blocked = not_eligible(view.summary.quality)
     for comp in view.comparisons:
         steps = sorted(comp.steps, key=lambda s: s.level)
         judged = [s for s in steps if s.status in ("clean", "inconclusive")]
@@ -88,6 +93,7 @@ def headline(view: RunView) -> dict:
             "identical": agreement.identical if agreement else None,
             "compared": agreement.compared if agreement else None,
             "defect": bool(agreement and agreement.defect), "color": view.color(comp.variant),
+            "not_eligible": blocked.get(comp.variant), "quality": quality_line(view, comp.variant),
             "anchor": view.ids.get(comp.variant),
             "levels": [{"level": lvl(s.level), "status": s.status,
                         "speedup": times(getattr(s, f"{comp.metric}_speedup").value)
@@ -104,6 +110,9 @@ def headline(view: RunView) -> dict:
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event["t"]))
             warnings.insert(0, f"interrupted at {when} by {event.get('signal')}: every figure covers only what was "
                                "measured until then")
+        elif event.get("kind") == "unfinished":
+            warnings.insert(0, "the run has not finished (it is still running, or was killed): its open steps end at "
+                               "the last record, and every figure covers only what was recorded until then")
     if events:
         kinds = sorted({str(e.get("kind")) for e in events})
         warnings.append(f"{len(events)} run event(s): {', '.join(kinds)}")
@@ -112,6 +121,8 @@ def headline(view: RunView) -> dict:
     if errored:
         warnings.append("failed requests (counted against every figure): " + ", ".join(errored))
     for item in items:
+        if item["not_eligible"]:
+            warnings.insert(0, f"{item['variant']} is not eligible for any recommendation: {item['not_eligible']}")
         if item["defect"]:
             warnings.insert(0, f"consistency defect: {item['variant']}'s greedy output differs from "
                                f"{item['baseline']}'s; lossless speculative decoding must not change it")
@@ -120,6 +131,17 @@ def headline(view: RunView) -> dict:
         note = ("single variant: no baseline-vs-variant comparison was measured" if len(view.variants) <= 1
                 else "no comparison in summary.json (is the baseline variant present?)")
     return {"items": items, "warnings": warnings, "note": note}
+
+
+def quality_line(view: RunView, variant: str) -> str | None:
+    """The card's quality words for an eligible variant: the pass-rate differences from the baseline."""
+    figures = view.summary.quality.variants.get(variant) if view.summary.quality else None
+    if figures is None or not figures.eligible:
+        return None
+    parts = [f"{kind} {100 * rate.difference:+.1f} points" for kind, rate in (("greedy", figures.greedy),
+                                                                              ("sampled", figures.sampled))
+             if rate is not None and rate.difference is not None]
+    return "quality gate passed" + (f": pass rate vs the baseline {', '.join(parts)}" if parts else "")
 
 
 def gates(view: RunView) -> dict | None:
@@ -145,6 +167,21 @@ def regression(view: RunView) -> dict | None:
             for r in doc.rows]
     return {"old": doc.old, "new": doc.new, "threshold": num(doc.max_regression_pct), "rows": rows,
             "regressions": len(flagged)}
+
+
+def clocks_text(clocks: dict | None) -> str | None:
+    """Each worker's measured offset from the master's clock, its uncertainty, and a warning beyond the bound."""
+    if not clocks or not clocks.get("workers"):
+        return None
+    bound = clocks.get("bound_s") or 0.0
+    parts = []
+    for worker, est in sorted(clocks["workers"].items(), key=lambda item: int(item[0])):
+        text = (f"worker {worker} {1000 * est['offset_s']:+.2f} ms \u00b1 {1000 * est['uncertainty_s']:.2f} ms "
+                f"(drift {1000 * est['drift_s']:.2f} ms, {est['exchanges']} exchanges)")
+        if est["uncertainty_s"] > bound:
+            text += f" WARNING: uncertain beyond {1000 * bound:g} ms, requests near window edges may be mislabelled"
+        parts.append(text)
+    return "; ".join(parts)
 
 
 def conditions(view: RunView) -> dict:
@@ -200,6 +237,7 @@ def conditions(view: RunView) -> dict:
         ("client host", client.get("hostname") or host.get("hostname")),
         ("Python", host.get("python") or client.get("python")),
         ("load processes", (env.get("options") or {}).get("processes") or 1),
+        ("worker clocks (aligned to the master's)", clocks_text(env.get("clocks"))),
     ] + [(name, version) for name, version in (client.get("packages") or {}).items()]
     servers = []
     for name in view.names:

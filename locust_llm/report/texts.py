@@ -12,8 +12,8 @@ from ..analysis.validity import ACHIEVED_FRACTION_MIN, CPU_PERCENT_MAX, LOOP_LAG
 
 __all__ = ["DEFINITIONS", "EXIT_MEANINGS", "RULES"]
 
-EXIT_MEANINGS = {0: "all gates hold", 2: "bad input", 3: "an SLO gate failed", 4: "regression beyond the threshold",
-                 5: "invalid run", 6: "a server failed", 7: "interrupted (SIGTERM or Ctrl-C)"}
+EXIT_MEANINGS = {0: "all gates hold", 2: "bad input", 3: "an SLO or quality gate failed", 4: "regression beyond the threshold",
+                 5: "invalid run", 6: "a server failed", 7: "interrupted (SIGTERM or Ctrl-C), or not finished"}
 
 DEFINITIONS: list[tuple[str, str]] = [
     ("clock", ("All times are the client's perf_counter, anchored once per process to the epoch, so every "

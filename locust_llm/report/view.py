@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..analysis.documents import RunComparison, StepFigures, Summary, Verdict
 from ..analysis.timeline import Timeline
 from ..fmt import lvl, ok
-from .charts import PALETTE
+from .charts import variant_colors
 
 __all__ = ["ReportInput", "RunView", "command_text", "flags_text", "level_name", "unit_of"]
 
@@ -79,10 +79,7 @@ class RunView:
         first_mode = next((s.mode for v in self.variants.values() for s in v.steps), "closed")
         self.mode = self.load.get("mode") or first_mode
         self.names = self.variant_order(self.summary, self.env)
-        others = [n for n in self.names if n != self.baseline]
-        self.colors = {name: PALETTE[1 + i % (len(PALETTE) - 1)] for i, name in enumerate(others)}
-        if self.baseline in self.names:
-            self.colors[self.baseline] = PALETTE[0]
+        self.colors = variant_colors(self.names, self.baseline)
         self.ids = {name: _slug(name, i) for i, name in enumerate(self.names)}
         self.run_id = self.summary.run_id or self.env.get("run_id") or inp.run_name
 

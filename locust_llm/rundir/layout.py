@@ -29,6 +29,7 @@ TELEMETRY_META = "telemetry.json"
 ENV = "env.json"
 STEPS = "steps.json"
 CONSISTENCY = "consistency.json"
+QUALITY = "quality.json"
 SUMMARY = "summary.json"
 VERDICT = "verdict.json"
 RUN_COMPARISON = "compare.json"
@@ -37,6 +38,8 @@ STEPS_CSV = "steps.csv"
 SUMMARY_MD = "summary.md"
 SCHEDULE = "schedule.json"
 PROMETHEUS_LOG = "prometheus.log"
+CLOCKS = "clocks.json"
+PROBES = "probes.json"
 
 
 def server_log(variant: str) -> str:

@@ -17,11 +17,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..analysis.clocks import align, samples_of
 from ..records import REQUESTS_SCHEMA
 from . import layout
 from .parts import PART_GLOB, read_table
 
-__all__ = ["ChunkLists", "RunData", "load_requests", "load_run", "load_telemetry", "split_requests"]
+__all__ = ["ChunkLists", "RunData", "close_open_steps", "load_requests", "load_run", "load_telemetry",
+           "split_requests"]
 
 TELEMETRY_COLUMNS = ["t", "variant", "source", "metric", "labels", "value"]
 LIST_COLUMNS = ["chunk_offsets", "chunk_tokens"]
@@ -38,6 +40,8 @@ class RunData:
     client: pd.DataFrame = field(default_factory=pd.DataFrame)
     host: pd.DataFrame = field(default_factory=pd.DataFrame)  # HOST_SCHEMA rows; empty when not recorded
     consistency: dict = field(default_factory=dict)
+    quality: dict = field(default_factory=dict)  # quality.json: the task set and every variant's answers
+    probes: list[dict] = field(default_factory=list)  # probes.json: one row per probe or fault (ProbeResult)
     telemetry: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TELEMETRY_COLUMNS))
     telemetry_meta: dict = field(default_factory=dict)
     run_dir: Path | None = None
@@ -109,16 +113,40 @@ def load_telemetry(run_dir: Path) -> pd.DataFrame:
     return table.to_pandas() if table is not None else pd.DataFrame(columns=TELEMETRY_COLUMNS)
 
 
+def close_open_steps(steps: list[dict], requests: pd.DataFrame) -> dict | None:
+    """Steps a run left open (no ``t_end``: it is still running, or was killed before it could finish) end at its
+    last record; each is marked ``closed_at_last_record``. Returns the ``unfinished`` run event, or None."""
+    open_steps = [step for step in steps if not np.isfinite(float(step.get("t_end") or np.nan))]
+    if not open_steps:
+        return None
+    times = requests[[c for c in ("t_done", "t_end", "t_send") if c in requests]].to_numpy(dtype=float)
+    last = float(np.nanmax(times)) if np.isfinite(times).any() else np.nan
+    for step in open_steps:
+        steady = float(step.get("t_steady") or np.nan)
+        step["t_end"] = max(last, steady) if np.isfinite(steady) and np.isfinite(last) else last
+        step["closed_at_last_record"] = True
+    return {"kind": "unfinished", "t": last if np.isfinite(last) else None, "variant": open_steps[-1].get("variant"),
+            "step": open_steps[-1].get("step"), "steps": [step.get("step") for step in open_steps]}
+
+
 def load_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
     steps_doc = layout.read_json(run_dir / layout.STEPS)
     client = run_dir / layout.CLIENT
     host = run_dir / layout.HOST
     requests, lists = split_requests(run_dir)
-    return RunData(requests=requests, lists=lists, steps=list(steps_doc.get("steps", [])),
-                   events=list(steps_doc.get("events", [])), env=layout.read_json(run_dir / layout.ENV),
-                   client=pd.read_parquet(client) if client.exists() else pd.DataFrame(),
+    # Worker stamps onto the master's clock before anything is assigned to the master's step windows.
+    clocks = samples_of(layout.read_json(run_dir / layout.CLOCKS).get("samples") or [])
+    requests = align(requests, clocks)
+    steps = list(steps_doc.get("steps", []))
+    unfinished = close_open_steps(steps, requests)
+    return RunData(requests=requests, lists=lists, steps=steps,
+                   events=list(steps_doc.get("events", [])) + ([unfinished] if unfinished else []),
+                   env=layout.read_json(run_dir / layout.ENV),
+                   client=align(pd.read_parquet(client), clocks, columns=("t",)) if client.exists() else pd.DataFrame(),
                    host=pd.read_parquet(host) if host.exists() else pd.DataFrame(),
                    consistency=layout.read_json(run_dir / layout.CONSISTENCY),
+                   quality=layout.read_json(run_dir / layout.QUALITY),
+                   probes=list(layout.read_json(run_dir / layout.PROBES).get("probes") or []),
                    telemetry=load_telemetry(run_dir), telemetry_meta=layout.read_json(run_dir / layout.TELEMETRY_META),
                    run_dir=run_dir)

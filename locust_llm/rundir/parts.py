@@ -43,6 +43,10 @@ class PartWriter:
     def add(self, rows: list[dict]) -> None:
         self.buffer.extend(rows)
 
+    def add_table(self, table: pa.Table) -> None:
+        """Rows already converted (with this writer's schema): written at the next flush."""
+        self.tables.append(table)
+
     def convert(self) -> None:
         """Turn the buffered rows into Arrow now (a caller that must not block long converts small slices)."""
         if self.buffer:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -24,11 +23,15 @@ from ..pipeline import Outcome, finish_run
 from ..records import Phase, now
 from ..rundir import RunDir, layout
 from ..rundir.facts import host_info, package_versions
+from .clocksync import ClockSync, write_clocks
+from .faults import Faults
 from .hostmon import HostMonitor
-from .plan import Plan
+from .plan import Block, Plan, plan_blocks
 from .recorder import Recorder
 from .session import ServerError, ServerSession
+from .soak import soak_program, soak_progress
 from .steps import STEP_MESSAGE, StepState
+from .workers import WorkerWatch
 
 log = logging.getLogger(__name__)
 
@@ -37,17 +40,6 @@ __all__ = ["Experiment"]
 DRAIN_GRACE_S = 30.0
 
 
-@dataclass(frozen=True)
-class Block:
-    """One step of one variant: its number, load level, context length (0: the ladder's workload), which
-    repeat, and where it sits (group 0 is the ladder, group i the i-th context length; index in its levels)."""
-
-    step: int
-    level: float
-    context: int
-    repeat: int
-    group: int
-    index: int
 # After SIGTERM or Ctrl-C, streams in flight get this long to finish before they are cancelled (and recorded
 # as such): job runners send SIGKILL a few seconds after SIGTERM.
 INTERRUPT_GRACE_S = 5.0
@@ -55,11 +47,11 @@ INTERRUPT_GRACE_S = 5.0
 
 class Experiment:
     def __init__(self, environment, plan: Plan, user_classes: dict[str, type],
-                 session: Callable[[Plan, RunDir], ServerSession] = ServerSession):
+                 session: Callable[[Plan, RunDir], ServerSession] = ServerSession, clocks: ClockSync | None = None):
         self.environment = environment
         self.plan = plan
         self.run = RunDir(plan.report_dir, plan.run_id)
-        self.recorder = Recorder(self.run.path)
+        self.recorder = Recorder(self.run.path, clock_offsets=clocks.offsets if clocks is not None else dict)
         self.state = StepState(run_id=plan.run_id, mode=plan.load.mode, seed=plan.load.seed)
         self.finished = False
         self.closed = False
@@ -82,6 +74,12 @@ class Experiment:
         self.host = HostMonitor(self.recorder.worker_pids)
         self.host.start()
         self.too_long: set[int] = set()  # context lengths a server cannot hold: never measured
+        self.warnings: list[dict] = []
+        self.warned: set = set()
+        self.clocks = clocks
+        self.t_begin = now()
+        self.workers = WorkerWatch(environment.runner)
+        self.faults = Faults(self)  # the probe suite after each ladder, faults while a step holds its level
 
     def interrupt(self, signal_name: str) -> None:
         """SIGTERM or Ctrl-C: stop sending, let streams finish briefly, then write everything as usual."""
@@ -94,27 +92,18 @@ class Experiment:
 
     # -- load shape program ---------------------------------------------------------------
     def program(self) -> Iterator[tuple]:
-        if self.plan.load.interleaved and len(self.plan.variants) > 1:
+        if self.plan.soak is not None:
+            yield from soak_program(self)
+        elif self.plan.load.interleaved and len(self.plan.variants) > 1:
             yield from self.interleaved()
+            yield from self.faults.probe_all()
         else:
             yield from self.sequential()
         self.session.stop_all()
         self.broadcast(self.state.variant, self.state.step, self.state.level, Phase.IDLE)
 
     def blocks(self) -> list[Block]:
-        """Every block of the run, in step order: the ladder ``repeats`` times, then per context length its
-        levels ``repeats`` times. Step numbers are the same in every variant, so block r of one variant pairs
-        with block r of another."""
-        load = self.plan.load
-        groups = [(0, list(load.ladder))] + [(n, list(load.context_levels or load.ladder))
-                                             for n in load.context_tokens if n not in self.too_long]
-        out, base = [], 0
-        for group, (context, levels) in enumerate(groups):
-            for repeat in range(load.repeats):
-                for index, level in enumerate(levels):
-                    out.append(Block(base + repeat * len(levels) + index, level, context, repeat, group, index))
-            base += load.repeats * len(levels)
-        return out
+        return plan_blocks(self.plan.load, self.too_long)
 
     def sequential(self) -> Iterator[tuple]:
         """Each variant over every block (the ladder, repeats, context lengths), then the next variant."""
@@ -129,6 +118,7 @@ class Experiment:
                     break
             self.broadcast(variant, self.state.step, self.state.level, Phase.DRAIN)
             yield from self.drain()
+            yield from self.faults.probe(variant)
             self.session.stop()
 
     def interleaved(self) -> Iterator[tuple]:
@@ -251,6 +241,8 @@ class Experiment:
                 break
             extra = min(load.step_duration_s / 2, load.max_extend_s - row["extended_s"])
             log.info("variant %s level %g: %s; extending the step by %gs", variant, level, why, extra)
+            self.warn("step_extended", f"{variant} at level {level:g}: {why}; step extended by {extra:g} s",
+                      key=(variant, step, row["extended_s"]))
             row["extended_s"] += extra
             yield from self.hold(now() + extra, tick)
         row["t_end"] = now()
@@ -274,22 +266,47 @@ class Experiment:
             return True
         return drift(row["t_steady"] + np.arange(rates.size) + 0.5, rates)["steady"] is not False
 
+    def progress(self) -> dict:
+        """Where the run is: the step in progress (or the last one), its phase, and the time left in the step
+        and, roughly, in the run (planned steps at their nominal length; server starts not counted)."""
+        if self.plan.soak is not None:
+            return soak_progress(self)
+        load = self.plan.load
+        total = len(self.blocks()) * len(self.plan.variants)
+        row = self.run.steps[-1] if self.run.steps else None
+        step_left = 0.0
+        if row is not None and math.isnan(row["t_end"]):
+            steady_from = row["t_steady"] if math.isfinite(row["t_steady"]) else row["t_start"] + load.warmup_s
+            step_left = max(steady_from + load.step_duration_s + row.get("extended_s", 0.0) - now(), 0.0)
+        steps_left = max(total - len(self.run.steps), 0)
+        return {"variant": self.state.variant, "level": self.state.level, "context": self.state.context,
+                "phase": self.state.phase, "mode": load.mode, "step": len(self.run.steps), "steps": total,
+                "step_left_s": round(step_left, 1), "extended_s": (row or {}).get("extended_s", 0.0),
+                "run_left_s": round(step_left + steps_left * (load.warmup_s + load.step_duration_s), 1),
+                "finished": self.finished, "interrupted": self.interrupted}
+
+    def warn(self, kind: str, text: str, key: object = None) -> None:
+        """A warning for the web UI as it happens (once per ``key``); run events stay in steps.json."""
+        key = (kind, key if key is not None else text)
+        if key not in self.warned:
+            self.warned.add(key)
+            self.warnings.append({"t": now(), "kind": kind, "text": text})
+
     def announce(self, variant: str, level: float, context: int) -> None:
         """Headless progress: where the run is and roughly how long it has left (server starts not counted)."""
         load = self.plan.load
-        per_step = load.warmup_s + load.step_duration_s
-        total = len(self.blocks()) * len(self.plan.variants)
-        steps_left = total - len(self.run.steps) + 1
+        progress = self.progress()
         unit = "req/s" if load.mode == "open" else "users"
         where = f", {context}-token prompts" if context else ""
         log.info("variant %s, level %g %s%s (step %d/%d of the run): warm-up %gs + steady %gs; about %ds left",
-                 variant, level, unit, where, len(self.run.steps), total, load.warmup_s, load.step_duration_s,
-                 steps_left * per_step)
+                 variant, level, unit, where, progress["step"], progress["steps"], load.warmup_s,
+                 load.step_duration_s, progress["run_left_s"])
 
     def hold(self, until: float, tick: tuple) -> Iterator[tuple]:
         while now() < until:
             if not self.session.alive() or self.interrupted:
                 return
+            self.faults.tick(self.run.steps[-1])
             self.send_state()
             yield tick
 
@@ -340,7 +357,36 @@ class Experiment:
 
     def send_state(self) -> None:
         # Sent every tick, so a worker that joins late still learns the current step.
-        self.environment.runner.send_message(STEP_MESSAGE, self.state.to_dict())
+        self.watch_workers()
+        offsets = self.clocks.offsets() if self.clocks is not None else {}
+        self.environment.runner.send_message(STEP_MESSAGE, {**self.state.to_dict(), "clock_offsets": offsets})
+
+    def watch_workers(self) -> None:
+        """A lost worker: a run event with what it had sent, its step marked (the level was not held), and the
+        run stopped unless ``load.on_worker_loss`` is ``continue``. A worker that joins gets the load again."""
+        lost, joined = self.workers.check()
+        for change in lost:
+            tally = self.recorder.tally.get(change.index)
+            row = self.run.steps[-1] if self.run.steps and math.isnan(self.run.steps[-1]["t_end"]) else None
+            if row is not None:
+                row.setdefault("workers_lost", []).append(change.index)
+            stop = self.plan.load.on_worker_loss == "stop"
+            self.recorder.lost.add(change.index)
+            log.error("worker %d (%s) stopped answering during %s step %s; %s", change.index, change.client_id,
+                      self.state.variant, self.state.step, "stopping the run (load.on_worker_loss: stop)" if stop
+                      else "going on with the others (load.on_worker_loss: continue)")
+            self.run.note("worker_lost", worker=change.index, client_id=change.client_id, variant=self.state.variant,
+                          step=self.state.step, level=self.state.level, records_sent=tally.sent_total if tally else 0,
+                          records_received=tally.received if tally else 0, stopped=stop)
+            if stop:
+                self.interrupted = True
+        for change in joined:
+            log.info("worker %d (%s) joined during %s step %s", change.index, change.client_id, self.state.variant,
+                     self.state.step)
+            self.run.note("worker_joined", worker=change.index, client_id=change.client_id,
+                          variant=self.state.variant, step=self.state.step)
+        if joined:
+            self.environment.runner.shape_last_tick = None  # the next tick dispatches the users again, to all
 
     # -- end ------------------------------------------------------------------------------
     def finish(self, final: bool) -> Path:
@@ -364,6 +410,8 @@ class Experiment:
         else:
             self.recorder.finalize()
         layout.write_parquet(self.run.file(layout.HOST), self.host.table())
+        if self.clocks is not None:
+            write_clocks(self.run, self.clocks.samples, since=self.t_begin)
         parts = self.recorder.parts
         if parts.rows_lost and not any(e["kind"] == "records_lost" for e in self.run.events):
             log.error("%d records could not be written: %s", parts.rows_lost, "; ".join(parts.loss_reasons))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,6 +19,7 @@ from ..rundir.facts import new_run_id
 from ..rundir.redact import remember, secret_name
 from ..scenario import (
     NAME_PATTERN,
+    CostSpec,
     GatesSpec,
     LoadSpec,
     Scenario,
@@ -27,10 +29,25 @@ from ..scenario import (
     load_scenario,
     valid_name,
 )
+from ..soakspec import SoakPlan, soak_plan
 
-__all__ = ["DEFAULT_SCENARIO", "Plan", "load_plan", "recordable_options"]
+__all__ = ["DEFAULT_SCENARIO", "Block", "Plan", "chosen_variants", "load_plan", "plan_blocks", "recordable_options",
+           "run_dir_free"]
 
 DEFAULT_SCENARIO = "scenarios/tiny-cpu.yaml"
+
+
+@dataclass(frozen=True)
+class Block:
+    """One step of one variant: its number, load level, context length (0: the ladder's workload), which
+    repeat, and where it sits (group 0 is the ladder, group i the i-th context length; index in its levels)."""
+
+    step: int
+    level: float
+    context: int
+    repeat: int
+    group: int
+    index: int
 
 
 @dataclass
@@ -47,6 +64,7 @@ class Plan:
     report_dir: Path
     run_id: str
     options: dict = field(default_factory=dict)
+    soak: SoakPlan | None = None  # ``--soak``: one level of one variant held in windows, instead of the ladder
 
     @property
     def engine(self) -> str:
@@ -101,16 +119,12 @@ def load_plan(options, host: str | None = None) -> Plan:
     if not valid_name(run_id):
         raise ScenarioError(f"--run-id {run_id!r} is not a plain name; use letters, digits, '.', '_' and '-' "
                             f"({NAME_PATTERN}): it names a folder inside --report-dir")
-    if options.variant and not external and options.variant not in scenario.variants:
-        raise ScenarioError(f"--variant {options.variant!r} is not in {scenario.source}; "
-                            f"choose one of: {', '.join(scenario.variants)}")
-    if options.variant:
-        variants = [options.variant]
-    elif external:
-        variants = [scenario.baseline_variant if scenario.server.engine == "external" else "external"]
-    else:
-        baseline = scenario.baseline_variant
-        variants = [baseline] + [v for v in scenario.variants if v != baseline]
+    variants = chosen_variants(scenario, str(options.variant or ""), bool(external))
+    try:
+        soak = soak_plan(options.soak, options.soak_level, scenario.soak, load.ladder, variants, str(options.variant))
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+    variants = [soak.variant] if soak else variants
     telemetry = scenario.telemetry
     gate_overrides = {key: value for key, value, given in (
         ("ttft_p99_ms", options.slo_ttft_p99_ms, options.slo_ttft_p99_ms > 0),
@@ -123,21 +137,69 @@ def load_plan(options, host: str | None = None) -> Plan:
     except ValidationError as exc:
         raise ScenarioError("gate options are invalid: " + "; ".join(format_errors(exc, GatesSpec, ("gates",))))\
             from None
+    if options.gpu_hour_usd:
+        cost = {**(scenario.cost.model_dump() if scenario.cost else {}), "gpu_hour_usd": options.gpu_hour_usd}
+        try:
+            scenario = scenario.model_copy(update={"cost": CostSpec.model_validate(cost)})
+        except ValidationError as exc:
+            raise ScenarioError("--gpu-hour-usd is invalid: " + "; ".join(format_errors(exc, CostSpec, ("cost",))))\
+                from None
     if options.prometheus_url:
         telemetry = telemetry.model_copy(update={"prometheus_url": options.prometheus_url, "prometheus": "off"})
+    if options.probes:
+        scenario = scenario.model_copy(update={"probes": scenario.probes.model_copy(update={"enabled": True})})
     return Plan(scenario=scenario, load=load, telemetry=telemetry, gates=gates, variants=variants,
                 external_url=external, model=options.model, report_dir=Path(options.report_dir),
-                run_id=run_id, options=recordable_options(options))
+                run_id=run_id, options=recordable_options(options), soak=soak)
+
+
+def chosen_variants(scenario: Scenario, option: str, external: bool) -> list[str]:
+    """``--variant`` (one name or a comma list) -> the variants to run, baseline first, in the scenario's order."""
+    chosen = [name.strip() for name in option.split(",") if name.strip()]
+    if external:
+        if len(chosen) > 1:
+            raise ScenarioError(f"--host attaches to one server: give --variant one name, found {option!r}")
+        return chosen or [scenario.baseline_variant if scenario.server.engine == "external" else "external"]
+    unknown = [name for name in chosen if name not in scenario.variants]
+    if unknown:
+        raise ScenarioError(f"--variant {', '.join(map(repr, unknown))} is not in {scenario.source}; "
+                            f"choose from: {', '.join(scenario.variants)}")
+    baseline = scenario.baseline_variant
+    ordered = [baseline] + [v for v in scenario.variants if v != baseline]
+    return [v for v in ordered if not chosen or v in chosen]
+
+
+def plan_blocks(load: LoadSpec, too_long: Collection[int] = ()) -> list[Block]:
+    """Every block of a variant's run, in step order: the ladder ``repeats`` times, then per context length its
+    levels ``repeats`` times (lengths a server cannot hold left out). Step numbers are the same in every
+    variant, so block r of one variant pairs with block r of another."""
+    groups = [(0, list(load.ladder))] + [(n, list(load.context_levels or load.ladder))
+                                         for n in load.context_tokens if n not in too_long]
+    out, base = [], 0
+    for group, (context, levels) in enumerate(groups):
+        for repeat in range(load.repeats):
+            for index, level in enumerate(levels):
+                out.append(Block(base + repeat * len(levels) + index, level, context, repeat, group, index))
+        base += load.repeats * len(levels)
+    return out
+
+
+def run_dir_free(plan: Plan, overwrite: bool) -> bool:
+    """True when the run's folder is new or empty; False when ``overwrite`` allows replacing it; else the error."""
+    path = plan.report_dir / plan.run_id
+    if not (path.is_dir() and any(path.iterdir())):
+        return True
+    if not overwrite:
+        raise ScenarioError(f"run directory {path} exists already; choose another --run-id, or pass --overwrite "
+                            "to replace it")
+    return False
 
 
 def claim_run_dir(plan: Plan, overwrite: bool) -> None:
     """The run's folder must be new (parts of an earlier attempt would be merged into this one) and writable."""
     path = plan.report_dir / plan.run_id
     try:
-        if path.exists() and any(path.iterdir()):
-            if not overwrite:
-                raise ScenarioError(f"run directory {path} exists already; choose another --run-id, or pass "
-                                    "--overwrite to replace it")
+        if not run_dir_free(plan, overwrite):
             shutil.rmtree(path)
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"

@@ -11,7 +11,6 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import gevent
 from locust import events
@@ -20,21 +19,23 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from ..analysis.gates import EXIT_INTERRUPTED
 from ..records import now
-from ..rundir import layout
 from ..scenario import ScenarioError
 from ..workload import Workload, counter_for
 from . import users, webui
+from .clocksync import CLOCK_PING, CLOCK_PONG, ClockSync, answer_ping
 from .experiment import Experiment
-from .plan import DEFAULT_SCENARIO, claim_run_dir, load_plan
+from .options import OPTIONS
+from .plan import claim_run_dir, load_plan
 from .shipper import RECORDS_MESSAGE, RecordShipper
 from .steps import STEP_MESSAGE, StepState
+from .webform import check_web_scenario
 
 log = logging.getLogger(__name__)
 
 __all__ = ["LLMState", "register", "start_experiment", "state_of"]
 
 DEFAULT_STOP_TIMEOUT_S = 60.0
-PROJECT_SCENARIOS = "scenarios"
+RUNNER_WAIT_S = 10.0
 
 
 @dataclass
@@ -44,6 +45,7 @@ class LLMState:
     experiment: Experiment | None = None  # the run in progress
     last: Experiment | None = None  # the latest run, finished or not (the web UI shows it)
     cli_scenario: str = ""  # the scenario named on the command line (the web form may also pick scenarios/*)
+    clocks: ClockSync | None = None  # the master's measure of its workers' clocks
 
 
 def state_of(environment) -> LLMState:
@@ -54,34 +56,11 @@ def state_of(environment) -> LLMState:
 
 
 def add_arguments(parser) -> None:
-    # Registered on the parser itself (not an argument group), so Locust's web form shows them.
-    arg = parser.add_argument
-    arg("--scenario", type=str, default=DEFAULT_SCENARIO, help="scenario YAML file")
-    arg("--variant", type=str, default="", help="run only this variant (default: all, baseline first)")
-    arg("--mode", type=str, default="", help="closed (users) or open (arrival rate); empty: the scenario's")
-    arg("--ladder", type=str, default="", help="comma list: users (closed) or req/s (open); empty: the scenario's")
-    arg("--step-duration", type=float, default=0.0, help="steady window per step, seconds (0: the scenario's)")
-    arg("--warmup", type=float, default=-1.0, help="warm-up per step, seconds, excluded (negative: the scenario's)")
-    arg("--repeats", type=int, default=0, help="measure each level this many times per variant (0: the scenario's)")
-    arg("--order", type=str, default="",
-        help="sequential or interleaved (ABBA blocks per level; default when repeats >= 2); empty: the scenario's")
-    arg("--min-requests", type=int, default=-1,
-        help="completed requests a steady window needs, else the step is insufficient (negative: the scenario's)")
-    arg("--prompt-tokens", type=int, default=0, help="prompt length in tokens (0: the scenario's)")
-    arg("--max-tokens", type=int, default=0, help="output length in tokens (0: the scenario's)")
-    arg("--api", type=str, default="", help="completions or chat (empty: the scenario's)")
-    arg("--model", type=str, default="", help="model name to request (default: the server's)")
-    arg("--report-dir", type=str, default="reports", help="where run directories are written")
-    arg("--run-id", type=str, default="", help="run directory name (default: time + scenario)")
-    arg("--overwrite", action="store_true", default=False, help="replace an existing run directory of that name")
-    arg("--slo-ttft-p99-ms", type=float, default=0.0, help="gate: P99 TTFT per step (0: the scenario's)")
-    arg("--slo-tpot-p99-ms", type=float, default=0.0, help="gate: P99 TPOT per step (0: the scenario's)")
-    arg("--slo-error-rate", type=float, default=-1.0, help="gate: error rate per step, 0..1 (negative: the scenario's)")
-    arg("--max-regression-pct", type=float, default=-1.0,
-        help="gate: worst change vs the baseline run, percent (negative: the scenario's)")
-    arg("--baseline-run", type=str, default="", help="saved baseline run to compare against")
-    arg("--prometheus-url", type=str, default="",
-        help="query this Prometheus for server/GPU metrics (default: scrape /metrics directly)")
+    # On the parser itself (not an argument group), so Locust's web form shows them under "Custom parameters".
+    for option in OPTIONS:
+        kind = {"action": "store_true"} if isinstance(option.default, bool) else {"type": type(option.default)}
+        parser.add_argument(option.flag, default=option.default, help=option.help, include_in_web_ui=option.web,
+                            **kind)
 
 
 def on_step_message(environment, msg, **_kw) -> None:
@@ -91,17 +70,6 @@ def on_step_message(environment, msg, **_kw) -> None:
     if state.base_url and context.workload_factory is not None:
         # Tokenizing the prompt set takes a moment: start it as soon as the server is known.
         context.prepare(state.base_url)
-
-
-def live_rows(environment) -> list[dict]:
-    experiment = state_of(environment).last
-    return experiment.recorder.live.rows() if experiment is not None else []
-
-
-def last_report(environment) -> Path | None:
-    experiment = state_of(environment).last
-    path = experiment.run.file(layout.REPORT) if experiment is not None else None
-    return path if path is not None and path.exists() else None
 
 
 def on_records_message(environment, msg, **_kw) -> None:
@@ -143,9 +111,17 @@ def on_init(environment, runner=None, **_kw) -> None:
         handle_signals(environment)
         state_of(environment).cli_scenario = environment.parsed_options.scenario
         runner.register_message(RECORDS_MESSAGE, on_records_message)
-        webui.install(environment, rows=lambda: live_rows(environment), report_path=lambda: last_report(environment))
+        if isinstance(runner, MasterRunner):
+            clocks = state_of(environment).clocks = ClockSync(runner)
+            runner.register_message(CLOCK_PONG, clocks.on_pong)
+            # A worker that joins is measured as soon as it listens (it registers its handlers after connecting).
+            environment.events.worker_connect.add_listener(lambda **_kw: gevent.spawn_later(1.0, clocks.ping))
+        webui.install(environment, last_experiment=lambda: state_of(environment).last,
+                      cli_scenario=lambda: state_of(environment).cli_scenario)
     if not isinstance(runner, MasterRunner):
         runner.register_message(STEP_MESSAGE, on_step_message)
+    if isinstance(runner, WorkerRunner):
+        runner.register_message(CLOCK_PING, answer_ping)
     if not environment.stop_timeout:
         # Stepping down or switching variants lets streams in flight finish instead of killing them.
         environment.stop_timeout = DEFAULT_STOP_TIMEOUT_S
@@ -174,17 +150,6 @@ def _fail(environment, message: str) -> None:
         environment.runner.stop()
 
 
-def check_web_scenario(chosen: str, cli_scenario: str) -> None:
-    """Anyone who can reach the web UI can fill its form: it runs the command line's scenario or one of the
-    project's own (``scenarios/*.yaml``), never an arbitrary file."""
-    path = Path(chosen or DEFAULT_SCENARIO).resolve()
-    allowed = {Path(cli_scenario or DEFAULT_SCENARIO).resolve()}
-    allowed |= {p.resolve() for p in Path(PROJECT_SCENARIOS).glob("*.yaml")}
-    if path not in allowed:
-        raise ScenarioError(f"the web form runs the scenario given on the command line or one under "
-                            f"{PROJECT_SCENARIOS}/; {chosen!r} is neither")
-
-
 def start_experiment(environment) -> Experiment | None:
     """Called by the shape's first tick of a run (before Locust fires test_start)."""
     state = state_of(environment)
@@ -200,12 +165,17 @@ def start_experiment(environment) -> Experiment | None:
         _fail(environment, str(exc))
         return None
     classes = {"closed": users.ClosedLoopUser, "open": users.OpenLoopUser}
-    state.experiment = state.last = Experiment(environment, plan, classes)
+    state.experiment = state.last = Experiment(environment, plan, classes, clocks=state.clocks)
     log.info("run %s -> %s", plan.run_id, state.experiment.run.path)
     return state.experiment
 
 
 def on_test_start(environment, **_kw) -> None:
+    # A worker that joins a running test gets its first spawn (and this event) while Locust is still creating
+    # its runner: wait until the environment has it.
+    with gevent.Timeout(RUNNER_WAIT_S, False):
+        while environment.runner is None:
+            gevent.sleep(0.05)
     if not isinstance(environment.runner, WorkerRunner):
         handle_signals(environment)  # again: in the web UI, Locust's own handler was installed after on_init
     if isinstance(environment.runner, MasterRunner):

@@ -2,7 +2,8 @@
 
 Batches are appended to Parquet part files as they arrive (``rundir.PartWriter``) and merged at the end; the
 part files alone are still readable if the process dies. ``drained()`` is true when every worker is idle and
-every record it sent has arrived and is on disk.
+every record it sent has arrived and is on disk. A batch's records come as columns (``columns``), turned into
+one Arrow table at once, plus any records that did not pack, as dicts, converted a slice at a time.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import gevent
 import pyarrow as pa
 
 from ..records import REQUESTS_SCHEMA, now
 from ..rundir import PartWriter, layout
+from . import columns as cols
 from .live import LiveStats
 from .shipper import progress_key
 
@@ -43,13 +46,16 @@ class WorkerTally:
 class Recorder:
     """Receives record batches and keeps them on disk under ``run_dir``."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, clock_offsets: Callable[[], dict[str, float]] = dict):
         self.run_dir = Path(run_dir)
         self.parts = PartWriter(self.run_dir, layout.REQUESTS, layout.REQUEST_PARTS, REQUESTS_SCHEMA)
         self.client_samples: list[dict] = []
         self.live = LiveStats()
         self.tally: dict[int, WorkerTally] = {}
-        self.intake: deque[dict] = deque()  # received, not yet converted
+        self.intake: deque[dict] = deque()  # received records as dicts, not yet converted
+        self.batches: deque[dict] = deque()  # received column batches, not yet converted
+        self.lost: set[int] = set()  # workers that stopped answering: nothing more will come from them
+        self.clock_offsets = clock_offsets  # the live figures go by the master's clock, like the analysis
         self._loop = gevent.spawn(self._flush_forever)
 
     @property
@@ -58,22 +64,37 @@ class Recorder:
 
     def on_batch(self, data: dict) -> None:
         tally = self.tally.setdefault(int(data["worker"]), WorkerTally())
-        tally.received += len(data["records"])
+        packed = data.get("columns")
+        tally.received += len(data["records"]) + (packed["n"] if packed else 0)
         tally.sent_total = int(data["sent_total"])
         tally.users_running = int(data["users_running"])
         tally.final = tally.final or bool(data.get("final"))
         tally.pid = data.get("pid", tally.pid)
         tally.progress = data.get("progress") or tally.progress
+        if packed:
+            self.batches.append(packed)
         self.intake.extend(data["records"])
         self.client_samples.extend(data.get("client") or [])
         self.live.add([], data.get("client") or [])
 
     def take_in(self, pause: bool = True) -> None:
-        """Received records -> live figures and Arrow, a slice at a time: in a single-process run this shares
-        the event loop with the streams, whose stamps must not wait for a whole second's batch."""
+        """Received records -> live figures and Arrow. Dicts go a slice at a time: in a single-process run this
+        shares the event loop with the streams, whose stamps must not wait for a whole second's batch; a column
+        batch costs less than one such slice."""
+        while self.batches:
+            packed = self.batches.popleft()
+            try:
+                table = cols.to_table(packed)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                self.intake.extend(cols.to_rows(packed))  # row by row: a value that does not fit costs only its row
+                continue
+            self.live.add_table(table, self.clock_offsets())
+            self.parts.add_table(table)
+            if pause:
+                gevent.sleep(0)
         while self.intake:
             rows = [self.intake.popleft() for _ in range(min(INTAKE_SLICE, len(self.intake)))]
-            self.live.add(rows, [])
+            self.live.add(rows, [], self.clock_offsets())
             self.parts.add(rows)
             self.parts.convert()
             if pause:
@@ -88,7 +109,7 @@ class Recorder:
         self.parts.flush()
         on_disk = self.parts.rows_written + self.parts.rows_lost == self.received()
         return bool(self.tally) and on_disk and all(t.users_running == 0 and t.received == t.sent_total
-                                                    for t in self.tally.values())
+                                                    for w, t in self.tally.items() if w not in self.lost)
 
     def progress(self, variant: str, step: int) -> tuple[int, int]:
         """Completed steady-window requests of a step and their output tokens, over every worker so far."""

@@ -1,6 +1,6 @@
 """The servers of an experiment: launch (or attach to ``--host``), telemetry and the project's Prometheus, the
-greedy consistency prompts, liveness, and a clean stop. Several may be up at once (interleaved variants); the
-load and the telemetry poller follow the active one.
+greedy consistency prompts and the quality tasks, liveness, and a clean stop. Several may be up at once
+(interleaved variants); the load and the telemetry poller follow the active one.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ..telemetry.poller import TelemetryPoller
 from ..telemetry.prometheus_server import PrometheusError, PrometheusServer, prometheus_binary
 from ..workload import Workload, WorkloadError, counter_for
 from .plan import Plan
+from .quality import QualityProbes
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class ServerSession:
         self.server: ActiveServer | None = None  # where the load goes now
         self.servers: dict[str, ActiveServer] = {}  # every server that is up, by variant
         self.consistency: dict[str, list[dict]] = {}
+        self.quality = QualityProbes(plan, run)
         self.telemetry = TelemetryPoller(run.path, interval_s=plan.telemetry.interval_s)
         self.prometheus = self._start_prometheus()
 
@@ -55,8 +57,9 @@ class ServerSession:
             self.run.note("prometheus_unavailable", error=str(exc))
             return None
 
-    def start(self, variant: str) -> ActiveServer:
-        """Launch the variant's server (or attach to the external one) and make it the active one."""
+    def start(self, variant: str, port: int | None = None) -> ActiveServer:
+        """Launch the variant's server (on ``port``: a restart's old one; None: the scenario's) or attach to the
+        external one, and make it the active one."""
         plan = self.plan
         if plan.external_url:
             url = plan.external_url.rstrip("/")
@@ -64,7 +67,7 @@ class ServerSession:
             self.run.env["servers"][variant] = {"url": url, "served_model": server.model, "launched": False}
         else:
             log.info("starting the %s server for variant %s", plan.scenario.server.engine, variant)
-            process = launch_variant(plan.scenario, variant, log_dir=self.run.path)
+            process = launch_variant(plan.scenario, variant, log_dir=self.run.path, port=port)
             server = ActiveServer(variant, process.base_url, plan.model or process.served_model or "", process)
             spec = plan.scenario.speculative(variant)
             self.run.env["servers"][variant] = {**process.describe(), "launched": True,
@@ -101,6 +104,7 @@ class ServerSession:
 
         Returns the workload it built (its description goes into env.json), or None when it could not."""
         server, load = self.server, self.plan.load
+        self.quality.measure(variant, server.base_url, server.model)  # the scenario's quality tasks, if any
         try:
             workload = self.workload(server.base_url)
         except WorkloadError as exc:

@@ -1,9 +1,10 @@
 """Worker side of the records' path: this process's records and client samples -> the recorder, once a second.
 
 Each batch is a custom Locust message with the worker's running total, so the master can tell when every
-record a worker sent has arrived. A batch that cannot be sent is kept and retried. Each batch also carries the
-worker's pid and its running count of completed steady-window requests per step (``progress``): the master
-extends a step that has seen too few, even while records wait for their tokenizer split.
+record a worker sent has arrived. The records travel as columns (``columns.ColumnBatch``): the master converts a
+batch without a Python object per record or per token. A batch that cannot be sent is kept and retried. Each
+batch also carries the worker's pid and its running count of completed steady-window requests per step
+(``progress``): the master extends a step that has seen too few, even while records wait for their tokenizer split.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import gevent
 
 from ..records import Phase, RequestRecord
 from .clientmon import ClientMonitor
+from .columns import ColumnBatch
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ class RecordShipper:
         self.worker = worker
         self.measuring = measuring  # True while a step's warm-up or steady window runs
         self.monitor = ClientMonitor(worker)
-        self.buffer: list[dict] = []
+        self.buffer = ColumnBatch()
         self.sent_total = 0
         self.users_running = 0
         self.deferred: deque[tuple[RequestRecord, Callable[[], None]]] = deque()
@@ -50,7 +52,7 @@ class RecordShipper:
 
     def add(self, record: RequestRecord) -> None:
         self.count(record)
-        self.buffer.append(record.to_dict())
+        self.buffer.add(record)
 
     def add_after(self, record: RequestRecord, work: Callable[[], None]) -> None:
         """Ship ``record`` once ``work`` (counting its chunks' tokens) has run. The work waits until no step is
@@ -71,7 +73,7 @@ class RecordShipper:
                 work()
             except Exception as exc:  # the record keeps what it had: its counts stay marked approximate
                 log.debug("refining %s failed: %s", record.request_id, exc)
-            self.buffer.append(record.to_dict())
+            self.buffer.add(record)
 
     def start(self) -> None:
         self.monitor.start()
@@ -86,19 +88,20 @@ class RecordShipper:
             self.ship()
 
     def ship(self, final: bool = False) -> None:
-        batch, self.buffer = self.buffer, []
+        batch, self.buffer = self.buffer, ColumnBatch()
         client = self.monitor.drain()
         self.sent_total += len(batch)
         # Records still waiting to be refined count as running work: the master waits for them.
         self.users_running = (self.runner.user_count + len(self.deferred)) if not final else 0
         try:
             self.runner.send_message(RECORDS_MESSAGE, {
-                "worker": self.worker, "records": batch, "client": client, "sent_total": self.sent_total,
-                "users_running": self.users_running, "final": final, "pid": os.getpid(),
-                "progress": dict(self.progress)})
+                "worker": self.worker, "records": batch.misfits, "columns": batch.columns(), "client": client,
+                "sent_total": self.sent_total, "users_running": self.users_running, "final": final,
+                "pid": os.getpid(), "progress": dict(self.progress)})
         except Exception:  # keep the batch; the next ship retries it
             log.exception("could not send %d records to the master; will retry", len(batch))
-            self.buffer = batch + self.buffer
+            batch.extend(self.buffer)
+            self.buffer = batch
             self.monitor.samples = client + self.monitor.samples
             self.sent_total -= len(batch)
 
@@ -106,7 +109,7 @@ class RecordShipper:
         with gevent.Timeout(REFINE_WAIT_S, False):
             self.refine()
         for record, _ in self.deferred:  # out of time: shipped with the counts they have
-            self.buffer.append(record.to_dict())
+            self.buffer.add(record)
         self.deferred.clear()
         if self._loop is not None:
             self._loop.kill()

@@ -119,10 +119,13 @@ class LLMUser(User):
             record.seq = ctx.next_index(state)
             item = workload.item(ctx.worker, state.step, record.seq, state.context)
             record.bucket, record.prompt_tokens = item.bucket, item.prompt_tokens
+            if item.images is not None:
+                record.images, record.image_bytes = len(item.images), sum(i.nbytes for i in item.images)
             spec = RequestSpec(prompt=item.prompt, max_tokens=item.max_tokens, api=load.api,
                                model=state.model or None, temperature=load.temperature,
                                ignore_eos=load.ignore_eos, seed=state.seed,
-                               extra=request_extra(ctx.engine, item.max_tokens, load.ignore_eos))
+                               extra=request_extra(ctx.engine, item.max_tokens, load.ignore_eos),
+                               images=tuple(i.url for i in item.images or ()))
             split = self.client_for(state.base_url).stream(spec, record)
         except gevent.GreenletExit:
             record.error_class = ErrorClass.CANCELLED
@@ -209,7 +212,8 @@ class OpenLoopUser(LLMUser):
             ctx.workload(state.base_url)  # ready before the first arrival, so set-up is not schedule lag
             # One clock for all processes (the master's step start); worker i starts i/level later, so constant
             # arrivals from several processes interleave evenly instead of coming in bursts.
-            t0 = state.t_start if not math.isnan(state.t_start) else ctx.board.started_at
+            t0 = state.t_start + state.clock_offsets.get(str(ctx.worker), 0.0) if not math.isnan(state.t_start) \
+                else ctx.board.started_at
             rate = state.level / max(state.workers, 1)
             self.clock = ArrivalClock(rate, t0 + ctx.worker / state.level, (state.seed, ctx.worker, state.step),
                                       load.arrival, load.burstiness)

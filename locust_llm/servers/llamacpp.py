@@ -35,13 +35,15 @@ def server_binary(scenario: Scenario) -> str:
     return bundled_server() or find_executable("llama-server", INSTALL_HINT)
 
 
-def model_files(scenario: Scenario) -> tuple[str, str | None]:
-    """Target model path and default draft path; generates the tiny pair when it is missing."""
-    tiny_dir = scenario.tiny_model_dir()
+def model_files(scenario: Scenario, variant: str | None = None) -> tuple[str, str | None]:
+    """Target model path and default draft path (the variant's own tiny pair when it has one); generates the tiny
+    pair when it is missing."""
+    own = scenario.variants[variant].tiny_model if variant else None
+    tiny_dir = scenario.tiny_model_dir(variant)
     if tiny_dir is not None:
-        spec = scenario.server.tiny_model
+        spec = own or scenario.server.tiny_model
         pair = tinymodel.ensure(tiny_dir, preset=spec.preset, seed=spec.seed, residual_scale=spec.residual_scale)
-        target = scenario.resolve_path(scenario.server.model) if scenario.server.model else pair.target
+        target = scenario.resolve_path(scenario.server.model) if scenario.server.model and not own else pair.target
         return str(target), str(pair.draft)
     return str(scenario.resolve_path(scenario.server.model)), None
 
@@ -68,7 +70,7 @@ def speculative_args(spec: LlamaCppSpeculative, default_draft: str | None, scena
 
 def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
     binary = server_binary(scenario)
-    target, default_draft = model_files(scenario)
+    target, default_draft = model_files(scenario, variant)
     if not os.path.exists(target):
         raise ServerError(f"model file not found: {target} (server.model in {scenario.source})")
     server = scenario.server

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,12 +34,16 @@ import pyarrow as pa
 
 from ..records import now
 from ..rundir import PartWriter, layout
-from .maps import map_for
+from .maps import CANONICAL, map_for
 from .sources import NvmlSource, ProcessSource, PrometheusSource, Row, ScrapeSource, SourceError, probe_nvml
 
 log = logging.getLogger(__name__)
 
 __all__ = ["TELEMETRY_SCHEMA", "TelemetryPoller"]
+
+# What the web UI's live view shows; counters are differenced there, never here.
+LIVE_METRICS = ("spec_draft_tokens", "spec_accepted_tokens", "kv_cache_usage", "spec_accept_rate_gauge")
+LIVE_KEEP = 120
 
 TELEMETRY_SCHEMA = pa.schema([("t", pa.float64()), ("variant", pa.string()), ("source", pa.string()),
                               ("metric", pa.string()), ("labels", pa.string()), ("value", pa.float64())])
@@ -92,6 +97,7 @@ class TelemetryPoller:
         self.gaps: list[dict] = []
         self.notes: list[dict] = []
         self.closed = False
+        self.live: dict[tuple[str, str], deque] = {}  # (variant, metric) -> recent (t, value)
         self.nvml, self.gpu_description = probe_nvml(nvml_module)
         if self.nvml is None:
             self._note("no_gpu", f"no GPU telemetry: {self.gpu_description}; recording the server process's "
@@ -206,6 +212,37 @@ class TelemetryPoller:
             log.info("telemetry: %s/%s answers again", att.variant, state.source.name)
         state.last_ok = t
         self._append(att, state, t, rows)
+        self._keep_live(att.variant, t, rows)
+
+    def _keep_live(self, variant: str, t: float, rows: list[Row]) -> None:
+        """The few figures the web UI shows while the run goes on, one combined value per poll."""
+        polled: dict[str, list[float]] = defaultdict(list)
+        for _ts, metric, _labels, value in rows:
+            if metric in LIVE_METRICS:
+                polled[metric].append(value)
+        for metric, values in polled.items():
+            value = sum(values) if CANONICAL[metric].combine == "sum" else sum(values) / len(values)
+            self.live.setdefault((variant, metric), deque(maxlen=LIVE_KEEP)).append((t, value))
+
+    def live_figures(self, variant: str, window_s: float = 10.0) -> dict:
+        """Server-side acceptance (accepted / drafted tokens over about the last ``window_s``) and KV-cache use
+        (the last reading) of ``variant``; None where the server does not export them."""
+        def series(metric: str) -> deque:
+            return self.live.get((variant, metric)) or deque()
+
+        def delta(metric: str) -> float | None:
+            points = series(metric)
+            if len(points) < 2:
+                return None
+            t_last, v_last = points[-1]
+            earlier = [p for p in points if p[0] <= t_last - window_s] or [points[0]]
+            return v_last - earlier[-1][1]
+
+        drafted, accepted = delta("spec_draft_tokens"), delta("spec_accepted_tokens")
+        kv, gauge = series("kv_cache_usage"), series("spec_accept_rate_gauge")
+        return {"acceptance": accepted / drafted if drafted and accepted is not None and drafted > 0 else None,
+                "acceptance_gauge": gauge[-1][1] if gauge else None,
+                "kv_cache_usage": kv[-1][1] if kv else None}
 
     def _append(self, att: Attachment, state: SourceState, t: float, rows: list[Row]) -> None:
         name = state.source.name

@@ -50,6 +50,8 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   as servers that cap requests per keep-alive connection do.
 - ``patch_last``: ``{"dotted.path": value}`` set in the last token chunk's JSON (``"choices.0.finish_reason"``,
   ``"usage.prompt_tokens"``, ``"timings.draft_n"``), to play a server that sends odd values.
+- ``image_ms_per_kpx``: prefill time per thousand pixels of a chat request's images, a known encode cost (their
+  format is checked, a malformed part is a 400, and the log lists each image: ``refimages``).
 - ``id``: a name for the stream's server-side log.
 
 Output length is the body's ``max_tokens`` (default 16). Token ``k`` of a stream is the text
@@ -75,6 +77,8 @@ from typing import Any
 import gevent
 from gevent.pywsgi import WSGIHandler, WSGIServer
 
+from .refimages import BadContent, image_delay_s, request_text
+
 MODEL = "refserver-model"
 USAGE_MODES = ("continuous", "final", "none")
 FAULTS = ("none", "truncate_after", "malformed_after", "http_500", "http_500_endless", "error_event",
@@ -97,6 +101,7 @@ DEFAULTS: dict[str, Any] = {
     "drop_connection": False,
     "draft_n": 0,
     "draft_accepted": 0,
+    "image_ms_per_kpx": 0.0,
     "id": None,
 }
 LOG_SIZE = 50_000
@@ -132,7 +137,7 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     unknown = set(cfg) - set(DEFAULTS)
     if unknown:
         raise BadRequest(f"unknown ref keys {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-    for key in ("ttft_s", "gap_s", "stall_once_s", "pause_once_s"):
+    for key in ("ttft_s", "gap_s", "stall_once_s", "pause_once_s", "image_ms_per_kpx"):
         if not isinstance(cfg[key], (int, float)) or cfg[key] < 0:
             raise BadRequest(f"ref.{key} must be a number >= 0, got {cfg[key]!r}")
     tpc = cfg["tokens_per_chunk"]
@@ -286,7 +291,7 @@ class RefServer:
                 api = "chat" if path.endswith("chat/completions") else "completions"
                 return self._completion(environ, start_response, body, api, t_recv)
             return self._json(start_response, "404 Not Found", {"error": {"message": f"no route {method} {path}"}})
-        except BadRequest as exc:
+        except (BadRequest, BadContent) as exc:
             return self._json(start_response, "400 Bad Request",
                               {"error": {"message": str(exc), "type": "BadRequestError", "code": 400}})
 
@@ -301,18 +306,17 @@ class RefServer:
         max_tokens = body.get("max_tokens", 16)
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
             raise BadRequest(f"max_tokens must be an int >= 0, got {max_tokens!r}")
+        prompt, images = request_text(api, body)
         self.completions_seen += 1
         stall = cfg["stall_once_s"] if self.completions_seen == 1 else 0.0
         if self.completions_seen == 1 and cfg["pause_once_s"]:
             self.paused_until = t_recv + cfg["pause_once_s"]
         stream_id = str(cfg["id"]) if cfg["id"] is not None else f"anon-{next(self._anon)}"
-        if api == "chat":
-            messages = body.get("messages") or []
-            prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
-        else:
-            prompt = str(body.get("prompt", ""))
+        delay = image_delay_s(images, cfg["image_ms_per_kpx"])
         entry = {"id": stream_id, "api": api, "t_recv": t_recv, "max_tokens": max_tokens, "stall_s": stall,
-                 "fault": ":".join(map(str, cfg["fault"])), "chunks": [], "complete": False}
+                 "fault": ":".join(map(str, cfg["fault"])), "chunks": [], "complete": False, "images": images,
+                 "image_delay_s": delay}
+        entry["client"] = environ.get("REMOTE_ADDR")  # which host sent it (the cluster test's network namespaces)
         self.log[stream_id] = entry
         while len(self.log) > LOG_SIZE:
             self.log.popitem(last=False)
@@ -334,7 +338,7 @@ class RefServer:
             environ["refserver.close_delimited"] = True
             headers.append(("Connection", "close"))
         write = start_response("200 OK", headers)
-        return _Stream(self, environ, write, cfg, api, max_tokens, len(prompt.split()), t_recv + stall, entry)
+        return _Stream(self, environ, write, cfg, api, max_tokens, len(prompt.split()), t_recv + stall + delay, entry)
 
 
 def _endless() -> Iterator[bytes]:
@@ -486,6 +490,6 @@ class _Stream:
 
 
 def make_server(port: int, defaults: dict[str, Any] | None = None, model: str = MODEL,
-                access_log: bool = False, models_answer: str = "object") -> WSGIServer:
-    return WSGIServer(("127.0.0.1", port), RefServer(defaults, model, models_answer), handler_class=_Handler,
+                access_log: bool = False, models_answer: str = "object", bind: str = "127.0.0.1") -> WSGIServer:
+    return WSGIServer((bind, port), RefServer(defaults, model, models_answer), handler_class=_Handler,
                       log=sys.stderr if access_log else None, backlog=1024)

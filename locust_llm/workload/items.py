@@ -6,6 +6,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from ..images import Image
+
 __all__ = ["PromptItem", "WorkloadError", "hash64", "unit"]
 
 
@@ -21,6 +23,8 @@ class PromptItem:
     max_tokens: int
     exact: bool  # prompt_tokens was verified by a real tokenizer (not an estimate)
     prompt_id: str = ""  # "<bucket>/<pool slot>" (generated) or "<file>:<line>" (dataset)
+    # Images sent with the text (a bucket with ``images``); () for its text-only twins, None in other buckets.
+    images: tuple[Image, ...] | None = None
 
 
 def hash64(*parts: Any) -> int:

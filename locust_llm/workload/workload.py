@@ -33,6 +33,10 @@ What this module guarantees
 * **Without a counter** (no ``/tokenize`` and no local tokenizer) lengths come from
   :class:`ApproxCounter`, a crude characters-per-word estimate, and every item has
   ``exact=False``; reports must say so.
+* **Images** (``buckets.<name>.images``, chat only): a request of such a bucket carries its images
+  (synthetic PNGs built once per workload, or ``count`` files drawn per request) on half of its requests,
+  as ``hash64(seed, "images", worker, index)`` decides; the others are its text-only twins, drawn
+  from the same pool of texts, so TTFT with and without the images is measured at the same text length.
 * **Datasets:** JSONL (``{"prompt": ..., "max_tokens"|"output_tokens": n, "bucket": name}`` per
   line) or ShareGPT JSON (a list of ``{"conversations": [{"from": "human", "value": ...},
   {"from": "gpt", "value": ...}]}``; ShareGPT objects may also appear as JSONL lines). Requests
@@ -47,19 +51,51 @@ from __future__ import annotations
 import bisect
 import random
 import warnings
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..images import Image, ImagesSpec, as_image, image_files, synthetic_png
 from ..scenario import LoadSpec
 from .datasets import read_dataset
 from .generate import Generator, Measure, Prefixer
 from .items import PromptItem, WorkloadError, hash64, unit
 from .tokenizers import ApproxCounter, TokenCounter
 
-__all__ = ["Workload"]
+__all__ = ["ImageSet", "Workload"]
 
 DEFAULT_POOL_SIZE = 64
 DEFAULT_MAX_DATASET_ITEMS = 1024
+
+
+@dataclass(frozen=True)
+class ImageSet:
+    """A bucket's images, encoded once: ``count`` per request, drawn from ``choices`` (all of them when synthetic)."""
+
+    choices: tuple[Image, ...]
+    count: int
+
+    @classmethod
+    def build(cls, spec: ImagesSpec, seed: int, bucket: str, base_dir: Path) -> "ImageSet":
+        if not spec.files:
+            return cls(tuple(as_image(synthetic_png(spec.width, spec.height, f"{seed}|{bucket}|image|{i}"))
+                             for i in range(spec.count)), spec.count)
+        try:
+            return cls(tuple(as_image(path.read_bytes(), str(path))
+                             for path in image_files(spec.files, Path(base_dir))), spec.count)
+        except (OSError, ValueError) as exc:
+            raise WorkloadError(f"bucket {bucket!r}: images: {exc}") from None
+
+    def pick(self, seed: int, worker: int, index: int) -> tuple[Image, ...]:
+        if len(self.choices) == self.count:
+            return self.choices
+        return tuple(self.choices[hash64(seed, "image", worker, index, j) % len(self.choices)]
+                     for j in range(self.count))
+
+    def describe(self) -> dict[str, Any]:
+        return {"per_request": self.count, "distinct": len(self.choices),
+                "sizes": sorted({f"{i.width}x{i.height}" for i in self.choices}),
+                "bytes_mean": sum(i.nbytes for i in self.choices) / len(self.choices)}
 
 
 class Workload:
@@ -81,6 +117,7 @@ class Workload:
         self.skipped = skipped
         self.counter: TokenCounter | None = None  # the exact counter it was built with (None: lengths estimated)
         self.contexts: dict[int, list[PromptItem]] = {}  # context-axis pools by prompt length, never mixed in
+        self.images: dict[str, ImageSet] = {}  # buckets whose requests carry images (half of them)
         self._names = list(self.pools)
         total = sum(self.weights[n] for n in self._names)
         acc, self._cum = 0.0, []
@@ -115,6 +152,8 @@ class Workload:
                 pools[name] = cls._generate_pool(name, prompt_tokens, max_tokens, load.seed, gen, measure,
                                                  prefixer, exact, pool_size)
             workload = cls(pools, {n: b[2] for n, b in buckets.items()}, load.seed, prefixer)
+            workload.images = {name: ImageSet.build(b.images, load.seed, name, base_dir)
+                               for name, b in load.buckets.items() if b.images}
             # Long prompts cost a tokenizer round trip each: a smaller pool per context length.
             workload.contexts = {n: cls._generate_pool(f"ctx-{n}", n, load.max_tokens, load.seed, gen, measure,
                                                        prefixer, exact, max(pool_size // 4, 1))
@@ -197,7 +236,12 @@ class Workload:
                 if len(self._names) > 1 else self._names[0]
             pool = self.pools[pool_name]
         base = pool[hash64(self.seed, "prompt", worker, index) % len(pool)]
-        return self._prefixed(base, worker, step, index) if self.prefixer else base
+        item = self._prefixed(base, worker, step, index) if self.prefixer else base
+        images = None if context else self.images.get(item.bucket)
+        if images is None:
+            return item
+        with_images = hash64(self.seed, "images", worker, index) % 2 == 0
+        return replace(item, images=images.pick(self.seed, worker, index) if with_images else ())
 
     def consistency_prompts(self, n: int, max_tokens: int | None = None) -> list[PromptItem]:
         """``n`` fixed prompts (round-robin over buckets, pool order, no unique prefix) for a greedy
@@ -235,7 +279,8 @@ class Workload:
             "unique_prefix_tokens": self.prefix_tokens, "skipped_conversations": self.skipped,
             "buckets": {name: {"share": self.weights[name] / total, "pool": len(items),
                                "prompt_tokens": span([it.prompt_tokens + self.prefix_tokens for it in items]),
-                               "max_tokens": span([it.max_tokens for it in items])}
+                               "max_tokens": span([it.max_tokens for it in items]),
+                               **({"images": self.images[name].describe()} if name in self.images else {})}
                         for name, items in self.pools.items()},
             "contexts": {str(n): {"pool": len(items), "prompt_tokens": span([it.prompt_tokens + self.prefix_tokens
                                                                               for it in items])}

@@ -30,7 +30,7 @@ def test_report_brings_back_a_deleted_verdict_that_agrees_with_a_fresh_finish(tm
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "verdict.json").read_text()) == first == fresh.verdict.model_dump(mode="json")
     html = (tmp_path / "report.html").read_text()
-    assert "Nightly gates: exit code 3 (an SLO gate failed)" in html
+    assert "Nightly gates: exit code 3 (an SLO or quality gate failed)" in html
 
 
 def test_report_keeps_the_comparison_with_an_earlier_run(tmp_path):

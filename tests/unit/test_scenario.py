@@ -173,3 +173,23 @@ def test_variant_names_are_plain_names(tmp_path):
                     "variants: {'../evil': {}, 'a\"b': {}}\n")
     with pytest.raises(ScenarioError, match="plain names"):
         load_scenario(path)
+
+
+def test_cost_section(tmp_path):
+    scenario = load_scenario(write(tmp_path, GOOD + "cost: {gpu_hour_usd: 3.6, gpus: 2, other_hour_usd: 0.4}\n"))
+    assert scenario.cost.hourly_usd == pytest.approx(7.6)  # 3.6 x 2 + 0.4
+    assert load_scenario(write(tmp_path, GOOD)).cost is None  # no section: nothing is priced
+
+
+@pytest.mark.parametrize("cost, message", [
+    ("{gpu_hour: 3.6}", "cost.gpu_hour: unknown key 'gpu_hour'; allowed keys here: gpu_hour_usd, gpus, "
+                        "other_hour_usd, cpu_hour_usd, target_rps; did you mean 'gpu_hour_usd'?"),
+    ("{gpu_hour_usd: -1}", "cost.gpu_hour_usd: Input should be greater than 0; found -1"),
+    ("{cpu_hour_usd: 0.1, other_hour_usd: -0.5}", "cost.other_hour_usd: Input should be greater than or equal to 0"),
+    ("{gpu_hour_usd: 2, gpus: 0}", "cost.gpus: Input should be greater than or equal to 1; found 0"),
+    ("{gpu_hour_usd: .inf}", "cost.gpu_hour_usd: Input should be a finite number"),
+    ("{other_hour_usd: 1}", "cost: set gpu_hour_usd (per GPU) or, on a CPU host, cpu_hour_usd (the whole host): "
+                            "there is no built-in price list"),
+])
+def test_bad_cost_names_the_key(tmp_path, cost, message):
+    assert message in error_of(tmp_path, GOOD + f"cost: {cost}\n")

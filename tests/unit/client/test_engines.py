@@ -45,3 +45,11 @@ def test_api_key_header_only_when_set(monkeypatch):
     assert auth_headers() == {}
     monkeypatch.setenv(API_KEY_ENV, "sk-x")
     assert auth_headers() == {"Authorization": "Bearer sk-x"}
+
+
+def test_a_seeded_sample_with_natural_stopping_per_engine():
+    path, body = greedy_request("llamacpp", "m", "p", 8, temperature=0.7, seed=3, ignore_eos=False)
+    assert path == "/completion" and body["temperature"] == 0.7 and body["seed"] == 3 and body["ignore_eos"] is False
+    path, body = greedy_request("vllm", "m", "p", 8, temperature=0.7, seed=3, ignore_eos=False)
+    assert path == "/v1/completions" and body["seed"] == 3 and "ignore_eos" not in body
+    assert "seed" not in greedy_request("llamacpp", "m", "p", 8)[1]  # greedy: no seed needed

@@ -84,7 +84,7 @@ def test_hostile_report_flags_what_went_wrong(hostile):
     assert "DEFECT: diverged" in text and "Consistency defect" in text
     assert "server_exited" in text
     assert "http_error" in text
-    assert "Nightly gates: exit code 3 (an SLO gate failed)" in text and "ttft_p99_ms&lt;script&gt;" in text
+    assert "Nightly gates: exit code 3 (an SLO or quality gate failed)" in text and "ttft_p99_ms&lt;script&gt;" in text
 
 
 # -- graceful with little data ------------------------------------------------------------------------------

@@ -5,18 +5,13 @@ from __future__ import annotations
 from argparse import Namespace
 from dataclasses import dataclass, field
 
-from locust_llm.runtime.plan import DEFAULT_SCENARIO
+from locust_llm.runtime.options import defaults
 from locust_llm.runtime.session import ActiveServer
 
 
 def options(**given) -> Namespace:
     """Parsed options as Locust hands them over, with the plugin's defaults."""
-    defaults = {"scenario": DEFAULT_SCENARIO, "variant": "", "mode": "", "ladder": "", "step_duration": 0.0,
-                "warmup": -1.0, "prompt_tokens": 0, "max_tokens": 0, "api": "", "model": "", "report_dir": "reports",
-                "run_id": "", "slo_ttft_p99_ms": 0.0, "slo_tpot_p99_ms": 0.0, "slo_error_rate": -1.0,
-                "max_regression_pct": -1.0, "baseline_run": "", "prometheus_url": "", "headless": True,
-                "overwrite": False, "repeats": 0, "order": "", "min_requests": -1}
-    return Namespace(**{**defaults, **given})
+    return Namespace(**{**defaults(), "headless": True, **given})
 
 
 class Clock:
@@ -47,11 +42,25 @@ class FakeEnvironment:
     stop_timeout: float = 5.0
 
 
+class FakeTelemetry:
+    """A server that exports nothing; counts the flushes a soak asks for after each window."""
+
+    def __init__(self):
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+    def live_figures(self, variant: str) -> dict:
+        return {"acceptance": None, "acceptance_gauge": None, "kv_cache_usage": None}
+
+
 class FakeSession:
     """Starts nothing: every variant's server is 'up' at a made-up URL until ``die_after`` alive checks."""
 
     def __init__(self, plan, run, die_after: int | None = None, fail_start: tuple = ()):
         self.plan, self.run = plan, run
+        self.telemetry = FakeTelemetry()
         self.server: ActiveServer | None = None
         self.servers: dict[str, ActiveServer] = {}
         self.started: list[str] = []

@@ -7,6 +7,7 @@ import pytest
 
 from locust_llm.records import Phase
 from locust_llm.runtime import experiment as experiment_module
+from locust_llm.runtime.cockpit import live_view
 from locust_llm.runtime.experiment import Experiment
 from locust_llm.runtime.live import LiveStats
 from locust_llm.runtime.plan import load_plan
@@ -29,8 +30,9 @@ def clock(monkeypatch):
     return clock
 
 
-def run_program(tmp_path, session_factory=FakeSession, follow=None, **given):
-    """``follow(runner, tick)``: how the fake Locust runner reacts to each tick (default: not at all)."""
+def run_program(tmp_path, session_factory=FakeSession, follow=None, watch=None, **given):
+    """``follow(runner, tick)``: how the fake Locust runner reacts to each tick (default: not at all);
+    ``watch(experiment)``: looks at the experiment on every tick."""
     plan = load_plan(options(**{"scenario": SCENARIO, "report_dir": str(tmp_path), "run_id": "unit", **given}))
     env = FakeEnvironment()
     experiment = Experiment(env, plan, Classes(), session=session_factory)
@@ -38,6 +40,8 @@ def run_program(tmp_path, session_factory=FakeSession, follow=None, **given):
     for tick in experiment.program():
         if follow is not None:
             follow(env.runner, tick)
+        if watch is not None:
+            watch(experiment)
         ticks.append(tick)
         phases.append((experiment.state.variant, experiment.state.step, experiment.state.phase))
         if experiment.state.phase == Phase.DRAIN and not experiment.recorder.tally:
@@ -67,6 +71,34 @@ def test_walks_every_variant_over_the_ladder_with_exact_windows(tmp_path, clock)
     sent = [data["phase"] for name, data in env.runner.messages]
     assert sent[-1] == Phase.IDLE and Phase.STARTING in sent
     assert experiment.session.started == ["baseline", "spec-k4"]
+
+
+def test_progress_says_where_the_run_is_and_how_long_is_left(tmp_path, clock):
+    seen = {}
+
+    def watch(experiment):
+        state = experiment.state
+        if state.phase in (Phase.WARMUP, Phase.STEADY):
+            seen.setdefault((state.variant, state.level, state.phase), experiment.progress())
+
+    experiment, *_ = run_program(tmp_path, ladder="1,3", step_duration=2, warmup=1, watch=watch)
+    first = seen[("baseline", 1.0, Phase.WARMUP)]
+    assert (first["step"], first["steps"], first["variant"], first["level"]) == (1, 4, "baseline", 1.0)
+    # warm-up 1 s + steady 2 s left in the step, three more steps of 3 s (each read moves the clock 0.25 s)
+    assert 3.0 - 4 * clock.step <= first["step_left_s"] <= 3.0
+    assert first["run_left_s"] == pytest.approx(first["step_left_s"] + 3 * 3.0)
+    last = seen[("spec-k4", 3.0, Phase.STEADY)]
+    assert last["step"] == 4 and last["run_left_s"] == last["step_left_s"] <= 2.0
+    view = live_view(experiment)
+    assert {(p["variant"], p["level"], p["done"]) for p in view["points"]} == {
+        ("baseline", 1.0, True), ("baseline", 3.0, True), ("spec-k4", 1.0, True), ("spec-k4", 3.0, True)}
+    assert view["colors"]["baseline"] != view["colors"]["spec-k4"] and view["outcome"] is False
+    # Warnings as they happen: once per key, and run events in words (no log tail in a one-line warning).
+    experiment.warn("step_extended", "spec-k4 at level 3: too few requests", key=("spec-k4", 1))
+    experiment.warn("step_extended", "spec-k4 at level 3: too few requests", key=("spec-k4", 1))
+    experiment.run.note("server_exited", variant="spec-k4", log_tail="line 1\nline 2")
+    texts = [w["text"] for w in live_view(experiment)["warnings"] if w["kind"] in ("step_extended", "server_exited")]
+    assert texts == ["spec-k4 at level 3: too few requests", "server exited: variant spec-k4"]
 
 
 def test_repeats_walk_the_ladder_again(tmp_path, clock):

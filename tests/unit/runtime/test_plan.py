@@ -87,7 +87,7 @@ def test_a_run_directory_is_never_reused_without_overwrite(tmp_path):
 
 
 def test_the_web_form_runs_only_the_projects_scenarios_or_the_command_lines(tmp_path, monkeypatch):
-    from locust_llm.runtime.plugin import check_web_scenario
+    from locust_llm.runtime.webform import check_web_scenario
 
     monkeypatch.chdir(REPO)
     check_web_scenario("scenarios/tiny-cpu.yaml", "")

@@ -190,6 +190,10 @@ def test_llamacpp_acceptance_from_metrics_deltas_matches_the_requests(llama, tmp
     poller.attach("spec-k4", "llamacpp", llama.base_url, server_pid=llama.proc.pid)
     window, timings, before, after = measure(poller, llama.base_url, idle_s=0.7)
     step = check_figures(tmp_path, window, timings, before, after)
+    # The web UI's live figure over the whole batch: the server's counters differenced, as the requests saw it.
+    live = poller.live_figures("spec-k4", window_s=3600)["acceptance"]
+    client_rate = sum(t["draft_n_accepted"] for t in timings) / sum(t["draft_n"] for t in timings)
+    assert live is not None and abs(live - client_rate) <= 0.02, (live, client_rate)
     assert step["sources"] == ["process", "scrape"]
     assert step["process"]["rss_mib"]["max"] > 10 and step["process"]["cpu_cores"]["max"] > 0
     if not json.loads((tmp_path / "telemetry.json").read_text())["gpu_available"]:

@@ -1,0 +1,222 @@
+"""Cost per million tokens, and how many servers an offered load needs, from the scenario's prices. Pure.
+
+No price is built in: the scenario's ``cost:`` section (or ``--gpu-hour-usd``) gives it, and without one nothing
+about cost is computed. One server of the measured configuration costs, per hour,
+
+    hourly = gpu_hour_usd x gpus + other_hour_usd        (or cpu_hour_usd + other_hour_usd without a GPU price)
+
+and at an aggregate output rate of ``tps`` tok/s a million output tokens cost
+
+    usd_per_mtok = hourly / (tps x 3600) x 1e6.
+
+The function falls as ``tps`` rises, so the interval of the cost is the throughput interval's bounds through the
+same function, swapped. Effective tokens are the output tokens of requests that succeeded and met every
+per-request SLO: goodput (good req/s) x the mean output tokens of a successful request, with goodput's interval.
+
+Like every other verdict, cost rests on clean steps only: per level the clean steps are pooled (their per-second
+bins, as saturation and the speed-ups pool them); a level without one is listed with its status and no figures.
+A level may be recommended when it is clean, every SLO gate held at each judged step of it and its variant passed
+the quality gate (``analysis.quality``: a failing variant is priced and shown, never chosen); the
+recommendation is the one with the lowest cost per million effective tokens (a level where most requests miss the
+per-request SLOs is cheap per output token and useless, and failures must not make a level look cheap). The capacity
+answer ``ceil(target_rps / goodput per server)`` takes the eligible level with the most goodput per server and
+assumes that servers scale linearly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..fmt import ci_text, lvl, num, ok, text
+from ..scenario import CostSpec, GatesSpec
+from .cost_documents import CostSummary
+from .documents import StepFigures, Summary
+from .gates import SLO_GATES, slo_checks
+from .quality import not_eligible
+from .rates import series_mean_ci
+from .samples import LevelSamples
+from .status import CLEAN
+
+__all__ = ["LevelRates", "cost_summary", "level_cost", "servers_needed", "usd_per_mtok", "usd_per_mtok_ci"]
+
+HOUR_S = 3600.0
+MILLION = 1e6
+ASSUMPTION = ("linear scaling: n servers, each run at the chosen level, serve n times one server's goodput (no "
+              "shared bottleneck such as a load balancer, the network or a shared cache)")
+
+
+@dataclass(frozen=True)
+class LevelRates:
+    """What a level's cost rests on: its clean steps pooled (figures None when no step was clean)."""
+
+    level: float
+    status: str
+    excluded: list[str] = field(default_factory=list)
+    output_tps: float | None = None
+    output_tps_ci95: list[float] | None = None
+    goodput_rps: float | None = None
+    goodput_rps_ci95: list[float] | None = None
+    tokens_per_request: float | None = None
+    gate_failures: list[str] = field(default_factory=list)
+
+
+def usd_per_mtok(hourly_usd: float, tps: float | None) -> float | None:
+    """USD per million tokens at ``tps`` tokens/s; None without a positive rate."""
+    if not ok(tps) or tps <= 0:
+        return None
+    return hourly_usd / (tps * HOUR_S) * MILLION
+
+
+def usd_per_mtok_ci(hourly_usd: float, tps_ci95: list[float] | None) -> list[float] | None:
+    """The cost interval of a throughput interval: the high rate gives the low cost. None when the rate's low end
+    is not above 0 (the cost is then unbounded)."""
+    if not tps_ci95 or not ok(tps_ci95[0]) or tps_ci95[0] <= 0:
+        return None
+    return [usd_per_mtok(hourly_usd, tps_ci95[1]), usd_per_mtok(hourly_usd, tps_ci95[0])]
+
+
+def servers_needed(target_rps: float, goodput_rps: float | None) -> int | None:
+    """ceil(target / goodput per server); None without a positive goodput."""
+    if not ok(goodput_rps) or goodput_rps <= 0:
+        return None
+    # Rounded first: 1.1 / 0.1 is 11.000000000000002 in floating point, and 11 servers are enough.
+    return math.ceil(round(target_rps / goodput_rps, 9))
+
+
+def _scaled(ci: list[float] | None, factor: float) -> list[float] | None:
+    return [bound * factor for bound in ci] if ci else None
+
+
+def level_rates(level: float, samples: LevelSamples, steps: list[StepFigures], gate_failures: list[str],
+                variant: str) -> LevelRates:
+    """A level's clean steps pooled: output tok/s and goodput over their per-second bins, with the intervals the
+    rest of the analysis uses, and the mean output tokens of a successful request sent in their windows."""
+    excluded = samples.not_judged(variant)
+    if not samples.clean:  # every step of the level was left out: the first one's status
+        status = next(iter(samples.excluded.values()))[0]
+        return LevelRates(level, status, excluded, gate_failures=gate_failures)
+    clean = [s for s in steps if s.status == CLEAN]
+    completed = sum(s.requests - s.errors for s in clean)
+    tokens = sum(s.output_tokens for s in clean)
+    good = samples.good_rates
+    return LevelRates(level, CLEAN, excluded, float(samples.token_rates.mean()), series_mean_ci(samples.token_rates),
+                      float(good.mean()) if good.size else None, series_mean_ci(good),
+                      tokens / completed if completed else None, gate_failures)
+
+
+def level_cost(rates: LevelRates, price: CostSpec) -> dict:
+    """A level's cost figures (``LevelCost``) at ``price``."""
+    hourly = price.hourly_usd
+    gpus = price.priced_gpus
+    effective = effective_ci = None
+    if ok(rates.goodput_rps) and ok(rates.tokens_per_request):
+        effective = rates.goodput_rps * rates.tokens_per_request
+        effective_ci = _scaled(rates.goodput_rps_ci95, rates.tokens_per_request)
+    effective_cost = usd_per_mtok(hourly, effective)
+    return {"level": rates.level, "status": rates.status, "excluded": rates.excluded,
+            "output_tps": rates.output_tps, "output_tps_ci95": rates.output_tps_ci95,
+            "usd_per_mtok": usd_per_mtok(hourly, rates.output_tps),
+            "usd_per_mtok_ci95": usd_per_mtok_ci(hourly, rates.output_tps_ci95),
+            "tps_per_gpu": rates.output_tps / gpus if gpus and ok(rates.output_tps) else None,
+            "tps_per_gpu_ci95": _scaled(rates.output_tps_ci95, 1.0 / gpus) if gpus else None,
+            "goodput_rps": rates.goodput_rps, "goodput_rps_ci95": rates.goodput_rps_ci95,
+            "tokens_per_request": rates.tokens_per_request, "effective_tps": effective,
+            "effective_tps_ci95": effective_ci, "usd_per_effective_mtok": effective_cost,
+            "usd_per_effective_mtok_ci95": usd_per_mtok_ci(hourly, effective_ci),
+            "gate_failures": rates.gate_failures,
+            "eligible": rates.status == CLEAN and not rates.gate_failures and effective_cost is not None}
+
+
+def capacity(target_rps: float, variant: str, levels: list[dict], gpus: int | None, unit: str) -> dict:
+    """How many servers ``target_rps`` needs: from the eligible level with the most goodput per server."""
+    candidates = [row for row in levels if row["eligible"] and ok(row["goodput_rps"]) and row["goodput_rps"] > 0]
+    if not candidates:
+        return {"target_rps": target_rps, "text": f"{num(target_rps)} req/s: no level of {variant} was measured "
+                                                  "cleanly with good requests and every gate holding"}
+    best = max(candidates, key=lambda row: row["goodput_rps"])
+    ci = best["goodput_rps_ci95"]
+    servers = servers_needed(target_rps, best["goodput_rps"])
+    servers_ci = [servers_needed(target_rps, ci[1]), servers_needed(target_rps, ci[0])] \
+        if ci and ok(ci[0]) and ci[0] > 0 else None
+    gpu_text = f", {servers * gpus} GPUs" if gpus else ""
+    return {"target_rps": target_rps, "level": best["level"], "goodput_rps": best["goodput_rps"],
+            "goodput_rps_ci95": ci, "servers": servers, "servers_ci95": servers_ci,
+            "gpus": servers * gpus if gpus else None, "gpus_ci95": _scaled(servers_ci, gpus) if gpus else None,
+            "text": f"{num(target_rps)} req/s at the SLO needs {servers} server(s){gpu_text} "
+                    f"(95% CI {ci_text(servers_ci, str) or 'unbounded'}) of {variant} at {lvl(best['level'])} {unit}, "
+                    f"{num(best['goodput_rps'])} good req/s each, assuming linear scaling"}
+
+
+def _cost_text(row: dict) -> str:
+    ci = ci_text(row["usd_per_effective_mtok_ci95"])
+    return (f"{num(row['usd_per_effective_mtok'])} USD per million effective tokens"
+            + (f" (95% CI {ci})" if ci else " (no CI)") + f", {num(row['usd_per_mtok'])} per million output tokens")
+
+
+def variant_cost(variant: str, rates: list[LevelRates], price: CostSpec, unit: str) -> dict:
+    """Every level's cost, the cheapest eligible level and (with a target) the capacity answer."""
+    levels = [level_cost(r, price) for r in sorted(rates, key=lambda r: r.level)]
+    eligible = [row for row in levels if row["eligible"]]
+    best = min(eligible, key=lambda row: row["usd_per_effective_mtok"]) if eligible else None
+    return {"variant": variant, "levels": levels, "best_level": best["level"] if best else None,
+            "text": f"{variant} at {lvl(best['level'])} {unit}: {_cost_text(best)}" if best else
+                    f"{variant}: no level was measured cleanly with every gate (SLO, quality) holding",
+            "capacity": capacity(price.target_rps, variant, levels, price.priced_gpus, unit) if price.target_rps
+            else None}
+
+
+def _price(spec: CostSpec) -> dict:
+    if spec.priced_gpus:
+        return {"basis": "gpu", "hourly_usd": spec.hourly_usd, "gpus": spec.gpus,
+                "text": f"{spec.gpus} x {num(spec.gpu_hour_usd)} USD/h per GPU + {num(spec.other_hour_usd)} USD/h "
+                        f"other = {num(spec.hourly_usd)} USD/h per server"}
+    return {"basis": "cpu", "hourly_usd": spec.hourly_usd,
+            "text": f"CPU host {num(spec.cpu_hour_usd)} USD/h + {num(spec.other_hour_usd)} USD/h other = "
+                    f"{num(spec.hourly_usd)} USD/h per server"}
+
+
+def _limits(named: dict, keys) -> str:
+    return ", ".join(f"{key} <= {named[key]:g}" for key in keys if named.get(key) is not None)
+
+
+def cost_summary(summary: Summary, samples: dict[str, dict[float, LevelSamples]], spec: CostSpec,
+                 gates: GatesSpec) -> CostSummary:
+    """Cost per variant and level of the ladder (context-axis steps are not priced), the cheapest eligible
+    level over all variants, and the capacity answer when ``spec.target_rps`` is given."""
+    failures: dict[tuple[str, float], list[str]] = {}
+    for check in slo_checks(summary, gates):
+        if check.context is None and not check.ok:
+            failures.setdefault((check.variant, check.level), []).append(
+                f"{check.gate} {text(check.value)} > {check.limit:g}")
+    blocked = not_eligible(summary.quality)  # a variant that failed the quality gate is priced, never chosen
+    variants = []
+    for name, entry in summary.variants.items():
+        ladder = [s for s in entry.steps if s.context is None]
+        if name not in samples or not ladder:
+            continue
+        unit = "req/s" if ladder[0].mode == "open" else "concurrent streams"
+        quality = [f"not eligible: {blocked[name]}"] if name in blocked else []
+        rates = [level_rates(level, level_samples, [s for s in ladder if s.level == level],
+                             failures.get((name, level), []) + quality, name)
+                 for level, level_samples in samples[name].items()]
+        variants.append(variant_cost(name, rates, spec, unit))
+    best = [(v, row) for v in variants for row in v["levels"] if row["level"] == v["best_level"]]
+    cheapest = min(best, key=lambda pair: pair[1]["usd_per_effective_mtok"]) if best else None
+    if cheapest:
+        sentence = f"cheapest: {cheapest[0]['text']}" + (f"; {cheapest[0]['capacity']['text']}"
+                                                         if cheapest[0]["capacity"] else "")
+    else:
+        sentence = ("no level of any variant was measured cleanly with every gate (SLO, quality) holding: no cost "
+                    "to recommend")
+    gate_limits = _limits(gates.model_dump(), SLO_GATES)
+    slo = _limits(summary.slo, ("ttft_ms", "tpot_ms", "e2e_ms"))
+    return CostSummary.model_validate({
+        "price": _price(spec),
+        "rule": "A level may be chosen when a step of it is clean (its clean steps pooled), every SLO gate held "
+                "at each judged step of it (" + (gate_limits or "no SLO gate set") + ") and its variant passed the "
+                "quality gate (when the scenario has one)",
+        "effective": "Effective tokens: output tokens of requests that succeeded and met every per-request SLO ("
+                     + (slo or "none set: every successful request counts") + "), computed as goodput (good req/s) "
+                     "x the mean output tokens of a successful request; the interval is goodput's",
+        "assumption": ASSUMPTION, "variants": variants, "text": sentence})

@@ -1,0 +1,133 @@
+"""The probe table (``summary.json`` ``probes``): every probe and fault of the run (``probes.json``), and for each
+fault what the requests around it saw. Pure.
+
+A fault's step is ``fault-injected`` (``status``): its figures are shown, never used for a verdict. Beside them,
+the requests in flight during the fault (sent before it ended, done after it began: each of them waited out a
+pause or lost its server, and those refused meanwhile) and the variant's neighbouring steps, so the fault's cost
+can be read at a glance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..probes import VERDICTS, ProbeResult
+from ..rundir.load import RunData
+from .server_documents import Doc
+
+__all__ = ["FaultFigures", "ProbeRow", "ProbeSummary", "fault_text", "probe_summary"]
+
+
+class StepLatency(Doc):
+    step: int
+    """Step number."""
+    level: float
+    """Load level."""
+    status: str
+    """The step's status."""
+    requests: int = 0
+    """Requests sent in its steady window."""
+    errors: int = 0
+    """Of which failed."""
+    ttft_p99_ms: float | None = None
+    """P99 TTFT over every request, failures at the time they failed (open loop: from the intended send time)."""
+    e2e_p99_ms: float | None = None
+    """P99 E2E over every request, the same way."""
+
+
+class FaultFigures(Doc):
+    """What the requests around one fault saw."""
+
+    step: StepLatency | None = None
+    """The step the fault was injected in (null: not found among the summary's steps)."""
+    in_flight: int = 0
+    """Requests of the variant in flight during the fault (sent before it ended, done after it began), and those
+    refused while it lasted."""
+    in_flight_failed: int = 0
+    """Of which failed."""
+    in_flight_e2e_max_ms: float | None = None
+    """The longest of them, send to done."""
+    in_flight_ttft_max_ms: float | None = None
+    """Their longest time to first token (null: none got one)."""
+    neighbours: list[StepLatency] = []
+    """The variant's steps just before and after it."""
+
+
+class ProbeRow(ProbeResult):
+    figures: FaultFigures | None = None
+    """A fault's surroundings (null for a probe)."""
+
+
+class ProbeSummary(Doc):
+    """The probe suite and the faults: one row each, in the order they ran."""
+
+    rows: list[ProbeRow] = []
+    """Every probe and fault, per variant."""
+    counts: dict[str, int] = {}
+    """Rows per verdict."""
+    failed: list[str] = []
+    """Variants whose server crashed or stopped answering during a probe or fault (the run fails: exit 6)."""
+    text: str = ""
+    """One sentence."""
+
+
+def fault_text(fault: dict) -> str:
+    """A fault recorded on a step (``steps.json``), in words."""
+    length = (fault.get("t_end") or math.nan) - (fault.get("t_start") or math.nan)
+    seconds = f"{length:.1f} s" if math.isfinite(length) else "an unknown time"
+    if fault.get("kind") == "pause":
+        return f"server paused for {seconds} (SIGSTOP, then SIGCONT) in the steady window"
+    return f"server restarted in the steady window (down {seconds})"
+
+
+def step_latency(step: dict) -> StepLatency:
+    ttft, e2e = ("ttft_sched_all_ms", "e2e_sched_all_ms") if step.get("mode") == "open" else ("ttft_all_ms",
+                                                                                                 "e2e_all_ms")
+    return StepLatency(step=step["step"], level=step["level"], status=step.get("status", ""),
+                       requests=step.get("requests", 0), errors=step.get("errors", 0),
+                       ttft_p99_ms=(step.get(ttft) or {}).get("p99"), e2e_p99_ms=(step.get(e2e) or {}).get("p99"))
+
+
+def max_ms(values: pd.Series) -> float | None:
+    values = values.dropna()
+    return float(values.max() * 1e3) if len(values) else None
+
+
+def fault_figures(run: RunData, steps: list[dict], row: ProbeResult) -> FaultFigures:
+    frame = run.requests
+    figures = FaultFigures()
+    order = sorted(steps, key=lambda s: s["step"])
+    at = next((i for i, s in enumerate(order) if s["step"] == row.step), None)
+    if at is not None:
+        figures.step = step_latency(order[at])
+        figures.neighbours = [step_latency(s) for s in order[max(at - 1, 0):at] + order[at + 1:at + 2]]
+    if len(frame) and row.t_start is not None and row.t_end is not None:
+        mine = frame[frame["variant"] == row.variant]
+        done = mine["t_done"].fillna(mine["t_end"])
+        began = mine["t_send"].fillna(done)  # a request refused before it was sent began and ended at once
+        during = mine[(began < row.t_end) & (done >= row.t_start)]
+        figures.in_flight = int(len(during))
+        figures.in_flight_failed = int(during["error_class"].notna().sum())
+        figures.in_flight_e2e_max_ms = max_ms(done[during.index] - during["t_send"])
+        figures.in_flight_ttft_max_ms = max_ms(during["t_first"] - during["t_send"])
+    return figures
+
+
+def probe_summary(run: RunData, variants: dict[str, dict]) -> dict | None:
+    """The probe table of a run (None when it sent no probe and injected no fault)."""
+    if not run.probes:
+        return None
+    rows = []
+    for raw in run.probes:
+        row = ProbeResult.model_validate(raw)
+        figures = fault_figures(run, (variants.get(row.variant) or {}).get("steps", []), row) \
+            if row.kind == "fault" else None
+        rows.append(ProbeRow(**row.model_dump(), figures=figures))
+    counts = {verdict: sum(r.verdict == verdict for r in rows) for verdict in VERDICTS}
+    failed = list(dict.fromkeys(r.variant for r in rows if r.verdict == "server-failed"))
+    text = ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n) + f" of {len(rows)} probes and faults"
+    if failed:
+        text += f"; the server of {', '.join(failed)} crashed or stopped answering"
+    return ProbeSummary(rows=rows, counts=counts, failed=failed, text=text).model_dump(mode="json")

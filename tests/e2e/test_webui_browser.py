@@ -1,0 +1,207 @@
+"""The web UI in headless Chromium, as a user drives it: the form shows the scenario, a bad value is refused with
+the command line's words, a typed value reaches the run (env.json), the LLM tab shows the run live and its
+verdict, links work, and the page loads nothing from anywhere but the Locust server.
+
+``LOCUST_LLM_SCREENSHOTS=docs`` saves the three screenshots the README shows (form, live tab, verdict).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from tests.browser import Chromium, chromium_binary
+from tests.helpers import LOCUSTFILE, REPO, RefServerProcess, require_llama_server, terminate
+from tests.e2e.test_webui import free_port, poll
+
+pytestmark = pytest.mark.browser
+
+SCENARIO = "scenarios/tiny-cpu-test.yaml"
+
+
+class Cockpit:
+    """A Locust web UI process and a Chromium page on it."""
+
+    def __init__(self, tmp_path: Path, *args: str):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.report_dir = tmp_path / "reports"
+        command = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--web-host", "127.0.0.1", "--web-port",
+                   str(self.port), "--report-dir", str(self.report_dir), *args]
+        self.log = (tmp_path / "locust.log").open("w")
+        self.locust = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.browser = None
+        try:
+            poll(self.base + "/", lambda r: r.status_code == 200)
+            self.browser = Chromium(chromium_binary())
+            self.browser.load(self.base + "/", settle_s=1.0)
+            self.wait("document.getElementById('llm-plan-sentence') && "
+                      "document.getElementById('llm-plan-sentence').textContent.length > 0")
+        except BaseException:
+            self.close()
+            raise
+
+    def js(self, expression: str):
+        return self.browser.evaluate(expression)
+
+    def wait(self, expression: str, timeout_s: float = 60.0):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            value = self.js(f"(() => {{ try {{ return {expression}; }} catch (e) {{ return null; }} }})()")
+            if value:
+                return value
+            time.sleep(0.25)
+        raise AssertionError(f"never true: {expression}")
+
+    def field(self, name: str):
+        return self.js(f"document.querySelector('form [name=\"{name}\"]').value")
+
+    def type_into(self, name: str, text: str) -> None:
+        """Select the field's text and type over it (real key input, as a user does)."""
+        self.js(f"(() => {{ const i = document.querySelector('form [name=\"{name}\"]'); i.focus(); i.select(); }})()")
+        self.browser.call("Input.insertText", {"text": text})
+
+    def choose(self, name: str, value: str) -> None:
+        self.js(f"""(() => {{ const s = document.querySelector('form [name="{name}"]'); s.focus();
+                 s.value = {json.dumps(value)}; s.dispatchEvent(new Event('change', {{bubbles: true}})); }})()""")
+
+    def start(self) -> None:
+        self.js("document.querySelector('form button[type=submit]').click()")
+
+    def open_llm_tab(self) -> None:
+        self.wait("[...document.querySelectorAll('[role=tab]')].some(t => t.textContent.trim() === 'LLM')")
+        self.js("[...document.querySelectorAll('[role=tab]')].find(t => t.textContent.trim() === 'LLM').click()")
+
+    def shot(self, tmp_path: Path, name: str) -> None:
+        folder = Path(os.environ.get("LOCUST_LLM_SCREENSHOTS") or tmp_path)
+        self.browser.screenshot(folder / name)
+        assert (folder / name).stat().st_size > 10_000
+
+    def close(self) -> None:
+        try:
+            if self.browser is not None:
+                self.browser.close()
+        finally:
+            terminate(self.locust, 60)
+            self.log.close()
+
+
+@pytest.fixture
+def refserver_run(tmp_path):
+    server = RefServerProcess("--ttft-s", "0.02", "--gap-s", "0.01", "--tokens-per-chunk", "2")
+    ui = None
+    try:
+        ui = Cockpit(tmp_path, "--scenario", SCENARIO, "--host", server.url)
+        yield ui, server
+    finally:
+        if ui is not None:
+            ui.close()
+        server.stop()
+
+
+def test_the_form_the_live_tab_and_the_verdict(refserver_run, tmp_path):
+    ui, server = refserver_run
+    scenario = yaml.safe_load((REPO / SCENARIO).read_text())
+    # The form shows the experiment: users and ramp-up give way to a sentence, fields hold the scenario's values.
+    shown = ui.js("""(() => {
+        const box = n => document.querySelector(`form [name="${n}"]`).closest('.MuiFormControl-root');
+        return {users: getComputedStyle(box('userCount')).display, ramp: getComputedStyle(box('spawnRate')).display,
+                sentence: document.getElementById('llm-plan-sentence').textContent,
+                scenarios: [...document.querySelector('form [name=scenario]').options].map(o => o.value),
+                variants: [...document.querySelectorAll('[data-llm-variant]')].map(t => [t.value, t.checked])};
+    })()""")
+    assert shown["users"] == "none" and shown["ramp"] == "none"
+    assert "the ladder drives the load" in shown["sentence"] and server.url in shown["sentence"]
+    assert shown["scenarios"][0] == SCENARIO and "scenarios/tiny-cpu.yaml" in shown["scenarios"]
+    assert shown["variants"] == [["external", True]]  # --host: the one server that is there
+    load = scenario["load"]
+    assert ui.field("ladder") == ",".join(str(x) for x in load["ladder"])
+    assert float(ui.field("stepDuration")) == load["step_duration_s"]
+    assert int(ui.field("maxTokens")) == load["max_tokens"] and ui.field("mode") == load["mode"]
+    ui.shot(tmp_path, "webui-form.png")
+
+    # A bad value is refused in the form with the words the command line uses for it.
+    ui.type_into("ladder", "1,two")
+    ui.start()
+    alert = ui.wait("document.querySelector('[role=alert]') && document.querySelector('[role=alert]').innerText")
+    cli = subprocess.run([sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--skip-log", "--scenario",
+                          SCENARIO, "--host", server.url, "--ladder", "1,two", "--report-dir", str(tmp_path / "cli")],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    message = "--ladder must be a comma list of numbers, found '1,two'"
+    assert message in alert and message in cli.stderr and cli.returncode == 2
+
+    # Typed values reach the run.
+    ui.type_into("ladder", "1,2")
+    ui.type_into("stepDuration", "2.5")
+    ui.type_into("warmup", "0.5")
+    ui.type_into("runId", "from-the-form")
+    assert "2 step(s) at 1, 2" in ui.js("document.getElementById('llm-plan-sentence').textContent")
+    ui.start()
+    ui.open_llm_tab()
+    where = ui.wait("document.getElementById('llm-where') && "
+                    "document.getElementById('llm-where').textContent.includes('measuring') && "
+                    "document.querySelectorAll('#llm-charts circle').length > 0 && "
+                    "document.getElementById('llm-where').textContent")
+    assert "Running external at 1 user" in where or "Running external at 2 users" in where
+    left = ui.js("document.getElementById('llm-left').textContent")
+    assert "left in this step" in left and "of 2" in left
+    ui.shot(tmp_path, "webui-live.png")
+
+    exit_text = ui.wait("document.getElementById('llm-exit') && document.getElementById('llm-exit').textContent",
+                        timeout_s=120)
+    run_dir = ui.report_dir / "from-the-form"
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    assert exit_text.startswith(f"Exit code {verdict['exit_code']} in a nightly job")
+    env = json.loads((run_dir / "env.json").read_text())
+    assert env["options"]["ladder"] == "1,2" and env["options"]["step_duration"] == 2.5
+    assert env["options"]["warmup"] == 0.5 and env["load"]["ladder"] == [1.0, 2.0]
+    levels = ui.js("[...document.querySelectorAll('#llm-charts svg')].length")
+    assert levels == 4
+    # Once done, each level's throughput point has its interval drawn.
+    assert ui.js("document.querySelectorAll('#llm-charts svg')[0].querySelectorAll('line.ci').length") == 2
+    ui.js("window.scrollTo(0, 0)")
+    ui.shot(tmp_path, "webui-verdict.png")
+
+    links = ui.js("[...document.querySelectorAll('#llm-verdict a')].map(a => a.getAttribute('href'))")
+    assert "/llm/report" in links and "/llm/files/summary.md" in links and "/llm/files/env.json" in links
+    summary = requests.get(ui.base + "/llm/files/summary.md", timeout=10)
+    assert summary.status_code == 200 and summary.text == (run_dir / "summary.md").read_text()
+    assert summary.headers["Content-Type"].startswith("text/plain")
+    for outside in ("..%2Fenv.json", "%2Fetc%2Fpasswd", "requests.parts"):
+        assert requests.get(f"{ui.base}/llm/files/{outside}", timeout=10).status_code == 404
+
+    assert ui.browser.problems() == []
+    assert all(url.startswith((ui.base, "data:")) for url in ui.browser.requests()), ui.browser.requests()
+
+
+@pytest.mark.server
+def test_choosing_a_scenario_and_its_variants_in_the_form(tmp_path):
+    """The command line names one scenario; the form picks another of the project's and leaves a variant out."""
+    require_llama_server()
+    ui = Cockpit(tmp_path, "--scenario", "scenarios/external.yaml")
+    try:
+        ui.choose("scenario", SCENARIO)
+        ui.wait("document.querySelectorAll('[data-llm-variant]').length === 2")
+        assert ui.field("ladder") == "1,2" and ui.field("maxTokens") == "32"
+        baseline = ui.js("document.querySelector('[data-llm-variant=baseline]').disabled")
+        assert baseline is True
+        ui.js("document.querySelector('[data-llm-variant=\"spec-k4\"]').click()")
+        assert ui.field("variant") == "baseline"
+        ui.type_into("stepDuration", "1")
+        ui.type_into("warmup", "0")
+        ui.type_into("ladder", "1")
+        ui.type_into("runId", "picked")
+        ui.start()
+        ui.open_llm_tab()
+        ui.wait("!!document.getElementById('llm-exit')", timeout_s=180)
+        env = json.loads((ui.report_dir / "picked" / "env.json").read_text())
+        assert env["scenario_file"].endswith("tiny-cpu-test.yaml") and env["variants"] == ["baseline"]
+        assert ui.browser.problems() == []
+    finally:
+        ui.close()

@@ -1,0 +1,66 @@
+"""The web UI's running figures against hand-computed answers: tokens by arrival time, steady-window latencies,
+a level's point with its intervals, and the server's live acceptance from counter deltas."""
+
+import math
+
+import numpy as np
+import pytest
+
+from locust_llm.records import Phase
+from locust_llm.runtime.live import LiveStats
+from locust_llm.telemetry.poller import TelemetryPoller
+
+
+def record(t_send, offsets, tokens, phase=Phase.STEADY, variant="v", level=2.0, error=None):
+    return {"variant": variant, "level": level, "phase": phase, "error_class": error, "t_send": t_send,
+            "t_first": t_send + offsets[0] if offsets else math.nan, "t_end": t_send + offsets[-1] if offsets else
+            math.nan, "output_tokens": sum(tokens), "chunk_offsets": offsets, "chunk_tokens": tokens,
+            "draft_n": None, "draft_accepted": None}
+
+
+def test_tokens_count_in_the_second_they_arrived_not_when_the_request_ended():
+    live = LiveStats()
+    # arrivals 100.25 (1 token), 101.25 (2), 101.75 (3), 103.5 (4): the request ends at 103.5
+    live.add([record(100.0, [0.25, 1.25, 1.75, 3.5], [1, 2, 3, 4])], [])
+    assert live.token_rates("v", 2.0, 100.0, 104.0).tolist() == [1, 5, 0, 4]
+    assert live.token_rates("v", 2.0, 100.5, 102.5).tolist() == [2, 3]  # 101.25 in [100.5, 101.5), 101.75 after
+    assert live.token_rates("other", 2.0, 100.0, 104.0).size == 0
+
+
+def test_latencies_come_from_the_steady_window_and_failures_count_as_requests():
+    live = LiveStats()
+    live.add([record(10.0, [0.5, 1.0, 1.5], [1, 1, 1], phase=Phase.WARMUP),  # TTFT 500 ms, warm-up: left out
+              record(20.0, [0.1, 0.3, 0.5], [1, 1, 1]),  # TTFT 100 ms, TPOT (0.5 - 0.1) / 2 = 200 ms
+              record(30.0, [], [], error="http_error")], [])
+    (row,) = live.rows()
+    assert (row["requests"], row["errors"]) == (3, 1)
+    assert row["ttft_p50_ms"] == pytest.approx(100.0) and row["tpot_p50_ms"] == pytest.approx(200.0)
+
+
+def test_a_done_level_gets_its_intervals_and_a_running_one_does_not():
+    live = LiveStats()
+    rng = np.random.default_rng(0)
+    live.add([record(100.0 + i * 0.5, [0.05, 0.1 + g], [1, 1]) for i, g in enumerate(rng.uniform(0, 0.02, 40))], [])
+    running = live.point("v", 2.0, [(100.0, 120.0)], done=False)
+    assert running["tps_ci"] is None and running["tpot_p50_ci"] is None
+    done = live.point("v", 2.0, [(100.0, 120.0)], done=True)
+    assert done["tps"] == pytest.approx(80 / 20)  # 40 requests x 2 tokens over 20 s
+    lo, hi = done["tps_ci"]
+    assert lo < done["tps"] < hi
+    assert done["tpot_p50_ci"][0] <= done["tpot_p50"] <= done["tpot_p50_ci"][1]
+
+
+def test_live_acceptance_is_the_counters_delta_over_the_window(tmp_path):
+    poller = TelemetryPoller(tmp_path, interval_s=1.0)
+    try:
+        for t, drafted, accepted, kv in ((0.0, 100, 60, 0.1), (5.0, 150, 90, 0.2), (12.0, 300, 150, 0.3)):
+            poller._keep_live("v", t, [(None, "spec_draft_tokens", "{}", drafted),
+                                       (None, "spec_accepted_tokens", "{}", accepted),
+                                       (None, "kv_cache_usage", '{"gpu": "0"}', kv),
+                                       (None, "kv_cache_usage", '{"gpu": "1"}', kv + 0.2)])
+        figures = poller.live_figures("v", window_s=10.0)
+        assert figures["acceptance"] == pytest.approx((150 - 60) / (300 - 100))  # from t=0, the last <= 12 - 10
+        assert figures["kv_cache_usage"] == pytest.approx(0.4)  # the mean over GPUs of the last reading
+        assert poller.live_figures("w") == {"acceptance": None, "acceptance_gauge": None, "kv_cache_usage": None}
+    finally:
+        poller.close()
