@@ -95,6 +95,8 @@ class RequestRecord:
     # text-only twins, None in buckets without images.
     images: int | None = None
     image_bytes: int | None = None
+    # Which server of a scale-out step the request went to (index into its servers); None outside scale-out steps.
+    server: int | None = None
 
     @property
     def ok(self) -> bool:

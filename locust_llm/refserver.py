@@ -1,9 +1,11 @@
 """``python -m locust_llm.refserver``: run the reference streaming server (``locust_llm.testing.refserver``).
 
     python -m locust_llm.refserver --port 8000 [--ttft-s 0.05 --gap-s 0.01 --tokens-per-chunk 1,3 ...]
-                                   [--image-ms-per-kpx 0.2]
+                                   [--image-ms-per-kpx 0.2] [--slots 4]
 
 ``--port 0`` binds a free port; the first line on stdout is ``refserver listening on ADDRESS:PORT``.
+``--slots K`` caps the streams generated at once (llama.cpp's ``-np``): later requests queue, FIFO, and the
+wait shows up in their TTFT, so a saturated server can be played; 0 (the default) is unlimited.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import argparse
 import json
 import sys
 
+from .testing.refconfig import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, USAGE_MODES, BadRequest
 from .testing.refcrash import exit_on
-from .testing.refserver import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, USAGE_MODES, BadRequest, make_server
+from .testing.refserver import make_server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="how /v1/models answers: OpenAI's object, a bare list, or garbage")
     parser.add_argument("--image-ms-per-kpx", type=float, default=DEFAULTS["image_ms_per_kpx"],
                         help="prefill time added per thousand pixels of the images in a chat request (ms)")
+    parser.add_argument("--slots", type=int, default=0,
+                        help="at most this many streams generate at once; the others wait, FIFO, and the wait "
+                             "adds to their TTFT (llama.cpp's -np); 0: unlimited")
     parser.add_argument("--exit-on", default="", help="exit at once (a crash) when a request body holds this text")
     parser.add_argument("--access-log", action="store_true")
     args = parser.parse_args(argv)
@@ -45,13 +51,16 @@ def main(argv: list[str] | None = None) -> int:
         tpc = [int(x) for x in args.tokens_per_chunk.split(",")]
     except ValueError:
         parser.error(f"--tokens-per-chunk: not an int list: {args.tokens_per_chunk!r}")
+    if args.slots < 0:
+        parser.error(f"--slots must be >= 0 (0: unlimited), got {args.slots}")
     defaults = {"ttft_s": args.ttft_s, "gap_s": args.gap_s, "tokens_per_chunk": tpc if len(tpc) > 1 else tpc[0],
                 "usage": args.usage, "llamacpp": args.llamacpp, "fault": args.fault,
                 "stall_once_s": args.stall_once_s, "pause_once_s": args.pause_once_s,
                 "headers_early": not args.headers_late, "framing": args.framing,
                 "patch_last": json.loads(args.patch_last), "image_ms_per_kpx": args.image_ms_per_kpx}
     try:
-        server = make_server(args.port, defaults, args.model, args.access_log, args.models_answer, args.bind)
+        server = make_server(args.port, defaults, args.model, args.access_log, args.models_answer, args.bind,
+                             slots=args.slots)
     except BadRequest as exc:
         parser.error(str(exc))
     if args.exit_on:

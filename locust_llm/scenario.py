@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from .images import ImagesSpec, image_files, image_header
 from .probes import ProbesSpec
 from .quality import QualitySpec, read_tasks
+from .scalespec import ScaleOutSpec
 from .soakspec import SoakSpec
 from .speculative import SPECULATIVE_MODELS, Strict, Sweep, expand_sweeps
 
@@ -279,6 +280,7 @@ class Scenario(Strict):
     quality: QualitySpec | None = None  # none: no quality check, every variant eligible
     soak: SoakSpec = SoakSpec()  # window and gates of a soak (``--soak DURATION``)
     probes: ProbesSpec = ProbesSpec()  # abnormal inputs after the ladder, faults under load (``--probes``)
+    scale_out: ScaleOutSpec = ScaleOutSpec()  # one server against N after each ladder (``--scale-out N``)
     # Variants that sweep a speculative setting (expanded from a list; filled in when the file is read).
     sweeps: dict[str, Sweep] = {}
     # Where the file came from; relative paths in it are resolved against its folder.

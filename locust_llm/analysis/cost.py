@@ -20,7 +20,8 @@ the quality gate (``analysis.quality``: a failing variant is priced and shown, n
 recommendation is the one with the lowest cost per million effective tokens (a level where most requests miss the
 per-request SLOs is cheap per output token and useless, and failures must not make a level look cheap). The capacity
 answer ``ceil(target_rps / goodput per server)`` takes the eligible level with the most goodput per server and
-assumes that servers scale linearly.
+assumes that servers scale linearly; a run with a scale-out measurement (``analysis.scaleout``) answers again with
+the measured efficiency (``ceil(target / (goodput x efficiency))``, efficiency capped at 1).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .gates import SLO_GATES, slo_checks
 from .quality import not_eligible
 from .rates import series_mean_ci
 from .samples import LevelSamples
+from .scaleout_documents import ScaleOutVariant
 from .status import CLEAN
 
 __all__ = ["LevelRates", "cost_summary", "level_cost", "servers_needed", "usd_per_mtok", "usd_per_mtok_ci"]
@@ -128,8 +130,28 @@ def level_cost(rates: LevelRates, price: CostSpec) -> dict:
             "eligible": rates.status == CLEAN and not rates.gate_failures and effective_cost is not None}
 
 
-def capacity(target_rps: float, variant: str, levels: list[dict], gpus: int | None, unit: str) -> dict:
-    """How many servers ``target_rps`` needs: from the eligible level with the most goodput per server."""
+def measured_servers(target_rps: float, goodput_rps: float, goodput_ci: list[float] | None,
+                     scaling: ScaleOutVariant) -> dict:
+    """The capacity answer again with the scale-out's measured efficiency instead of 1: ceil(target / (goodput x
+    efficiency)), efficiency capped at 1 (a measurement above linear is noise, never fewer servers than linear).
+    The interval takes both bounds together (the high goodput with the high efficiency)."""
+    eff_ci = scaling.efficiency_ci95
+    capped = min(scaling.efficiency, 1.0)
+    servers = servers_needed(target_rps, goodput_rps * capped)
+    servers_ci = [servers_needed(target_rps, goodput_ci[1] * min(eff_ci[1], 1.0)),
+                  servers_needed(target_rps, goodput_ci[0] * min(eff_ci[0], 1.0))] \
+        if goodput_ci and eff_ci and ok(goodput_ci[0]) and goodput_ci[0] > 0 and eff_ci[0] > 0 else None
+    return {"measured_efficiency": scaling.efficiency, "measured_efficiency_ci95": eff_ci,
+            "servers_measured": servers, "servers_measured_ci95": servers_ci,
+            "scaling_text": f"measured with {scaling.servers} servers at {lvl(scaling.server_level)} each: efficiency "
+                            f"{num(scaling.efficiency)} (95% CI {ci_text(eff_ci) or 'none'}, {scaling.scaling}), so "
+                            f"{servers} server(s) (95% CI {ci_text(servers_ci, str) or 'unbounded'})"}
+
+
+def capacity(target_rps: float, variant: str, levels: list[dict], gpus: int | None, unit: str,
+             scaling: ScaleOutVariant | None = None) -> dict:
+    """How many servers ``target_rps`` needs: from the eligible level with the most goodput per server, assuming
+    linear scaling, and (with a judged scale-out of the variant) again with the measured efficiency."""
     candidates = [row for row in levels if row["eligible"] and ok(row["goodput_rps"]) and row["goodput_rps"] > 0]
     if not candidates:
         return {"target_rps": target_rps, "text": f"{num(target_rps)} req/s: no level of {variant} was measured "
@@ -140,12 +162,15 @@ def capacity(target_rps: float, variant: str, levels: list[dict], gpus: int | No
     servers_ci = [servers_needed(target_rps, ci[1]), servers_needed(target_rps, ci[0])] \
         if ci and ok(ci[0]) and ci[0] > 0 else None
     gpu_text = f", {servers * gpus} GPUs" if gpus else ""
-    return {"target_rps": target_rps, "level": best["level"], "goodput_rps": best["goodput_rps"],
+    measured = measured_servers(target_rps, best["goodput_rps"], ci, scaling) \
+        if scaling is not None and scaling.efficiency is not None else {}
+    return {**measured, "target_rps": target_rps, "level": best["level"], "goodput_rps": best["goodput_rps"],
             "goodput_rps_ci95": ci, "servers": servers, "servers_ci95": servers_ci,
             "gpus": servers * gpus if gpus else None, "gpus_ci95": _scaled(servers_ci, gpus) if gpus else None,
             "text": f"{num(target_rps)} req/s at the SLO needs {servers} server(s){gpu_text} "
                     f"(95% CI {ci_text(servers_ci, str) or 'unbounded'}) of {variant} at {lvl(best['level'])} {unit}, "
-                    f"{num(best['goodput_rps'])} good req/s each, assuming linear scaling"}
+                    f"{num(best['goodput_rps'])} good req/s each, assuming linear scaling"
+                    + (f"; {measured['scaling_text']}" if measured else "")}
 
 
 def _cost_text(row: dict) -> str:
@@ -154,7 +179,8 @@ def _cost_text(row: dict) -> str:
             + (f" (95% CI {ci})" if ci else " (no CI)") + f", {num(row['usd_per_mtok'])} per million output tokens")
 
 
-def variant_cost(variant: str, rates: list[LevelRates], price: CostSpec, unit: str) -> dict:
+def variant_cost(variant: str, rates: list[LevelRates], price: CostSpec, unit: str,
+                 scaling: ScaleOutVariant | None = None) -> dict:
     """Every level's cost, the cheapest eligible level and (with a target) the capacity answer."""
     levels = [level_cost(r, price) for r in sorted(rates, key=lambda r: r.level)]
     eligible = [row for row in levels if row["eligible"]]
@@ -162,8 +188,8 @@ def variant_cost(variant: str, rates: list[LevelRates], price: CostSpec, unit: s
     return {"variant": variant, "levels": levels, "best_level": best["level"] if best else None,
             "text": f"{variant} at {lvl(best['level'])} {unit}: {_cost_text(best)}" if best else
                     f"{variant}: no level was measured cleanly with every gate (SLO, quality) holding",
-            "capacity": capacity(price.target_rps, variant, levels, price.priced_gpus, unit) if price.target_rps
-            else None}
+            "capacity": capacity(price.target_rps, variant, levels, price.priced_gpus, unit, scaling)
+            if price.target_rps else None}
 
 
 def _price(spec: CostSpec) -> dict:
@@ -200,7 +226,9 @@ def cost_summary(summary: Summary, samples: dict[str, dict[float, LevelSamples]]
         rates = [level_rates(level, level_samples, [s for s in ladder if s.level == level],
                              failures.get((name, level), []) + quality, name)
                  for level, level_samples in samples[name].items()]
-        variants.append(variant_cost(name, rates, spec, unit))
+        scaling = next((v for v in summary.scale_out.variants if v.variant == name), None) \
+            if summary.scale_out is not None else None
+        variants.append(variant_cost(name, rates, spec, unit, scaling))
     best = [(v, row) for v in variants for row in v["levels"] if row["level"] == v["best_level"]]
     cheapest = min(best, key=lambda pair: pair[1]["usd_per_effective_mtok"]) if best else None
     if cheapest:
@@ -219,4 +247,6 @@ def cost_summary(summary: Summary, samples: dict[str, dict[float, LevelSamples]]
         "effective": "Effective tokens: output tokens of requests that succeeded and met every per-request SLO ("
                      + (slo or "none set: every successful request counts") + "), computed as goodput (good req/s) "
                      "x the mean output tokens of a successful request; the interval is goodput's",
-        "assumption": ASSUMPTION, "variants": variants, "text": sentence})
+        "assumption": ASSUMPTION + ("; the scale-out measured below replaces it where it was judged"
+                                    if summary.scale_out is not None else ""),
+        "variants": variants, "text": sentence})

@@ -72,6 +72,14 @@ class Capacity(Doc):
     gpus: int | None = None
     """servers x gpus (``gpu`` basis only)."""
     gpus_ci95: list[int] | None = None
+    measured_efficiency: float | None = None
+    """The variant's scale-out efficiency (slope / N; null: no judged scale-out in the run)."""
+    measured_efficiency_ci95: Interval = None
+    servers_measured: int | None = None
+    """ceil(target_rps / (goodput_rps x min(efficiency, 1))): the answer with the measured scaling."""
+    servers_measured_ci95: list[int] | None = None
+    scaling_text: str | None = None
+    """The measured answer in words."""
     text: str
     """The answer in words."""
 

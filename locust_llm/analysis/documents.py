@@ -15,6 +15,7 @@ from .images import ImageOverhead
 from .probes import ProbeSummary
 from .quality_documents import Agreement, QualitySummary
 from .regression_documents import RunComparison
+from .scaleout_documents import ScaleOutSummary
 from .server_documents import AcceptancePoint, Doc, Interval, MemoryTrend, ServerAcceptance, ServerStep, TelemetryState
 from .soak_documents import SoakSummary
 from .speedup_documents import ContextLevel, LevelBreakdown, Ratio, SweepSchedule
@@ -413,6 +414,8 @@ class Summary(Doc):
     """A soak's windows, trends and gates (null: not a soak, ``--soak``)."""
     probes: ProbeSummary | None = None
     """The probe suite and injected faults, one row each (null: none, ``--probes`` / ``probes:``)."""
+    scale_out: ScaleOutSummary | None = None
+    """One server against N after each ladder: the slope of goodput (null: none, ``--scale-out N``)."""
     consistency: dict[str, Agreement] = {}
     """Greedy output agreement per variant."""
     quality: QualitySummary | None = None

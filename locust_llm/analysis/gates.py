@@ -7,7 +7,9 @@ Exit codes (most severe first when several apply):
   measured cleanly on both sides -- the host was busy, the client was the bottleneck, the steps saw too few
   requests or drifted -- or, without a comparison, every step contended or client-invalid); 4 regression
   beyond the threshold against the baseline run; 3 an SLO gate or the quality gate failed (a variant's pass rate on
-  the scenario's task set dropped from the baseline's beyond ``quality.max_drop_pct``, or was not measured).
+  the scenario's task set dropped from the baseline's beyond ``quality.max_drop_pct``, or was not measured), or
+  N servers scaled below ``scale_out.min_efficiency``. A scale-out with no pair measured cleanly is invalid (5);
+  one whose further servers would not start or answer is a server failure (6).
 
 SLO gates judge every step except the contended ones: their latencies say more about the other jobs on the
 machine than about the server. (A client-invalid step is still judged: in an open loop a late client's lag is
@@ -33,7 +35,8 @@ EXIT_INVALID = 5
 EXIT_SERVER = 6
 EXIT_INTERRUPTED = 7
 SEVERITY = (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, EXIT_INVALID, EXIT_REGRESSION, EXIT_SLO)
-SERVER_EVENTS = ("server_start_failed", "server_exited", "probe_server_failed", "server_restart_failed")
+SERVER_EVENTS = ("server_start_failed", "server_exited", "probe_server_failed", "server_restart_failed",
+                 "scale_out_failed")
 # A fault injected on purpose, a level not held, or a busy host says nothing about the server's normal latency.
 UNJUDGED = ("fault-injected", "worker-lost", "contended")
 UNTRUSTED = ("worker-lost", "contended", "client-invalid")  # the run or the machine may have made these numbers
@@ -87,7 +90,22 @@ def unclean(summary: Summary) -> list[str]:
             if entry.steps and all(s.status in UNTRUSTED for s in entry.steps):
                 problems.append(f"no step of {variant} was measured on a quiet host by a capable client: "
                                 f"{_why(entry.steps)}")
+    for scaling in summary.scale_out.variants if summary.scale_out is not None else []:
+        if scaling.slope is None:
+            problems.append(f"scale-out: {scaling.text}")
     return problems
+
+
+def scale_out_checks(summary: Summary) -> list[GateCheck]:
+    """``scale_out.min_efficiency``: fails when the efficiency's whole CI lies below it; without an interval (no
+    clean pair: the run is invalid anyway) it is not judged and holds."""
+    scale = summary.scale_out
+    if scale is None or scale.min_efficiency is None:
+        return []
+    return [GateCheck(gate="scale_out_min_efficiency", variant=v.variant, level=v.server_level, value=v.efficiency,
+                      limit=scale.min_efficiency,
+                      ok=v.efficiency_ci95 is None or v.efficiency_ci95[1] >= scale.min_efficiency)
+            for v in scale.variants]
 
 
 def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | None = None,
@@ -145,5 +163,11 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
                                 level=soak.level, value=soak_check.value, limit=soak_check.limit, ok=soak_check.ok))
         if not soak_check.ok:
             reasons.setdefault(EXIT_SLO, []).append(f"soak {soak.variant} @ {lvl(soak.level)}: {soak_check.text}")
+    for check in scale_out_checks(summary):
+        checks.append(check)
+        if not check.ok:
+            reasons.setdefault(EXIT_SLO, []).append(
+                f"scale-out {check.variant} @ {lvl(check.level)} per server: efficiency {check.value:.3g}, its whole "
+                f"CI below scale_out.min_efficiency {check.limit:g}")
     code = next((c for c in SEVERITY if c in reasons), EXIT_OK)
     return Verdict(exit_code=code, reasons={str(k): v for k, v in sorted(reasons.items())}, checks=checks)

@@ -32,8 +32,7 @@ N_BOOT = 1000
 
 def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) -> RunComparison:
     """Every variant and level both runs measured; ratio > 1 means the new run is better."""
-    _, old_samples, _, _ = analyse(old)
-    _, new_samples, _, _ = analyse(new)
+    old_samples, new_samples = analyse(old).samples, analyse(new).samples
     rows, regressions = [], []
     for variant in sorted(set(old_samples) & set(new_samples)):
         levels = [level for level in sorted(set(old_samples[variant]) & set(new_samples[variant]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,7 @@ from .probes import probe_summary
 from .comparison import comparison, latency_keys
 from .rates import series_mean_ci
 from .samples import PAIR_KEY, LevelSamples
+from .scaleout import ScaleBlock, scale_out_summary
 from .schedule import sweep_schedule
 from .server_metrics import cross_check, server_figures
 from .soak import soak_summary
@@ -187,30 +189,40 @@ def variant_curves(by_level: dict[float, LevelSamples], mode: str) -> dict:
 Samples = dict[str, dict[float, LevelSamples]]  # variant -> level -> samples
 
 
-def analyse(run: RunData) -> tuple[dict[str, dict], Samples, dict[str, str], dict[int, Samples]]:
-    """Per variant: the step figures (with their status), the clean samples per level and the load mode; and
-    per context length (context-axis steps) the samples by variant and level."""
+@dataclass
+class Analysed:
+    """Per variant: the step figures (with their status), the clean samples per level and the load mode; per
+    context length (context-axis steps) the samples by variant and level; and the scale-out steps, kept apart
+    from the ladder's levels (``analysis.scaleout``)."""
+
+    variants: dict[str, dict] = field(default_factory=dict)
+    samples: Samples = field(default_factory=dict)
+    modes: dict[str, str] = field(default_factory=dict)
+    contexts: dict[int, Samples] = field(default_factory=dict)
+    scaled: dict[str, list[ScaleBlock]] = field(default_factory=dict)
+
+
+def analyse(run: RunData) -> Analysed:
     frame = run.requests
     slo = (run.env.get("scenario") or {}).get("slo") or {}
-    variants: dict[str, dict] = {}
-    samples: Samples = {}
-    contexts: dict[int, Samples] = {}
-    modes: dict[str, str] = {}
+    out = Analysed()
     per_variant: dict[str, pd.DataFrame] = {}
     for step in run.steps:
         name = step["variant"]
         if name not in per_variant:
             per_variant[name] = frame[frame["variant"] == name] if len(frame) else frame
-        entry = variants.setdefault(name, {"steps": []})
-        modes[name] = step["mode"]
+        out.modes[name] = step["mode"]
         figures, (rates, good_rates, requests) = step_summary(run, per_variant[name], step, slo)
-        entry["steps"].append(figures)
-        by_level = contexts.setdefault(int(step["context"]), {}) if step.get("context") else samples
+        if step.get("servers"):
+            out.scaled.setdefault(name, []).append(ScaleBlock(step, figures, rates, good_rates))
+            continue
+        out.variants.setdefault(name, {"steps": []})["steps"].append(figures)
+        by_level = out.contexts.setdefault(int(step["context"]), {}) if step.get("context") else out.samples
         level = by_level.setdefault(name, {}).setdefault(float(step["level"]), LevelSamples())
         level.add(step["step"], figures["status"], figures["status_reasons"], rates, good_rates, requests)
-    for entry in variants.values():
+    for entry in out.variants.values():
         flag_anomalies([s for s in entry["steps"] if s.get("context") is None])
-    return variants, samples, modes, contexts
+    return out
 
 
 def sweep_schedules(sweeps: dict[str, dict], comparisons: list[dict], variants: dict[str, dict],
@@ -278,7 +290,8 @@ def build_summary(run: RunData) -> Summary:
     frame = run.requests
     slo = (run.env.get("scenario") or {}).get("slo") or {}
     baseline = run.env.get("baseline")
-    variants, samples, modes, contexts = analyse(run)
+    analysed = analyse(run)
+    variants, samples, modes, contexts = analysed.variants, analysed.samples, analysed.modes, analysed.contexts
     # Which variants a recommendation may choose: computed once, consulted by every recommendation below.
     quality = quality_summary(run.quality, baseline, list(variants))
     blocked = not_eligible(quality)
@@ -314,6 +327,7 @@ def build_summary(run: RunData) -> Summary:
     }))
     summary.soak = soak_summary(summary, run.steps, run.env)
     summary.quality = quality
+    summary.scale_out = scale_out_summary(run.env, analysed.scaled, frame)
     cost = (run.env.get("scenario") or {}).get("cost")
     if cost:  # priced only when the scenario gives prices: there is no built-in price list
         summary.cost = cost_summary(summary, samples, CostSpec.model_validate(cost), gates_of(run.env))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..analysis.documents import RunComparison, Summary, Verdict
 from ..fmt import lvl, ms
 from .probes import probe_lines
+from .scaleout import scale_out_lines
 from .soak import soak_lines
 
 __all__ = ["comparison_table", "verdict_table"]
@@ -44,6 +45,7 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
         lines += [f"quality of {name}: {figures.text}" for name, figures in summary.quality.variants.items()]
     lines += soak_lines(summary, checks=False)
     lines += probe_lines(summary)
+    lines += scale_out_lines(summary)
     for code, why in verdict.reasons.items():
         lines += [f"[exit {code}] {reason}" for reason in why]
     return "\n".join(lines)

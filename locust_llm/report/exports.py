@@ -22,6 +22,7 @@ from ..analysis.documents import Summary
 from ..fmt import ci_text, lvl, md, ok, pct, text, times
 from . import sections
 from .probes import probe_lines
+from .scaleout import scale_out_lines
 from .soak import soak_lines
 from .view import RunView
 
@@ -165,6 +166,7 @@ def summary_markdown(view: RunView) -> str:
         lines += [f"  - {md(name)}: {md(figures.text)}" for name, figures in quality.variants.items()]
     lines += [f"- {md(line)}" for line in soak_lines(view.summary)]
     lines += [f"- {md(line)}" for line in probe_lines(view.summary)]
+    lines += [f"- {md(line)}" for line in scale_out_lines(view.summary)]
     verdict = view.inp.verdict
     if verdict is not None:
         lines.append(f"- Exit code {verdict.exit_code}" + ("" if verdict.exit_code else " (every gate holds)"))

@@ -19,6 +19,7 @@ from . import experiments, sections, tables
 from .quality import quality
 from .figures import ladder_charts, timeline_charts
 from .probes import probes_section
+from .scaleout import scale_out_section
 from .soak import soak_section
 from .texts import DEFINITIONS, RULES
 from .view import RunView
@@ -59,6 +60,7 @@ def build_context(view: RunView) -> dict:
         "gates": guard("gates", lambda: sections.gates(view)),
         "soak": guard("soak", lambda: soak_section(view)),
         "probes": guard("probes", lambda: probes_section(view)),
+        "scaleout": guard("scale-out", lambda: scale_out_section(view)),
         "regression": guard("regression", lambda: sections.regression(view)),
         "conditions": guard("conditions", lambda: sections.conditions(view)),
         "variants": guard("variants", lambda: tables.variant_tables(view)),

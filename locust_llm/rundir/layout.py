@@ -42,8 +42,9 @@ CLOCKS = "clocks.json"
 PROBES = "probes.json"
 
 
-def server_log(variant: str) -> str:
-    return f"server-{variant}.log"
+def server_log(variant: str, replica: int = 0) -> str:
+    """The variant's server log; a scale-out step's further servers (``replica`` 1, 2, ...) log beside it."""
+    return f"server-{variant}.log" if not replica else f"server-{variant}-{replica + 1}.log"
 
 
 def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:

@@ -28,6 +28,7 @@ from .faults import Faults
 from .hostmon import HostMonitor
 from .plan import Block, Plan, plan_blocks
 from .recorder import Recorder
+from .scaleout import scale_out, scale_out_all, scale_out_steps
 from .session import ServerError, ServerSession
 from .soak import soak_program, soak_progress
 from .steps import STEP_MESSAGE, StepState
@@ -65,6 +66,7 @@ class Experiment:
             "baseline": plan.scenario.baseline_variant, "options": plan.options,
             "external_url": plan.external_url, "servers": {}, "host": host_info(),
             "client": {"packages": package_versions()}, "seed": plan.load.seed,
+            "scale_out": plan.scale_out.describe() if plan.scale_out is not None else None,
         }
         self.run.write_env()
         self.run.write_steps()
@@ -96,6 +98,7 @@ class Experiment:
             yield from soak_program(self)
         elif self.plan.load.interleaved and len(self.plan.variants) > 1:
             yield from self.interleaved()
+            yield from scale_out_all(self)
             yield from self.faults.probe_all()
         else:
             yield from self.sequential()
@@ -118,6 +121,7 @@ class Experiment:
                     break
             self.broadcast(variant, self.state.step, self.state.level, Phase.DRAIN)
             yield from self.drain()
+            yield from scale_out(self, variant)
             yield from self.faults.probe(variant)
             self.session.stop()
 
@@ -211,8 +215,9 @@ class Experiment:
                 self.run.note("context_too_long", variant=variant, context=n, max_tokens=max_tokens,
                               server_context=size)
 
-    def measure(self, variant: str, block: Block) -> Iterator[tuple]:
-        """One ladder step: warm-up, steady window, extensions while it drifts or has seen too few requests."""
+    def measure(self, variant: str, block: Block, urls: list[str] | None = None) -> Iterator[tuple]:
+        """One step: warm-up, steady window, extensions while it drifts or has seen too few requests. ``urls``: the
+        servers of a scale-out step, sent to round-robin (``runtime.scaleout``)."""
         load = self.plan.load
         step, level, context = block.step, block.level, block.context
         users = self.users_for(level)
@@ -220,10 +225,13 @@ class Experiment:
         yield from self.settle(tick)
         row = {"variant": variant, "step": step, "level": level, "mode": load.mode, "users": users,
                "context": context or None, "t_start": now(), "t_steady": math.nan, "t_end": math.nan}
+        if urls:
+            row.update(servers=len(urls), server_level=level / len(urls), pair=block.repeat)
         self.run.steps.append(row)
         self.run.write_steps()  # a run killed now can still be analysed up to here
-        self.broadcast(variant, step, level, Phase.WARMUP, t_start=row["t_start"], context=context)
-        self.announce(variant, level, context)
+        sent_to = tuple(urls or ())
+        self.broadcast(variant, step, level, Phase.WARMUP, t_start=row["t_start"], context=context, base_urls=sent_to)
+        self.announce(variant, level, context, len(sent_to))
         yield from self.hold(row["t_start"] + load.warmup_s, tick)
         if self.interrupted:
             row["t_end"] = now()  # no steady window: the step is shown as not measured
@@ -231,7 +239,7 @@ class Experiment:
             return
         row["t_steady"] = now()
         self.run.write_steps()
-        self.broadcast(variant, step, level, Phase.STEADY, t_start=row["t_start"], context=context)
+        self.broadcast(variant, step, level, Phase.STEADY, t_start=row["t_start"], context=context, base_urls=sent_to)
         yield from self.hold(row["t_steady"] + load.step_duration_s, tick)
         row["extended_s"] = 0.0
         while row["extended_s"] < load.max_extend_s and not self.interrupted and self.session.alive():
@@ -272,7 +280,7 @@ class Experiment:
         if self.plan.soak is not None:
             return soak_progress(self)
         load = self.plan.load
-        total = len(self.blocks()) * len(self.plan.variants)
+        total = (len(self.blocks()) + scale_out_steps(self)) * len(self.plan.variants)
         row = self.run.steps[-1] if self.run.steps else None
         step_left = 0.0
         if row is not None and math.isnan(row["t_end"]):
@@ -292,12 +300,13 @@ class Experiment:
             self.warned.add(key)
             self.warnings.append({"t": now(), "kind": kind, "text": text})
 
-    def announce(self, variant: str, level: float, context: int) -> None:
+    def announce(self, variant: str, level: float, context: int, servers: int = 0) -> None:
         """Headless progress: where the run is and roughly how long it has left (server starts not counted)."""
         load = self.plan.load
         progress = self.progress()
         unit = "req/s" if load.mode == "open" else "users"
         where = f", {context}-token prompts" if context else ""
+        where += f", spread over {servers} servers" if servers > 1 else ", one server of a scale-out" if servers else ""
         log.info("variant %s, level %g %s%s (step %d/%d of the run): warm-up %gs + steady %gs; about %ds left",
                  variant, level, unit, where, progress["step"], progress["steps"], load.warmup_s,
                  load.step_duration_s, progress["run_left_s"])
@@ -347,12 +356,12 @@ class Experiment:
 
     # -- step state -----------------------------------------------------------------------
     def broadcast(self, variant: str, step: int, level: float, phase: str, t_start: float = math.nan,
-                  context: int = 0) -> None:
+                  context: int = 0, base_urls: tuple = ()) -> None:
         server = self.session.server
         self.state = StepState(run_id=self.plan.run_id, variant=variant, step=step, level=level, phase=phase,
                                mode=self.plan.load.mode, base_url=server.base_url if server else "",
                                model=server.model if server else "", workers=max(self.worker_count(), 1),
-                               seed=self.plan.load.seed, t_start=t_start, context=context)
+                               seed=self.plan.load.seed, t_start=t_start, context=context, base_urls=base_urls)
         self.send_state()
 
     def send_state(self) -> None:

@@ -63,7 +63,8 @@ class Faults:
     # -- faults under load ----------------------------------------------------------------------------------------
     def tick(self, row: dict) -> None:
         """Inject the next fault once the step at ``fault_level`` reaches the middle of its steady window."""
-        if not self.pending or row.get("faults") or row.get("context") or row["level"] != self.level \
+        if not self.pending or row.get("faults") or row.get("context") or row.get("servers") \
+                or row["level"] != self.level \
                 or not math.isfinite(row["t_steady"]):
             return
         kind = self.pending[0]

@@ -58,6 +58,10 @@ OPTIONS: list[Option] = [
     Option("--probes", False, "after each variant's ladder, send the probe suite (empty prompt, prompts at and over "
                               "the context, bad parameters, a disconnect, a burst, ...); the scenario's probes: "
                               "section sets faults"),
+    Option("--scale-out", -1, "after each variant's ladder, one server against this many (2 or more) at the same "
+                              "level per server, to measure how capacity scales (0: off; negative: the scenario's)"),
+    Option("--scale-out-urls", "", "comma list: an external server's other replicas for --scale-out (--host is the "
+                                   "first)", web=False),
     Option("--prometheus-url", "", "query this Prometheus for server/GPU metrics (default: scrape /metrics directly)",
            web=False),
 ]

@@ -29,6 +29,7 @@ from ..scenario import (
     load_scenario,
     valid_name,
 )
+from ..scalespec import ScaleOutPlan, scale_out_plan
 from ..soakspec import SoakPlan, soak_plan
 
 __all__ = ["DEFAULT_SCENARIO", "Block", "Plan", "chosen_variants", "load_plan", "plan_blocks", "recordable_options",
@@ -65,6 +66,7 @@ class Plan:
     run_id: str
     options: dict = field(default_factory=dict)
     soak: SoakPlan | None = None  # ``--soak``: one level of one variant held in windows, instead of the ladder
+    scale_out: ScaleOutPlan | None = None  # ``--scale-out N``: one server against N after each variant's ladder
 
     @property
     def engine(self) -> str:
@@ -80,7 +82,7 @@ class Plan:
 def load_plan(options, host: str | None = None) -> Plan:
     """Scenario plus overrides from ``options`` (Locust's parsed options) and ``host`` (``--host``)."""
     scenario = load_scenario(options.scenario or DEFAULT_SCENARIO)
-    remember_secrets(scenario, host)
+    remember_secrets(scenario, host, options.scale_out_urls)
     overrides = {}
     if options.mode:
         if options.mode not in ("closed", "open"):
@@ -125,6 +127,13 @@ def load_plan(options, host: str | None = None) -> Plan:
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
     variants = [soak.variant] if soak else variants
+    try:
+        scale_out = scale_out_plan(scenario.scale_out, options.scale_out, options.scale_out_urls, load.ladder, external)
+    except ValueError as exc:
+        raise ScenarioError(f"{exc} ({scenario.source})") from None
+    if scale_out is not None and soak is not None:
+        raise ScenarioError("--soak holds one level, --scale-out follows a ladder: run them separately (turn "
+                            "scale_out off with --scale-out 0)")
     telemetry = scenario.telemetry
     gate_overrides = {key: value for key, value, given in (
         ("ttft_p99_ms", options.slo_ttft_p99_ms, options.slo_ttft_p99_ms > 0),
@@ -150,7 +159,7 @@ def load_plan(options, host: str | None = None) -> Plan:
         scenario = scenario.model_copy(update={"probes": scenario.probes.model_copy(update={"enabled": True})})
     return Plan(scenario=scenario, load=load, telemetry=telemetry, gates=gates, variants=variants,
                 external_url=external, model=options.model, report_dir=Path(options.report_dir),
-                run_id=run_id, options=recordable_options(options), soak=soak)
+                run_id=run_id, options=recordable_options(options), soak=soak, scale_out=scale_out)
 
 
 def chosen_variants(scenario: Scenario, option: str, external: bool) -> list[str]:
@@ -210,10 +219,10 @@ def claim_run_dir(plan: Plan, overwrite: bool) -> None:
                             "--report-dir") from None
 
 
-def remember_secrets(scenario: Scenario, host: str | None) -> None:
+def remember_secrets(scenario: Scenario, host: str | None, scale_out_urls: str = "") -> None:
     """Every secret this run knows of, so that no file it writes shows one (``rundir.redact``)."""
     values = [os.environ.get(API_KEY_ENV)]
-    for url in (host, scenario.server.url):
+    for url in (host, scenario.server.url, *scenario.scale_out.urls, *scale_out_urls.split(",")):
         parts = urlsplit(url or "")
         values += [parts.password, parts.username if parts.password else None]
     for env in [scenario.server.env] + [v.env for v in scenario.variants.values()]:

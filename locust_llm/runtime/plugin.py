@@ -65,7 +65,8 @@ def add_arguments(parser) -> None:
 
 def on_step_message(environment, msg, **_kw) -> None:
     context = users.context_of(environment)
-    state = StepState(**msg.data)
+    # Messages between processes turn tuples into lists; the board compares states, so the same one stays equal.
+    state = StepState(**{**msg.data, "base_urls": tuple(msg.data.get("base_urls") or ())})
     context.board.update(state, now())
     if state.base_url and context.workload_factory is not None:
         # Tokenizing the prompt set takes a moment: start it as soon as the server is known.

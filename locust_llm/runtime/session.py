@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ..client.greedy import greedy_outputs
 from ..rundir import RunDir, layout, write_json
 from ..servers import ServerError, ServerProcess, context_size, launch_variant, served_model
+from ..servers.base import free_port, get_json
 from ..telemetry.poller import TelemetryPoller
 from ..telemetry.prometheus_server import PrometheusError, PrometheusServer, prometheus_binary
 from ..workload import Workload, WorkloadError, counter_for
@@ -40,6 +41,7 @@ class ServerSession:
         self.run = run
         self.server: ActiveServer | None = None  # where the load goes now
         self.servers: dict[str, ActiveServer] = {}  # every server that is up, by variant
+        self.replicas: list[ServerProcess] = []  # a scale-out step's further servers we launched
         self.consistency: dict[str, list[dict]] = {}
         self.quality = QualityProbes(plan, run)
         self.telemetry = TelemetryPoller(run.path, interval_s=plan.telemetry.interval_s)
@@ -95,6 +97,41 @@ class ServerSession:
         self.telemetry.attach(variant, self.plan.engine, server.base_url, server_pid=pid,
                               prometheus_url=prometheus_url, dcgm_url=spec.dcgm_url, prometheus_selector=selector)
 
+    def start_replicas(self, variant: str, servers: int, urls: list[str]) -> list[str]:
+        """Every server of ``variant``'s scale-out steps, the active one first: ``servers - 1`` more launched on free
+        ports, or the external replicas ``urls`` (each must answer and serve the active server's model)."""
+        primary = self.servers[variant]
+        if primary.process is None:
+            for url in urls:
+                try:
+                    status, _ = get_json(f"{url}/v1/models")
+                except (OSError, ValueError) as exc:
+                    raise ServerError(f"scale-out server {url} does not answer: {exc}") from None
+                model = served_model(url)
+                if status != 200 or (not self.plan.model and model != primary.model):
+                    raise ServerError(f"scale-out server {url} answers /v1/models with status {status} and model "
+                                      f"{model!r}; --host serves {primary.model!r}: every server must serve the same "
+                                      "model")
+            self.run.env["servers"][variant]["replicas"] = [{"url": url, "launched": False} for url in urls]
+            self.run.write_env()
+            return [primary.base_url] + list(urls)
+        spec = self.plan.scenario
+        for replica in range(1, servers):
+            log.info("starting %s server %d of %d for the scale-out steps", variant, replica + 1, servers)
+            self.replicas.append(launch_variant(spec, variant, log_dir=self.run.path,
+                                                port=free_port(spec.server.host), replica=replica))
+        self.run.env["servers"][variant]["replicas"] = [{**r.describe(), "launched": True} for r in self.replicas]
+        self.run.write_env()
+        return [primary.base_url] + [r.base_url for r in self.replicas]
+
+    def replicas_alive(self) -> bool:
+        return all(r.alive() for r in self.replicas)
+
+    def stop_replicas(self) -> None:
+        for replica in self.replicas:
+            replica.stop()
+        self.replicas = []
+
     def workload(self, base_url: str) -> Workload:
         load = self.plan.load
         return Workload.from_spec(load, counter_for(base_url, load.tokenizer), self.plan.base_dir)
@@ -142,6 +179,7 @@ class ServerSession:
             server.process.stop()
 
     def stop_all(self) -> None:
+        self.stop_replicas()
         self.stop()
         for variant in list(self.servers):
             self.stop(variant)

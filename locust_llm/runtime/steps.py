@@ -28,6 +28,8 @@ class StepState:
     seed: int = 0
     t_start: float = math.nan  # when the master started the step (open loop: every process's arrival clock)
     context: int = 0  # prompt length of a context-axis step (0: the ladder's own workload)
+    # A scale-out step's servers: requests go to them round-robin (empty: every request goes to base_url).
+    base_urls: tuple = ()
     # Worker index -> its clock minus the master's (``clocksync``): a worker turns the master's t_start into its own.
     clock_offsets: dict = field(default_factory=dict)
 

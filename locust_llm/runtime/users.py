@@ -46,6 +46,7 @@ class ProcessContext:
     workloads: dict[str, Workload] = field(default_factory=dict)
     workload_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
     request_seq: itertools.count = field(default_factory=itertools.count)
+    server_seq: itertools.count = field(default_factory=itertools.count)  # round-robin over a step's servers
     step_index: dict[tuple, itertools.count] = field(default_factory=dict)
 
     def configure(self, load: LoadSpec, worker: int, engine: str, shipper: RecordShipper,
@@ -73,6 +74,14 @@ class ProcessContext:
 
     def request_id(self) -> str:
         return f"w{self.worker}-{next(self.request_seq)}"
+
+    def target(self, state: StepState, record: RequestRecord) -> str:
+        """Where the request goes: the step's server, or the next of a scale-out step's servers (round-robin in
+        this process, as a load balancer spreads requests; the record says which)."""
+        if not state.base_urls:
+            return state.base_url
+        record.server = next(self.server_seq) % len(state.base_urls)
+        return state.base_urls[record.server]
 
 
 def context_of(environment) -> ProcessContext:
@@ -126,7 +135,7 @@ class LLMUser(User):
                                ignore_eos=load.ignore_eos, seed=state.seed,
                                extra=request_extra(ctx.engine, item.max_tokens, load.ignore_eos),
                                images=tuple(i.url for i in item.images or ()))
-            split = self.client_for(state.base_url).stream(spec, record)
+            split = self.client_for(ctx.target(state, record)).stream(spec, record)
         except gevent.GreenletExit:
             record.error_class = ErrorClass.CANCELLED
             record.error_message = "stream cancelled: the load was stopped before it finished"

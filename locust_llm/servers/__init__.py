@@ -24,10 +24,12 @@ def plan_variant(scenario: Scenario, variant: str, port: int | None = None) -> L
     return PLANNERS[scenario.server.engine](scenario, variant, resolve_port(scenario, port))
 
 
-def launch_variant(scenario: Scenario, variant: str, log_dir: str | Path, port: int | None = None) -> ServerProcess:
-    """Start the variant's server, wait until it is healthy, return the running process."""
+def launch_variant(scenario: Scenario, variant: str, log_dir: str | Path, port: int | None = None,
+                   replica: int = 0) -> ServerProcess:
+    """Start the variant's server (``replica`` > 0: a further one, for a scale-out step), wait until it is healthy,
+    return the running process."""
     plan = plan_variant(scenario, variant, port)
-    server = ServerProcess(plan, Path(log_dir) / server_log(variant),
+    server = ServerProcess(plan, Path(log_dir) / server_log(variant, replica),
                            startup_timeout_s=scenario.server.startup_timeout_s,
                            stop_grace_s=scenario.server.stop_grace_s)
     return server.start()

@@ -16,11 +16,18 @@ Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming), 
 ``GET /v1/models``, ``POST /tokenize`` (``{"content": text}`` -> one token per whitespace-separated
 word), ``GET /ref/log/<id>``, ``POST /ref/logs`` (``{"ids": [...]}`` -> ``{"logs": {id: log or null}}``),
 ``GET /ref/logs`` (every logged stream, oldest first). A stream's log has the server's own stamps:
-``t_recv`` (request received) and each chunk's write time, kind and token count.
+``t_recv`` (request received), ``t_slot`` (generation began, after any wait for a slot) and each chunk's write
+time, kind and token count.
+
+Capacity, server-wide (``--slots K``; 0, the default, is unlimited): at most K streams generate at once, like
+llama.cpp's ``-np`` slots, so that queueing can be played and measured. A request that arrives while K streams
+are active waits, first come first served, for a free slot, and its TTFT delay starts only then: queueing shows up
+as TTFT, as on a full real server. A stream holds its slot until it ends in any way (done, fault, client gone);
+an error answer without a stream (``http_500``) takes none.
 
 Behaviour per request, through an extra body field ``"ref": {...}`` (defaults from the CLI flags):
 
-- ``ttft_s``: delay from receiving the request to the first token chunk.
+- ``ttft_s``: delay from receiving the request (or from getting a slot, if it waited) to the first token chunk.
 - ``gap_s``: delay between token chunks (the schedule is absolute, so delays never accumulate).
 - ``tokens_per_chunk``: int, or a list cycled (``[1, 3, 2, 4]``); the last chunk is cut to fit.
 - ``usage``: ``"continuous"`` (cumulative ``usage.completion_tokens`` on every chunk, like vLLM's
@@ -54,6 +61,8 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   format is checked, a malformed part is a 400, and the log lists each image: ``refimages``).
 - ``id``: a name for the stream's server-side log.
 
+The defaults, the ``ref`` checks and the token schedule live in ``refconfig``.
+
 Output length is the body's ``max_tokens`` (default 16). Token ``k`` of a stream is the text
 ``" w<k>"``, so a whitespace tokenizer counts it exactly.
 
@@ -69,120 +78,70 @@ import socket
 import struct
 import sys
 import time
-import zlib
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from typing import Any
 
 import gevent
+from gevent.event import Event
 from gevent.pywsgi import WSGIHandler, WSGIServer
 
+from .refconfig import (
+    DEFAULTS,
+    HUGE_EVENT_BYTES,
+    LOG_SIZE,
+    MODEL,
+    BadRequest,
+    chunk_sizes,
+    patch,
+    token_text,
+    validate,
+    word_ids,
+)
 from .refimages import BadContent, image_delay_s, request_text
-
-MODEL = "refserver-model"
-USAGE_MODES = ("continuous", "final", "none")
-FAULTS = ("none", "truncate_after", "malformed_after", "http_500", "http_500_endless", "error_event",
-          "error_event_after", "empty", "reset_after", "close_after", "huge_event_after")
-MODELS_ANSWERS = ("object", "list", "garbage")
-HUGE_EVENT_BYTES = 8 << 20
-FRAMINGS = ("chunked", "close")
-DEFAULTS: dict[str, Any] = {
-    "ttft_s": 0.05,
-    "gap_s": 0.01,
-    "tokens_per_chunk": 1,
-    "usage": "continuous",
-    "llamacpp": False,
-    "fault": "none",
-    "stall_once_s": 0.0,
-    "pause_once_s": 0.0,
-    "headers_early": True,
-    "framing": "chunked",
-    "patch_last": {},
-    "drop_connection": False,
-    "draft_n": 0,
-    "draft_accepted": 0,
-    "image_ms_per_kpx": 0.0,
-    "id": None,
-}
-LOG_SIZE = 50_000
-
-
-class BadRequest(ValueError):
-    pass
 
 
 class _Abort(Exception):
     """Raised inside a stream to make the handler drop the connection (with SO_LINGER 0: a RST)."""
 
 
-def parse_fault(fault: str) -> tuple[str, int]:
-    """``"reset_after:3"`` -> ``("reset_after", 3)``; ``"http_500"`` -> ``("http_500", 0)``."""
-    kind, _, n = str(fault).partition(":")
-    if kind not in FAULTS:
-        raise BadRequest(f"unknown fault {fault!r}; one of {', '.join(FAULTS)} (with ':N' where it ends in _after)")
-    if kind.endswith("_after"):
+class _Slots:
+    """At most ``k`` streams generate at once (0: no cap); the others wait in arrival order. A freed slot is handed
+    straight to the oldest waiter, so a request that arrives just then cannot jump the queue (strict FIFO, which a
+    bare semaphore does not promise). gevent events only: waiting never blocks the process."""
+
+    def __init__(self, k: int):
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise BadRequest(f"slots must be an int >= 0, got {k!r}")
+        self.k, self.active = k, 0
+        self.waiting: deque[Event] = deque()
+
+    def acquire(self) -> bool:
+        """Take a slot, waiting for one if all are busy; True when it had to wait."""
+        if not self.k:
+            return False
+        if self.active < self.k and not self.waiting:
+            self.active += 1
+            return False
+        handed = Event()
+        self.waiting.append(handed)
         try:
-            count = int(n)
-        except ValueError:
-            raise BadRequest(f"fault {fault!r} needs a chunk count, e.g. {kind}:3") from None
-        if count < 0:
-            raise BadRequest(f"fault {fault!r}: the chunk count must be >= 0")
-        return ("error_event" if kind == "error_event_after" else kind), count
-    if n:
-        raise BadRequest(f"fault {fault!r} takes no count")
-    return kind, 0
+            handed.wait()
+        except BaseException:  # killed while queued: leave the queue, or pass on a slot handed over meanwhile
+            if handed.is_set():
+                self.release()
+            else:
+                self.waiting.remove(handed)
+            raise
+        return True
 
-
-def validate(cfg: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(cfg) - set(DEFAULTS)
-    if unknown:
-        raise BadRequest(f"unknown ref keys {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-    for key in ("ttft_s", "gap_s", "stall_once_s", "pause_once_s", "image_ms_per_kpx"):
-        if not isinstance(cfg[key], (int, float)) or cfg[key] < 0:
-            raise BadRequest(f"ref.{key} must be a number >= 0, got {cfg[key]!r}")
-    tpc = cfg["tokens_per_chunk"]
-    tpc = list(tpc) if isinstance(tpc, (list, tuple)) else [tpc]
-    if not tpc or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in tpc):
-        raise BadRequest("ref.tokens_per_chunk must be an int >= 1 or a non-empty list of them, "
-                         f"got {cfg['tokens_per_chunk']!r}")
-    cfg["tokens_per_chunk"] = tpc
-    if cfg["usage"] not in USAGE_MODES:
-        raise BadRequest(f"ref.usage must be one of {USAGE_MODES}, got {cfg['usage']!r}")
-    if cfg["framing"] not in FRAMINGS:
-        raise BadRequest(f"ref.framing must be one of {FRAMINGS}, got {cfg['framing']!r}")
-    if not isinstance(cfg["patch_last"], dict):
-        raise BadRequest("ref.patch_last must be an object of dotted paths to values")
-    cfg["fault"] = parse_fault(cfg["fault"])
-    return cfg
-
-
-def patch(obj: dict, dotted: str, value: Any) -> None:
-    """Set ``obj["a"][0]["b"] = value`` for ``"a.0.b"``, creating objects on the way."""
-    *path, last = dotted.split(".")
-    for key in path:
-        obj = obj[int(key)] if isinstance(obj, list) else obj.setdefault(key, {})
-    if isinstance(obj, list):
-        obj[int(last)] = value
-    else:
-        obj[last] = value
-
-
-def chunk_sizes(max_tokens: int, pattern: list[int]) -> list[int]:
-    sizes, left = [], max_tokens
-    for k in itertools.cycle(pattern):
-        if left <= 0:
-            break
-        sizes.append(min(k, left))
-        left -= sizes[-1]
-    return sizes
-
-
-def token_text(start: int, n: int) -> str:
-    return "".join(f" w{k}" for k in range(start, start + n))
-
-
-def word_ids(text: str) -> list[int]:
-    return [zlib.crc32(w.encode()) % 32000 for w in text.split()]
+    def release(self) -> None:
+        if not self.k:
+            return
+        if self.waiting:
+            self.waiting.popleft().set()  # the slot changes hands; ``active`` stays
+        else:
+            self.active -= 1
 
 
 class _Handler(WSGIHandler):
@@ -229,10 +188,12 @@ class _Handler(WSGIHandler):
 class RefServer:
     """The WSGI application."""
 
-    def __init__(self, defaults: dict[str, Any] | None = None, model: str = MODEL, models_answer: str = "object"):
+    def __init__(self, defaults: dict[str, Any] | None = None, model: str = MODEL, models_answer: str = "object",
+                 slots: int = 0):
         self.defaults = dict(DEFAULTS, **(defaults or {}))
         validate(dict(self.defaults))
         self.model = model
+        self.slots = _Slots(slots)  # server-wide: at most this many streams generate at once (0: unlimited)
         self.models_answer = models_answer  # how /v1/models answers: OpenAI's object, a bare list, or garbage
         self.completions_seen = 0
         self.paused_until = 0.0
@@ -315,7 +276,7 @@ class RefServer:
         delay = image_delay_s(images, cfg["image_ms_per_kpx"])
         entry = {"id": stream_id, "api": api, "t_recv": t_recv, "max_tokens": max_tokens, "stall_s": stall,
                  "fault": ":".join(map(str, cfg["fault"])), "chunks": [], "complete": False, "images": images,
-                 "image_delay_s": delay}
+                 "image_delay_s": delay, "t_slot": None}
         entry["client"] = environ.get("REMOTE_ADDR")  # which host sent it (the cluster test's network namespaces)
         self.log[stream_id] = entry
         while len(self.log) > LOG_SIZE:
@@ -338,7 +299,7 @@ class RefServer:
             environ["refserver.close_delimited"] = True
             headers.append(("Connection", "close"))
         write = start_response("200 OK", headers)
-        return _Stream(self, environ, write, cfg, api, max_tokens, len(prompt.split()), t_recv + stall + delay, entry)
+        return _Stream(self, environ, write, cfg, api, max_tokens, len(prompt.split()), stall + delay, entry)
 
 
 def _endless() -> Iterator[bytes]:
@@ -349,16 +310,37 @@ def _endless() -> Iterator[bytes]:
 
 
 class _Stream:
-    """The body of one streaming response: a generator, so that pywsgi writes each event as one HTTP chunk."""
+    """The body of one streaming response: a generator, so that pywsgi writes each event as one HTTP chunk.
 
-    def __init__(self, server: RefServer, environ, write, cfg, api, max_tokens, prompt_tokens, t0, entry):
+    It holds one of the server's slots from its first step to its end, however it ends: pywsgi calls ``close()``
+    when the client goes away (a failed write) and the generator's ``finally`` gives the slot back."""
+
+    def __init__(self, server: RefServer, environ, write, cfg, api, max_tokens, prompt_tokens, lead_s, entry):
         self.server, self.environ, self.write, self.cfg = server, environ, write, cfg
-        self.api, self.max_tokens, self.prompt_tokens, self.t0, self.entry = api, max_tokens, prompt_tokens, t0, entry
+        self.api, self.max_tokens, self.prompt_tokens, self.entry = api, max_tokens, prompt_tokens, entry
+        self.lead_s = lead_s  # stall and image prefill before the TTFT delay
+        self.t0 = entry["t_recv"] + lead_s
         self.created = int(time.time())
         self.rid = ("chatcmpl-" if api == "chat" else "cmpl-") + entry["id"]
+        self._gen = self._slotted()
 
     def __iter__(self) -> Iterator[bytes]:
-        return self._events()
+        return self._gen
+
+    def close(self) -> None:
+        self._gen.close()
+
+    def _slotted(self) -> Iterator[bytes]:
+        if self.cfg["headers_early"]:
+            self.write(b"")  # headers now, as vLLM and SGLang do, even while queued for a slot
+        waited = self.server.slots.acquire()
+        try:
+            self.entry["t_slot"] = time.perf_counter()
+            if waited:  # queued: the TTFT delay starts when the slot is free, as a queued request's prefill does
+                self.t0 = self.entry["t_slot"] + self.lead_s
+            yield from self._events()
+        finally:
+            self.server.slots.release()
 
     # one SSE event: the JSON without its closing brace, then ref_t stamped as late as possible
     def _frame(self, obj: dict, tokens: int, kind: str) -> bytes:
@@ -402,8 +384,6 @@ class _Stream:
         fault, after = cfg["fault"]
         llamacpp = cfg["llamacpp"]
         continuous = cfg["usage"] == "continuous" and not llamacpp
-        if cfg["headers_early"]:
-            self.write(b"")  # headers now, as vLLM and SGLang do
         sizes = [] if fault == "empty" else chunk_sizes(self.max_tokens, [1] if llamacpp else cfg["tokens_per_chunk"])
         first_at = self.t0 + cfg["ttft_s"]
         if fault == "empty":
@@ -490,6 +470,7 @@ class _Stream:
 
 
 def make_server(port: int, defaults: dict[str, Any] | None = None, model: str = MODEL,
-                access_log: bool = False, models_answer: str = "object", bind: str = "127.0.0.1") -> WSGIServer:
-    return WSGIServer((bind, port), RefServer(defaults, model, models_answer), handler_class=_Handler,
+                access_log: bool = False, models_answer: str = "object", bind: str = "127.0.0.1",
+                slots: int = 0) -> WSGIServer:
+    return WSGIServer((bind, port), RefServer(defaults, model, models_answer, slots), handler_class=_Handler,
                       log=sys.stderr if access_log else None, backlog=1024)

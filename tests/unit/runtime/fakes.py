@@ -58,8 +58,11 @@ class FakeTelemetry:
 class FakeSession:
     """Starts nothing: every variant's server is 'up' at a made-up URL until ``die_after`` alive checks."""
 
-    def __init__(self, plan, run, die_after: int | None = None, fail_start: tuple = ()):
+    def __init__(self, plan, run, die_after: int | None = None, fail_start: tuple = (), fail_replicas: bool = False):
         self.plan, self.run = plan, run
+        self.fail_replicas = fail_replicas
+        self.replicas: list[str] = []  # the scale-out's further servers, while they are up
+        self.replicas_started: list[tuple[str, list[str]]] = []
         self.telemetry = FakeTelemetry()
         self.server: ActiveServer | None = None
         self.servers: dict[str, ActiveServer] = {}
@@ -98,7 +101,23 @@ class FakeSession:
         if server is not None and server is self.server:
             self.server = None
 
+    def start_replicas(self, variant: str, servers: int, urls: list[str]) -> list[str]:
+        from locust_llm.servers import ServerError
+
+        if self.fail_replicas:
+            raise ServerError("scale-out server http://127.0.0.1:9 does not answer")
+        self.replicas = urls or [f"http://127.0.0.1:{2 + i}/{variant}" for i in range(servers - 1)]
+        self.replicas_started.append((variant, list(self.replicas)))
+        return [self.servers[variant].base_url] + self.replicas
+
+    def replicas_alive(self) -> bool:
+        return True
+
+    def stop_replicas(self) -> None:
+        self.replicas = []
+
     def stop_all(self) -> None:
+        self.stop_replicas()
         self.servers.clear()
         self.server = None
 
