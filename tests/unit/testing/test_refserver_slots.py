@@ -15,7 +15,8 @@ import requests
 from locust_llm import refserver as refserver_cli
 from locust_llm.testing.refserver import _Slots
 
-TTFT_S, GAP_S, MAX_TOKENS = 0.05, 0.01, 10
+# A long TTFT: the six requests must all arrive before the first stream ends, even on a busy machine.
+TTFT_S, GAP_S, MAX_TOKENS = 0.5, 0.01, 10
 
 
 def body(stream_id: str, max_tokens: int = MAX_TOKENS, **ref) -> dict:
@@ -56,7 +57,7 @@ def max_depth(logs: list[dict]) -> int:
 def test_at_most_k_streams_generate_and_the_rest_queue_with_the_wait_in_their_ttft(refserver_factory):
     server = refserver_factory("--slots", "2", "--ttft-s", str(TTFT_S), "--gap-s", str(GAP_S))
     logs = list(six_at_once(server).values())
-    # the six arrived together: before any stream could have ended (a stream lasts >= TTFT + 9 gaps = 140 ms)
+    # the six arrived together: before any stream could have ended (a stream lasts >= TTFT + 9 gaps = 590 ms)
     assert max(log["t_recv"] for log in logs) < min(end(log) for log in logs), "the requests did not arrive together"
     assert max_depth(logs) == 2
     by_slot = sorted(logs, key=lambda log: log["t_slot"])
