@@ -1,14 +1,17 @@
-"""Child processes we start (inference servers, Prometheus): they die with us and stop as a whole group."""
+"""Child processes we start (inference servers, Prometheus): they die with us and stop as a whole group; and the
+process behind a server URL on this machine (``listener_pids``)."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections import deque
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psutil
 
@@ -80,3 +83,25 @@ def log_tail(path: str | Path | None, lines: int = 30) -> str:
             return "".join(deque(fh, maxlen=lines))
     except (OSError, TypeError):
         return "(no log)"
+
+
+WILDCARDS = ("0.0.0.0", "::")
+
+
+def listener_pids(base_url: str) -> set[int]:
+    """The processes listening on ``base_url``'s port when its host is one of this machine's own addresses: a
+    server started beside the load (``locust-llm serve``, or by hand), whose CPU is the run's own, not another
+    job's. Empty for another machine, and where the system does not say (another user's process, seen without the
+    rights to). Reads the kernel's socket table; sends nothing."""
+    parts = urlsplit(base_url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        wanted = {info[4][0] for info in socket.getaddrinfo(parts.hostname, port, proto=socket.IPPROTO_TCP)}
+        local = {a.address for addrs in psutil.net_if_addrs().values() for a in addrs}
+        if not wanted & local:
+            return set()
+        sockets = psutil.net_connections(kind="tcp")
+    except (OSError, ValueError, psutil.Error):
+        return set()
+    return {c.pid for c in sockets if c.status == psutil.CONN_LISTEN and c.pid and c.laddr
+            and c.laddr.port == port and (c.laddr.ip in wanted or c.laddr.ip in WILDCARDS)}

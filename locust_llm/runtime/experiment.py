@@ -72,8 +72,9 @@ class Experiment:
         self.run.write_steps()
         self.session = session(plan, self.run)
         self.classes = [user_classes[plan.load.mode]]
-        # What else the machine does while we measure; our own processes (servers, workers) are left out.
-        self.host = HostMonitor(self.recorder.worker_pids)
+        # What else the machine does while we measure; our own processes (servers, workers, a --host server on this
+        # machine) are left out.
+        self.host = HostMonitor(lambda: self.recorder.worker_pids() | self.session.local_pids)
         self.host.start()
         self.too_long: set[int] = set()  # context lengths a server cannot hold: never measured
         self.warnings: list[dict] = []

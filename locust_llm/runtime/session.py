@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 
 from ..client.greedy import greedy_outputs
+from ..procs import listener_pids
 from ..rundir import RunDir, layout, write_json
 from ..servers import ServerError, ServerProcess, context_size, launch_variant, served_model
 from ..servers.base import free_port, get_json
@@ -42,6 +43,7 @@ class ServerSession:
         self.server: ActiveServer | None = None  # where the load goes now
         self.servers: dict[str, ActiveServer] = {}  # every server that is up, by variant
         self.replicas: list[ServerProcess] = []  # a scale-out step's further servers we launched
+        self.local_pids: set[int] = set()  # servers we did not start that run on this machine: their CPU is ours
         self.consistency: dict[str, list[dict]] = {}
         self.quality = QualityProbes(plan, run)
         self.telemetry = TelemetryPoller(run.path, interval_s=plan.telemetry.interval_s)
@@ -66,7 +68,8 @@ class ServerSession:
         if plan.external_url:
             url = plan.external_url.rstrip("/")
             server = ActiveServer(variant, url, plan.model or served_model(url), None)
-            self.run.env["servers"][variant] = {"url": url, "served_model": server.model, "launched": False}
+            self.run.env["servers"][variant] = {"url": url, "served_model": server.model, "launched": False,
+                                                "local_pids": self.on_this_host(url)}
         else:
             log.info("starting the %s server for variant %s", plan.scenario.server.engine, variant)
             process = launch_variant(plan.scenario, variant, log_dir=self.run.path, port=port)
@@ -112,7 +115,8 @@ class ServerSession:
                     raise ServerError(f"scale-out server {url} answers /v1/models with status {status} and model "
                                       f"{model!r}; --host serves {primary.model!r}: every server must serve the same "
                                       "model")
-            self.run.env["servers"][variant]["replicas"] = [{"url": url, "launched": False} for url in urls]
+            self.run.env["servers"][variant]["replicas"] = [{"url": url, "launched": False,
+                                                             "local_pids": self.on_this_host(url)} for url in urls]
             self.run.write_env()
             return [primary.base_url] + list(urls)
         spec = self.plan.scenario
@@ -123,6 +127,12 @@ class ServerSession:
         self.run.env["servers"][variant]["replicas"] = [{**r.describe(), "launched": True} for r in self.replicas]
         self.run.write_env()
         return [primary.base_url] + [r.base_url for r in self.replicas]
+
+    def on_this_host(self, url: str) -> list[int]:
+        """The processes serving ``url`` on this machine (none for another one), counted as the run's own CPU."""
+        pids = listener_pids(url)
+        self.local_pids |= pids
+        return sorted(pids)
 
     def replicas_alive(self) -> bool:
         return all(r.alive() for r in self.replicas)

@@ -51,6 +51,10 @@ def test_the_slope_of_known_capacities(tmp_path, refserver_factory, shared):
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert done.returncode == verdict["exit_code"] == 0, done.stderr[-3000:]
     (scale,) = json.loads((run_dir / "summary.json").read_text())["scale_out"]["variants"]
+    # Both servers run on this machine: found by their URLs, their CPU is the run's own, not another job's.
+    servers = json.loads((run_dir / "env.json").read_text())["servers"]["ref"]
+    assert servers["local_pids"] == [first.proc.pid]
+    assert [r["local_pids"] for r in servers["replicas"]] == [[second.proc.pid]]
 
     # Truth from the servers' own stamps: each serves SLOTS streams at a time, one request per service time.
     one_truth = SLOTS / service_s(first)

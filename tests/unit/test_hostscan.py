@@ -164,3 +164,32 @@ def test_host_parquet_loads_back(tmp_path):
     host = load_run(tmp_path).host
     assert list(host.columns) == HOST_SCHEMA.names
     assert host["foreign_cores"].tolist() == pytest.approx([0.4])
+
+
+LISTENING_BURNER = ("import os, socket, time\nsock = socket.socket()\nsock.bind(('127.0.0.1', 0))\nsock.listen()\n"
+                    "print(sock.getsockname()[1], os.getpid(), flush=True)\n" + BURN)
+
+
+def test_a_server_on_this_machine_behind_host_is_the_runs_own_cpu():
+    """A busy process listening on a loopback port (a --host server started beside the load, not by us: outside
+    our process tree) is found by its URL and counted as own; a scan that does not know it counts it as foreign."""
+    from locust_llm.procs import listener_pids
+
+    # Started through a shell that exits at once: the burner is nobody's child here, as a server started by hand.
+    shell = subprocess.Popen(["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(LISTENING_BURNER)} &"],
+                             stdout=subprocess.PIPE, text=True)
+    port, pid = map(int, shell.stdout.readline().split())
+    shell.wait()
+    try:
+        assert listener_pids(f"http://127.0.0.1:{port}") == {pid}
+        assert listener_pids(f"http://localhost:{port}/v1") == {pid}
+        assert listener_pids("http://192.0.2.1:8000") == set()  # not this machine (TEST-NET-1): nothing is sent
+        knowing, unaware = HostScanner(ME), HostScanner(ME)
+        own = listener_pids(f"http://127.0.0.1:{port}")
+        knowing.scan(own), unaware.scan()
+        time.sleep(1.0)
+        with_server, without = knowing.scan(own), unaware.scan()
+    finally:
+        os.kill(pid, 9)
+    assert with_server["own_cores"] - without["own_cores"] > 0.3  # the burner's core counted as own
+    assert without["foreign_cores"] - with_server["foreign_cores"] > 0.3

@@ -62,6 +62,7 @@ class FakeSession:
         self.plan, self.run = plan, run
         self.fail_replicas = fail_replicas
         self.replicas: list[str] = []  # the scale-out's further servers, while they are up
+        self.local_pids: set[int] = set()
         self.replicas_started: list[tuple[str, list[str]]] = []
         self.telemetry = FakeTelemetry()
         self.server: ActiveServer | None = None
