@@ -23,11 +23,12 @@ import pandas as pd
 from ..fmt import ci_text, lvl, num
 from .rates import block_ratio_ci, series_mean_ci
 from .scaleout_documents import ScaleOutSummary
+from .status import CLEAN
 from .values import json_safe
 
 __all__ = ["ScaleBlock", "scale_out_summary", "scaling_verdict"]
 
-CLEAN = "clean"
+UNJUDGED = {"value": None, "ci95": None, "blocks": 0, "blocks_agree": None}
 METHOD = ("Per variant, pairs of steps in ABBA order: one server at the level, N servers at N x the level with the "
           "requests spread round-robin. Slope: N servers' goodput (good requests/s, every request counted) over one "
           "server's, pair r against pair r on per-second bins (AR(1)-aware intervals, pairs pooled with random "
@@ -96,10 +97,15 @@ def variant_scale_out(variant: str, blocks: list[ScaleBlock], servers: int, leve
     clean = [b for b in blocks if b.figures["status"] == CLEAN]
     one = {b.row["pair"]: b for b in clean if b.row["servers"] == 1}
     many = {b.row["pair"]: b for b in clean if b.row["servers"] == servers}
-    good = block_ratio_ci({p: b.good_rates for p, b in many.items()}, {p: b.good_rates for p, b in one.items()})
-    tokens = block_ratio_ci({p: b.token_rates for p, b in many.items()}, {p: b.token_rates for p, b in one.items()})
+
+    def ratio(rates: str) -> dict:
+        return block_ratio_ci({p: getattr(b, rates) for p, b in many.items()},
+                              {p: getattr(b, rates) for p, b in one.items()})
+
+    # Pairs only: without a pair clean on both sides, a ratio would compare steps measured apart.
     paired = bool(set(one) & set(many))
-    slope, ci = (good["value"], good["ci95"]) if paired else (None, None)
+    good, tokens = (ratio("good_rates"), ratio("token_rates")) if paired else (UNJUDGED, UNJUDGED)
+    slope, ci = good["value"], good["ci95"]
     one_good, one_ci = _pooled({p: b.good_rates for p, b in one.items()})
     many_good, many_ci = _pooled({p: b.good_rates for p, b in many.items()})
     verdict = scaling_verdict(servers, ci)
@@ -121,12 +127,10 @@ def variant_scale_out(variant: str, blocks: list[ScaleBlock], servers: int, leve
             "steps": [_step(b, frame) for b in blocks],
             "one_goodput_rps": one_good, "one_goodput_rps_ci95": one_ci,
             "many_goodput_rps": many_good, "many_goodput_rps_ci95": many_ci,
-            "slope": slope, "slope_ci95": ci, "pairs": good["blocks"] if paired else 0,
-            "pairs_agree": good["blocks_agree"] if paired else None,
+            "slope": slope, "slope_ci95": ci, "pairs": good["blocks"], "pairs_agree": good["blocks_agree"],
             "efficiency": slope / servers if slope is not None else None,
             "efficiency_ci95": [c / servers for c in ci] if ci else None,
-            "tokens_slope": tokens["value"] if paired else None,
-            "tokens_slope_ci95": tokens["ci95"] if paired else None,
+            "tokens_slope": tokens["value"], "tokens_slope_ci95": tokens["ci95"],
             "scaling": verdict,
             "excluded": [f"{variant} step {b.row['step']} ({b.row['servers']} server(s)): {reason}"
                          for b in blocks if b.figures["status"] != CLEAN for reason in b.figures["status_reasons"]],

@@ -12,7 +12,7 @@ from ..client.greedy import greedy_outputs
 from ..procs import listener_pids
 from ..rundir import RunDir, layout, write_json
 from ..servers import ServerError, ServerProcess, context_size, launch_variant, served_model
-from ..servers.base import free_port, get_json
+from ..servers.base import first_model_id, free_port, get_json
 from ..telemetry.poller import TelemetryPoller
 from ..telemetry.prometheus_server import PrometheusError, PrometheusServer, prometheus_binary
 from ..workload import Workload, WorkloadError, counter_for
@@ -107,10 +107,10 @@ class ServerSession:
         if primary.process is None:
             for url in urls:
                 try:
-                    status, _ = get_json(f"{url}/v1/models")
+                    status, models = get_json(f"{url}/v1/models")
                 except (OSError, ValueError) as exc:
                     raise ServerError(f"scale-out server {url} does not answer: {exc}") from None
-                model = served_model(url)
+                model = first_model_id(models) or ""
                 if status != 200 or (not self.plan.model and model != primary.model):
                     raise ServerError(f"scale-out server {url} answers /v1/models with status {status} and model "
                                       f"{model!r}; --host serves {primary.model!r}: every server must serve the same "
