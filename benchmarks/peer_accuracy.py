@@ -8,7 +8,9 @@ runs for ``--seconds``; then, per tool and level, this prints:
 * TTFT and TPOT P50/P99 error: the tool's percentile minus the same percentile of the server's own figures
   (TTFT = first token chunk written - request received; TPOT = (last - first token chunk) / (tokens - 1));
 * tokens received per client CPU-second: output tokens the tool recorded / CPU seconds of its whole process
-  tree (start-up included; ``getrusage(RUSAGE_CHILDREN)`` around the run);
+  tree (start-up, prompt sizing and the post-run report included; ``getrusage(RUSAGE_CHILDREN)`` around the
+  run); for locust-llm also the steady-window ingest: the step's output tok/s over the load process's own
+  mean CPU in that window (its client monitor), i.e. what each further token costs once the run is going;
 * requests completed.
 
 GuideLLM is pinned (0.8.1) and installed into its own virtual environment under ``~/.cache/locust-llm`` on
@@ -117,7 +119,10 @@ def run_locust_llm(server: RefServer, streams: int, seconds: float, work: Path) 
     ok = frame[frame["error_class"].isna()]
     ttft = (ok["t_first"] - ok["t_send"]) * 1000
     tpot = (ok["t_end"] - ok["t_first"]) / (ok["output_tokens"] - 1) * 1000
-    return ttft.to_numpy(), tpot.to_numpy(), int(ok["output_tokens"].sum()), len(ok), cpu
+    (step,) = json.loads((work / f"ll-{streams}" / "summary.json").read_text())["variants"]["ref"]["steps"]
+    busy = (step.get("client_validity") or {}).get("cpu_percent_max")
+    steady = step["output_tps"] / (busy / 100) if busy else None
+    return ttft.to_numpy(), tpot.to_numpy(), int(ok["output_tokens"].sum()), len(ok), cpu, steady
 
 
 def ensure_peer() -> Path:
@@ -148,7 +153,7 @@ def run_guidellm(guidellm: Path, server: RefServer, streams: int, seconds: float
     ok = json.loads(out.read_text())["benchmarks"][0]["requests"]["successful"]
     ttft = np.array([r["time_to_first_token_ms"] for r in ok if r["time_to_first_token_ms"] is not None])
     tpot = np.array([r["inter_token_latency_ms"] for r in ok if r["inter_token_latency_ms"] is not None])
-    return ttft, tpot, sum(r["output_tokens"] or 0 for r in ok), len(ok), cpu
+    return ttft, tpot, sum(r["output_tokens"] or 0 for r in ok), len(ok), cpu, None
 
 
 def main() -> int:
@@ -162,20 +167,20 @@ def main() -> int:
         guidellm = ensure_peer()
         tools["GuideLLM " + PEER_VERSION] = lambda *a: run_guidellm(guidellm, *a)
     print(f"{'streams':>7} {'tool':<15} {'TTFT err P50/P99 ms':>21} {'TPOT err P50/P99 ms':>21} "
-          f"{'tokens/CPU-s':>13} {'requests':>9}", flush=True)
+          f"{'tokens/CPU-s':>13} {'steady':>9} {'requests':>9}", flush=True)
     for streams in [int(x) for x in args.levels.split(",")]:
         for name, run in tools.items():
             server = RefServer()
             try:
                 with tempfile.TemporaryDirectory() as work:
-                    ttft, tpot, tokens, requests, cpu = run(server, streams, args.seconds, Path(work))
+                    ttft, tpot, tokens, requests, cpu, steady = run(server, streams, args.seconds, Path(work))
                 true_ttft, true_tpot = server.truth()
             finally:
                 server.stop()
             err = [np.percentile(a, q) - np.percentile(b, q) for a, b in ((ttft, true_ttft), (tpot, true_tpot))
                    for q in (50, 99)]
             print(f"{streams:>7} {name:<15} {err[0]:>+9.2f} / {err[1]:>+9.2f} {err[2]:>+9.3f} / {err[3]:>+9.3f} "
-                  f"{tokens / cpu:>13,.0f} {requests:>9}", flush=True)
+                  f"{tokens / cpu:>13,.0f} {f'{steady:,.0f}' if steady else 'n/m':>9} {requests:>9}", flush=True)
     return 0
 
 

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+__all__ = ["main"]
+
 
 def cmd_tiny_model(args: argparse.Namespace) -> int:
     from . import tinymodel
@@ -116,22 +118,48 @@ def baseline_library(path: Path | None) -> Path:
     return path or Path(os.environ.get("LOCUST_LLM_BASELINES", "baselines"))
 
 
+def _save_error(args: argparse.Namespace, target: Path) -> str | None:
+    """Why ``run_dir`` cannot be saved as ``target`` (a plain name in the library): only a saved baseline is ever
+    replaced, never a link, a folder of something else, the run being saved or a folder holding it."""
+    from .rundir import is_run_dir
+
+    source = args.run_dir.resolve()
+    if target.is_symlink():
+        return f"{target} is a symbolic link; remove it yourself or choose another --name"
+    if target.resolve() == source or target.resolve() in source.parents:
+        return f"{args.run_dir} is baseline {args.name!r} itself (or inside it): nothing to save"
+    if source in target.resolve().parents:
+        return f"--library {target.parent} is inside the run {args.run_dir}: choose a library outside it"
+    if target.exists() and not is_run_dir(target):
+        return f"{target} exists and is not a saved baseline; remove it yourself or choose another --name"
+    return None
+
+
 def cmd_baseline_save(args: argparse.Namespace) -> int:
     from .rundir import layout
-    from .scenario import NAME_PATTERN, valid_name
+    from .scenario import not_plain, valid_name
 
     if (code := _not_run_dirs([args.run_dir])) is not None:
         return code
-    if not valid_name(args.name):
-        print(f"error: --name {args.name!r} is not a plain name; use letters, digits, '.', '_' and '-' "
-              f"({NAME_PATTERN})", file=sys.stderr)
-        return 2
     target = baseline_library(args.library) / args.name
-    if target.exists():
-        shutil.rmtree(target)
-    # The analysis re-reads the raw files, so a baseline keeps them all (logs excluded).
-    shutil.copytree(args.run_dir, target, ignore=shutil.ignore_patterns("*.log", "*.tmp", layout.REQUEST_PARTS,
-                                                                        layout.TELEMETRY_PARTS))
+    if (error := _save_error(args, target) if valid_name(args.name) else not_plain("--name", args.name)):
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    # Copied beside the old baseline first, so a failed copy (a full disk) leaves the old one as it was; the name
+    # starts with '.', which no baseline name does.
+    staging = target.with_name(f".{args.name}.saving")
+    try:
+        if staging.exists() and not staging.is_symlink():
+            shutil.rmtree(staging)  # a save that died half-way
+        # The analysis re-reads the raw files, so a baseline keeps them all (logs excluded).
+        shutil.copytree(args.run_dir, staging, ignore=shutil.ignore_patterns(
+            "*.log", "*.tmp", layout.REQUEST_PARTS, layout.TELEMETRY_PARTS))
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    except OSError as exc:
+        print(f"error: cannot save {args.run_dir} as baseline {args.name!r}: {exc}", file=sys.stderr)
+        return 1
     print(f"saved {args.run_dir} as baseline {args.name!r} in {target}")
     return 0
 

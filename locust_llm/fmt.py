@@ -10,7 +10,8 @@ import math
 import re
 from collections.abc import Callable
 
-__all__ = ["NOT_MEASURED", "ci_text", "lvl", "md", "ms", "num", "ok", "pct", "speedup", "text", "times"]
+__all__ = ["NOT_MEASURED", "ci_text", "lvl", "md", "ms", "num", "ok", "pct", "pct_ci", "points", "points_ci", "speedup",
+           "text", "times"]
 
 NOT_MEASURED = "n/m"
 DASH = "\u2013"
@@ -43,6 +44,24 @@ def text(v) -> str:
 
 def pct(v, digits: int = 1) -> str | None:
     return f"{100 * v:.{digits}f}%" if ok(v) else None
+
+
+def pct_ci(ci) -> str | None:
+    """A rate's interval in percent: ``50.5–89.8%``; None when the interval is missing."""
+    interval = ci_text(ci, lambda v: f"{100 * v:.1f}")
+    return interval + "%" if interval else None
+
+
+def points(v) -> str | None:
+    """A difference of two rates in percentage points, signed: ``-12.5``; None when not measured."""
+    return f"{100 * v:+.1f}" if ok(v) else None
+
+
+def points_ci(ci) -> str | None:
+    """A difference's interval in percentage points: ``-16.4 to +16.4``; None when the interval is missing."""
+    if not ci or len(ci) != 2 or not ok(ci[0]) or not ok(ci[1]):
+        return None
+    return f"{points(ci[0])} to {points(ci[1])}"
 
 
 def times(v) -> str | None:

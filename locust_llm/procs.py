@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 import psutil
 
+__all__ = ["die_with_parent", "listener_pids", "log_tail", "start_child", "stop_group"]
+
 
 def die_with_parent() -> None:
     """``preexec_fn``: the kernel sends the child SIGTERM if the process that launched it dies."""

@@ -6,6 +6,7 @@
 ``--port 0`` binds a free port; the first line on stdout is ``refserver listening on ADDRESS:PORT``.
 ``--slots K`` caps the streams generated at once (llama.cpp's ``-np``): later requests queue, FIFO, and the
 wait shows up in their TTFT, so a saturated server can be played; 0 (the default) is unlimited.
+``--api-key KEY`` refuses requests without the bearer token and counts them (``testing.refauth``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import json
 import sys
 
 from .testing.refconfig import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, USAGE_MODES, BadRequest
+from .testing.refauth import require_key
 from .testing.refcrash import exit_on
 from .testing.refserver import make_server
+
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slots", type=int, default=0,
                         help="at most this many streams generate at once; the others wait, FIFO, and the wait "
                              "adds to their TTFT (llama.cpp's -np); 0: unlimited")
+    parser.add_argument("--api-key", default="", help="refuse (401) requests without 'Authorization: Bearer KEY'; "
+                                                       "GET /ref/auth counts who had it")
     parser.add_argument("--exit-on", default="", help="exit at once (a crash) when a request body holds this text")
     parser.add_argument("--access-log", action="store_true")
     args = parser.parse_args(argv)
@@ -65,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if args.exit_on:
         server.application = exit_on(server.application, args.exit_on.encode())
+    if args.api_key:
+        server.application = require_key(server.application, args.api_key)
     server.init_socket()
     print(f"refserver listening on {args.bind}:{server.server_port}", flush=True)
     try:

@@ -68,17 +68,17 @@ class ScaleOutPlan:
         return asdict(self)
 
 
-def scale_out_plan(spec: ScaleOutSpec, servers_option: int, urls_option: str, ladder: list[float],
+def scale_out_plan(spec: ScaleOutSpec, servers_option: int | None, urls_option: str, ladder: list[float],
                    external_url: str | None) -> ScaleOutPlan | None:
-    """The scenario's section with ``--scale-out N`` (negative: the scenario's; 0: off) and ``--scale-out-urls``
+    """The scenario's section with ``--scale-out N`` (None: the scenario's; 0: off) and ``--scale-out-urls``
     (a comma list; implies N = 1 + its length) applied; None when it is off. ``ValueError`` names the fix."""
     urls = [_check_url(u.strip(), "--scale-out-urls") for u in urls_option.split(",") if u.strip()] or spec.urls
-    servers = servers_option if servers_option >= 0 else spec.servers
-    if urls and servers <= 0:
+    servers = spec.servers if servers_option is None else servers_option
+    if urls and servers == 0:
         servers = len(urls) + 1
     if servers == 0:
         return None
-    if servers == 1 or servers > MAX_SERVERS:
+    if not 2 <= servers <= MAX_SERVERS:
         raise ValueError(f"--scale-out must be 0 (off) or 2..{MAX_SERVERS} servers, found {servers}")
     if external_url is None and urls:
         raise ValueError("scale_out.urls / --scale-out-urls are the other replicas of an external server (--host); "

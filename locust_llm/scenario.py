@@ -13,11 +13,14 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from .images import ImagesSpec, image_files, image_header
-from .probes import ProbesSpec
-from .quality import QualitySpec, read_tasks
+from .probespec import ProbesSpec
+from .qualityspec import QualitySpec, read_tasks
 from .scalespec import ScaleOutSpec
 from .soakspec import SoakSpec
 from .speculative import SPECULATIVE_MODELS, Strict, Sweep, expand_sweeps
+
+__all__ = ["Bucket", "CostSpec", "GatesSpec", "LoadSpec", "NAME_PATTERN", "Scenario", "ScenarioError", "TelemetrySpec",
+           "Timeouts", "describe_value", "format_errors", "load_scenario", "not_plain", "valid_name"]
 
 Engine = Literal["llamacpp", "vllm", "sglang", "external"]
 
@@ -32,8 +35,16 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _NAME = re.compile(NAME_PATTERN)
 
 
+NAME_RULE = f"use letters, digits, '.', '_' and '-' ({NAME_PATTERN})"
+
+
 def valid_name(name: str) -> bool:
     return isinstance(name, str) and bool(_NAME.fullmatch(name))
+
+
+def not_plain(what: str, name: object) -> str:
+    """The one message for a run id, variant or baseline name that is not a plain name."""
+    return f"{what} {name!r} is not a plain name; {NAME_RULE}"
 
 
 class ScenarioError(ValueError):
@@ -234,6 +245,13 @@ class GatesSpec(Strict):
     max_regression_pct: float = Field(default=5.0, ge=0)
     baseline_run: str | None = None  # a name saved with `locust-llm baseline save`
     library: str = "baselines"  # where saved baselines live (relative to the working directory)
+
+    @field_validator("baseline_run")
+    @classmethod
+    def _plain(cls, name: str | None) -> str | None:
+        if name is not None and not valid_name(name):  # a path would read a run outside the library
+            raise ValueError(f"not a plain name; {NAME_RULE}: it names a folder in the baseline library")
+        return name
 
 
 class CostSpec(Strict):

@@ -65,11 +65,11 @@ def soak_plan(duration: str, level: float, spec: SoakSpec, ladder: list[float], 
     """``--soak`` and ``--soak-level`` -> the plan (None without ``--soak``). The level is ``--soak-level``, else
     the ladder's highest; the variant is the one run (the baseline unless ``--variant`` names another): a soak
     asks whether one deployment holds up over time, and switching variants would confound time with variant."""
+    if not 0 <= level <= 100_000:  # written so that NaN fails too; checked with or without --soak
+        raise ValueError(f"--soak-level must be a level from 0 (the ladder's highest) to 100000, found {level:g}")
     if not str(duration or "").strip():
         return None
     seconds = parse_duration(duration)
-    if level < 0 or level > 100_000:
-        raise ValueError(f"--soak-level must be a level from 0 (the ladder's highest) to 100000, found {level:g}")
     if len([name for name in chosen.split(",") if name.strip()]) > 1:
         raise ValueError(f"--soak holds one variant: give --variant one name, found {chosen!r}")
     windows = max(MIN_WINDOWS, round(seconds / spec.window_s))

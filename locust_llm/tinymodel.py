@@ -20,6 +20,8 @@ import numpy as np
 
 from .rundir.layout import atomic_write, write_text
 
+__all__ = ["ensure", "generate"]
+
 MANIFEST = "tiny-model.json"
 SPACE = "\u2581"  # SentencePiece's word-boundary marker
 CONSONANTS = "bdfghklmnprstvwz"

@@ -5,3 +5,5 @@
 ``agreement`` (greedy consistency), ``curves`` (saturation, knee), ``steady``, ``validity``, ``stats``,
 ``metrics`` (per request), ``merge`` (several runs as one). No Locust, no file access.
 """
+
+__all__: list[str] = []  # a namespace: import its modules, nothing is re-exported here

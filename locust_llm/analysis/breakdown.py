@@ -5,9 +5,11 @@ Two sources, by what the engine exports:
 * per request (llama.cpp's ``timings``: ``prompt_ms``, ``predicted_ms``): medians of prefill, decode and
   ``outside`` (client E2E minus the server's two, i.e. waiting for a slot, network and client) over the
   level's clean requests; llama.cpp reports no queue time, so waiting for a slot is part of ``outside``;
-* per step from the server's histograms (vLLM's queue/prefill/decode/e2e time, SGLang's queue/e2e time): the
-  mean of each phase over the window (sum delta / count delta), with ``outside`` the client's mean E2E minus
-  the server's mean E2E.
+* per step from the server's histograms (vLLM's queue/prefill/decode/e2e time; SGLang's queue, e2e, TTFT and
+  the ``prefill_forward`` stage of its per-stage histogram): the mean of each phase over the window (sum delta /
+  count delta), with ``outside`` the client's mean E2E minus the server's mean E2E. A phase the server does not
+  export is estimated from its TTFT histogram and said so (SGLang's decode = E2E - TTFT; without the per-stage
+  histogram, prefill = TTFT - queue).
 
 Beside them, the tokens one target forward pass yields under speculation (1 + accepted per draft, the
 server's mean acceptance length) against the speed-up measured: the gap is verification overhead and
@@ -19,7 +21,7 @@ from __future__ import annotations
 from .samples import LevelSamples
 from .stats import finite, mean_of, percentile_of
 
-__all__ = ["PHASES", "add_breakdowns", "level_acceptance", "level_breakdown", "phase_words"]
+__all__ = ["PHASES", "add_breakdowns", "estimate_phases", "level_acceptance", "level_breakdown", "phase_words"]
 
 PHASES = ("queue_ms", "prefill_ms", "decode_ms", "outside_ms")
 LLAMACPP_NOTE = "llama.cpp reports no queue time: waiting for a slot is counted in outside_ms"
@@ -37,22 +39,39 @@ def level_breakdown(samples: LevelSamples, steps: list[dict]) -> dict | None:
                 "n": int(prefill.size), "note": LLAMACPP_NOTE}
     latency = [(s.get("server") or {}).get("server_latency") or {} for s in steps if s.get("status") == "clean"]
     phases = {}
-    for name in ("queue_ms", "prefill_ms", "decode_ms", "e2e_ms"):
+    for name in ("queue_ms", "prefill_ms", "decode_ms", "e2e_ms", "ttft_ms"):
         parts = [(h[name]["mean"], h[name]["n"]) for h in latency if h.get(name) and h[name].get("n")]
         total = sum(n for _, n in parts)
         phases[name] = sum(m * n for m, n in parts) / total if total else None
     if all(phases[p] is None for p in ("queue_ms", "prefill_ms", "decode_ms")):
         return None
+    notes = estimate_phases(phases)
     client = finite(samples.values("e2e_ms"))
     client_mean = mean_of(client)
     server = phases["e2e_ms"]
     if server is None and all(phases[p] is not None for p in ("queue_ms", "prefill_ms", "decode_ms")):
         server = phases["queue_ms"] + phases["prefill_ms"] + phases["decode_ms"]
     outside = client_mean - server if client_mean is not None and server is not None else None
+    if outside is None:
+        notes.append("the server exports no E2E time: outside_ms unknown")
     return {"source": "server histograms", "statistic": "mean", "queue_ms": phases["queue_ms"],
             "prefill_ms": phases["prefill_ms"], "decode_ms": phases["decode_ms"], "outside_ms": outside,
-            "e2e_ms": client_mean, "n": int(client.size),
-            "note": None if outside is not None else "the server exports no E2E time: outside_ms unknown"}
+            "e2e_ms": client_mean, "n": int(client.size), "note": "; ".join(notes) or None}
+
+
+def estimate_phases(phases: dict) -> list[str]:
+    """Fill a phase the server does not export from its TTFT histogram (SGLang has no decode histogram, and
+    older SGLang no per-stage prefill), in place; returns what was estimated, in words. Means over the window
+    of histograms observed at different moments (first token, finish), so an estimate, not a measurement."""
+    notes = []
+    ttft, queue, e2e = phases["ttft_ms"], phases["queue_ms"], phases["e2e_ms"]
+    if phases["prefill_ms"] is None and ttft is not None and queue is not None:
+        phases["prefill_ms"] = ttft - queue
+        notes.append("prefill_ms estimated as the server's mean TTFT minus its mean queue time")
+    if phases["decode_ms"] is None and e2e is not None and ttft is not None:
+        phases["decode_ms"] = e2e - ttft
+        notes.append("decode_ms estimated as the server's mean E2E minus its mean TTFT")
+    return notes
 
 
 def _change(ratio: dict | None, name: str) -> tuple[str, int]:

@@ -8,18 +8,21 @@ import numpy as np
 
 from ..fmt import lvl
 from .rates import block_ratio_ci
-from .samples import LevelSamples, paired
-from .speedup import crossover_level, paired_ratio_ci, ratio_ci, recommendation
+from .samples import LevelSamples, not_judged, paired
+from .speedup import crossover_level, paired_ratio_ci, ratio_ci, recommendation, speedup_state
 from .stats import percentile_stat
 
-__all__ = ["HEADLINE", "HEADLINE_NAMES", "comparison", "latency_keys"]
+__all__ = ["HEADLINE", "HEADLINE_NAMES", "comparison", "latency_keys", "open_loop_verdict"]
 
 N_BOOT = 1000
-# What a comparison's crossover and recommendation rest on: in a closed loop the aggregate throughput; in an
-# open loop the offered rate fixes throughput below saturation, so the latency users see from their intended
-# send time (paired by arrival) decides.
+# The speed-up a comparison shows first: in a closed loop the aggregate throughput, which also decides; in an
+# open loop the offered rate fixes throughput below saturation, so what users see decides (open_loop_verdict)
+# and E2E P95 from the intended send time is the figure shown.
 HEADLINE = {"closed": "output_tps", "open": "e2e_sched_p95"}
 HEADLINE_NAMES = {"output_tps": "aggregate output tok/s", "e2e_sched_p95": "E2E P95 from the intended send time"}
+# What an open-loop level's verdict rests on, in the order a reason names them.
+OPEN_LOOP_BASIS = (("e2e_sched_p95_speedup", "E2E_sched P95"), ("tpot_p50_speedup", "TPOT P50"),
+                   ("goodput_speedup", "goodput"))
 
 
 def latency_keys(mode: str) -> dict[str, str]:
@@ -42,11 +45,10 @@ def _latency_speedup(v: LevelSamples, b: LevelSamples, column: str, statistic, h
 def level_comparison(level: float, b: LevelSamples, v: LevelSamples, baseline: str, variant: str, mode: str,
                      seed: int) -> dict:
     """One level: the speed-ups from the clean blocks of both sides, or why the level was not judged."""
-    excluded = b.not_judged(baseline) + v.not_judged(variant)
+    worst, excluded = not_judged((baseline, b), (variant, v))
     if not (b.clean and v.clean):
-        statuses = [status for status, _ in list(b.excluded.values()) + list(v.excluded.values())]
         empty = {"value": None, "ci95": None}
-        step = {"level": level, "status": statuses[0] if statuses else "insufficient", "excluded": excluded,
+        step = {"level": level, "status": worst or "insufficient", "excluded": excluded,
                 "output_tps_speedup": empty, "decode_tps_speedup": empty, "tpot_p50_speedup": empty,
                 "tpot_p95_speedup": empty, "ttft_p50_speedup": empty, "ttft_p95_speedup": empty}
         if mode == "open":
@@ -65,9 +67,45 @@ def level_comparison(level: float, b: LevelSamples, v: LevelSamples, baseline: s
     if mode == "open":
         step["e2e_sched_p95_speedup"] = _latency_speedup(v, b, "e2e_sched_all_ms", percentile_stat(95), False, seed)
         step["goodput_speedup"] = block_ratio_ci(v.good_blocks, b.good_blocks)
-    if step["output_tps_speedup"].get("blocks_agree") is False:
-        step["status"] = "inconclusive"
+        step["verdict"], step["verdict_basis"] = open_loop_verdict(step)
+    else:
+        step["verdict"], step["verdict_basis"] = speedup_state(step["output_tps_speedup"]), HEADLINE_NAMES["output_tps"]
+    # Blocks that disagree beyond their noise: the rate the verdict reads drifted between blocks (closed loop: output
+    # tok/s; open loop: goodput, as output tok/s there is the offered rate's and says nothing of the variants).
+    rate = step["goodput_speedup" if mode == "open" else "output_tps_speedup"]
+    if rate.get("blocks_agree") is False:
+        step["status"], step["verdict"] = "inconclusive", "unclear"
+        step["verdict_basis"] = f"the blocks of {'goodput' if mode == 'open' else 'output tok/s'} disagree"
     return step
+
+
+def open_loop_verdict(step: dict) -> tuple[str, str]:
+    """An open-loop level's verdict, and why in words: ``better`` when the paired E2E_sched P95 and TPOT P50
+    speed-ups are both clearly above 1 and goodput is not clearly worse; ``worse`` when goodput is clearly worse, or
+    a latency clearly worse and neither clearly better; otherwise ``unclear``."""
+    states = {name: speedup_state(step.get(key) or {}) for key, name in OPEN_LOOP_BASIS}
+    better = [name for name, state in states.items() if state == "better"]
+    worse = [name for name, state in states.items() if state == "worse"]
+    if states["E2E_sched P95"] == states["TPOT P50"] == "better" and states["goodput"] != "worse":
+        return "better", "E2E_sched P95 and TPOT P50 clearly better, goodput not clearly worse"
+    # Fewer requests served within their SLOs is worse whatever the latency of the rest (failures count).
+    if "goodput" in worse or (worse and not better):
+        though = f", though {' and '.join(better)} better" if better else ""
+        return "worse", " and ".join(worse) + " clearly worse" + though
+    if worse:
+        return "unclear", f"mixed: {' and '.join(better)} clearly better, {' and '.join(worse)} clearly worse"
+    return "unclear", ("only " + " and ".join(better) + " clearly better") if better else "no clear difference"
+
+
+def _headline(step: dict, metric: str) -> dict:
+    """A level as the crossover and recommendation read it: its verdict, and the speed-up that shows it (open loop,
+    slower: the first figure clearly worse, named when it is not the headline)."""
+    key, basis = f"{metric}_speedup", None
+    if step["verdict"] == "worse" and metric != "output_tps":
+        key, basis = next((k, name) for k, name in OPEN_LOOP_BASIS if speedup_state(step.get(k) or {}) == "worse")
+    ratio = step[key] if step["status"] == "clean" else {"value": step[key]["value"], "ci95": None}
+    return {"level": step["level"], "speedup": ratio, "state": step["verdict"],
+            "basis": basis if key != f"{metric}_speedup" else None}
 
 
 def comparison(baseline: str, variant: str, base: dict[float, LevelSamples], other: dict[float, LevelSamples],
@@ -75,10 +113,7 @@ def comparison(baseline: str, variant: str, base: dict[float, LevelSamples], oth
     steps = [level_comparison(level, base[level], other[level], baseline, variant, mode, seed)
              for seed, level in enumerate(sorted(set(base) & set(other)))]
     metric = HEADLINE.get(mode, "output_tps")
-    # Blocks that disagree leave the level's interval in place but never let it count as faster or slower.
-    headline = [{"level": s["level"], "speedup": s[f"{metric}_speedup"] if s["status"] == "clean" else
-                 {"value": s[f"{metric}_speedup"]["value"], "ci95": None}}
-                for s in steps if s["status"] in ("clean", "inconclusive")]
+    headline = [_headline(s, metric) for s in steps if s["status"] in ("clean", "inconclusive")]
     crossover = crossover_level(headline)
     unit = "req/s" if mode == "open" else "concurrent streams"
     sentence = recommendation(variant, baseline, headline, crossover, unit) if headline else \

@@ -36,7 +36,7 @@ from .documents import StepFigures, Summary
 from .gates import SLO_GATES, slo_checks
 from .quality import not_eligible
 from .rates import series_mean_ci
-from .samples import LevelSamples
+from .samples import LevelSamples, not_judged
 from .scaleout_documents import ScaleOutVariant
 from .status import CLEAN
 
@@ -94,10 +94,9 @@ def level_rates(level: float, samples: LevelSamples, steps: list[StepFigures], g
                 variant: str) -> LevelRates:
     """A level's clean steps pooled: output tok/s and goodput over their per-second bins, with the intervals the
     rest of the analysis uses, and the mean output tokens of a successful request sent in their windows."""
-    excluded = samples.not_judged(variant)
-    if not samples.clean:  # every step of the level was left out: the first one's status
-        status = next(iter(samples.excluded.values()))[0]
-        return LevelRates(level, status, excluded, gate_failures=gate_failures)
+    worst, excluded = not_judged((variant, samples))
+    if not samples.clean:  # every step of the level was left out: the most serious status
+        return LevelRates(level, worst, excluded, gate_failures=gate_failures)
     clean = [s for s in steps if s.status == CLEAN]
     completed = sum(s.requests - s.errors for s in clean)
     tokens = sum(s.output_tokens for s in clean)

@@ -25,6 +25,7 @@ class LevelCost(Doc):
     """One variant at one level of the ladder, its clean steps pooled (no figures when none was clean)."""
 
     level: float
+    """Load level (users, or offered req/s in open loop)."""
     status: str
     """clean (at least one step measured cleanly), else the status that kept every step of the level out."""
     excluded: list[str] = []
@@ -32,6 +33,8 @@ class LevelCost(Doc):
     output_tps: float | None = None
     """Aggregate output tok/s of the clean steps pooled."""
     output_tps_ci95: Interval = None
+    """95% t interval of ``output_tps`` over the clean steps' pooled per-second bins (AR(1)-aware,
+    ``analysis.rates``)."""
     usd_per_mtok: float | None = None
     """USD per million output tokens: hourly_usd / (output_tps x 3600) x 1e6."""
     usd_per_mtok_ci95: Interval = None
@@ -40,17 +43,22 @@ class LevelCost(Doc):
     tps_per_gpu: float | None = None
     """output_tps / gpus (``gpu`` basis only)."""
     tps_per_gpu_ci95: Interval = None
+    """``output_tps_ci95`` / gpus (``gpu`` basis only)."""
     goodput_rps: float | None = None
     """Requests per second that succeeded and met every per-request SLO, the clean steps pooled."""
     goodput_rps_ci95: Interval = None
+    """95% t interval of ``goodput_rps`` over the clean steps' pooled per-second bins (AR(1)-aware,
+    ``analysis.rates``)."""
     tokens_per_request: float | None = None
     """Mean output tokens of a successful request sent in the clean windows."""
     effective_tps: float | None = None
     """Effective tok/s: goodput_rps x tokens_per_request (tokens of good requests only)."""
     effective_tps_ci95: Interval = None
+    """``goodput_rps_ci95`` x tokens_per_request."""
     usd_per_effective_mtok: float | None = None
     """USD per million effective tokens: hourly_usd / (effective_tps x 3600) x 1e6."""
     usd_per_effective_mtok_ci95: Interval = None
+    """The bounds of ``effective_tps_ci95`` through the same formula; null when its low end is not above 0."""
     gate_failures: list[str] = []
     """SLO gates that failed at a step of this level."""
     eligible: bool = False
@@ -65,6 +73,7 @@ class Capacity(Doc):
     goodput_rps: float | None = None
     """Its goodput per server."""
     goodput_rps_ci95: Interval = None
+    """That level's ``goodput_rps_ci95``."""
     servers: int | None = None
     """ceil(target_rps / goodput_rps), assuming servers scale linearly."""
     servers_ci95: list[int] | None = None
@@ -72,12 +81,16 @@ class Capacity(Doc):
     gpus: int | None = None
     """servers x gpus (``gpu`` basis only)."""
     gpus_ci95: list[int] | None = None
+    """``servers_ci95`` x gpus (``gpu`` basis only)."""
     measured_efficiency: float | None = None
     """The variant's scale-out efficiency (slope / N; null: no judged scale-out in the run)."""
     measured_efficiency_ci95: Interval = None
+    """The scale-out's ``efficiency_ci95``."""
     servers_measured: int | None = None
     """ceil(target_rps / (goodput_rps x min(efficiency, 1))): the answer with the measured scaling."""
     servers_measured_ci95: list[int] | None = None
+    """The same with both intervals' bounds together (high goodput with high efficiency); null when a low end is
+    not above 0."""
     scaling_text: str | None = None
     """The measured answer in words."""
     text: str
@@ -86,6 +99,7 @@ class Capacity(Doc):
 
 class VariantCost(Doc):
     variant: str
+    """The variant."""
     levels: list[LevelCost] = []
     """Every level of the ladder, in order."""
     best_level: float | None = None
@@ -100,6 +114,7 @@ class CostSummary(Doc):
     """Cost per million tokens and capacity, from the scenario's prices; no price is built in."""
 
     price: Price
+    """What one server costs per hour, and how that was computed."""
     rule: str
     """Which levels may be recommended: clean, and which SLO gates must hold."""
     effective: str

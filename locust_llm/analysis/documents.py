@@ -149,7 +149,9 @@ class ServerVsClient(Doc):
 
 class TopProcess(Doc):
     pid: int | None = None
+    """Process id."""
     name: str = ""
+    """Process name."""
     cores: float | None = None
     """Mean CPU cores it used over the window."""
 
@@ -158,6 +160,7 @@ class HostLoad(Doc):
     """What else the machine did during the steady window (``host.parquet``, sampled every second)."""
 
     samples: int = 0
+    """Host samples (about one per second) that fell in the window."""
     foreign_cores: float = 0.0
     """Mean CPU cores busy outside the server's processes, the load generator and our own Prometheus."""
     steal_cores: float = 0.0
@@ -330,6 +333,13 @@ class StepComparison(Doc):
     """Open loop: E2E P95 from the intended send time over all requests, baseline / variant (the headline)."""
     goodput_speedup: Ratio | None = None
     """Open loop: goodput, variant / baseline."""
+    verdict: str | None = None
+    """better, worse or unclear: the level's verdict (null: not judged). Closed loop: the output tok/s speed-up's
+    CI. Open loop: better when the paired E2E_sched P95 and TPOT P50 speed-ups are both clearly above 1 and goodput
+    is not clearly worse; worse when goodput is clearly worse, or a latency clearly worse and neither clearly
+    better; else unclear."""
+    verdict_basis: str | None = None
+    """The verdict's reason in words (which figures were clearly better or worse)."""
     breakdown: LevelBreakdown | None = None
     """Where the time of a request goes on each side, and in words what the variant changed."""
     tokens_per_pass: float | None = None
@@ -348,14 +358,15 @@ class Comparison(Doc):
     variant: str
     """Compared variant."""
     metric: str
-    """The headline the crossover and recommendation rest on: ``output_tps`` (closed loop) or ``e2e_sched_p95``
-    (open loop, where the offered rate fixes throughput)."""
+    """The headline speed-up: ``output_tps`` (closed loop, which alone decides) or ``e2e_sched_p95`` (open loop,
+    where the offered rate fixes throughput and each level's ``verdict`` also reads TPOT P50 and goodput); the
+    crossover and recommendation follow the levels' verdicts."""
     metric_name: str = ""
     """The headline in words."""
     steps: list[StepComparison] = []
     """Speed-ups per level."""
     crossover_level: float | None = None
-    """First level whose headline speed-up CI lies entirely below 1."""
+    """First level whose verdict is worse (closed loop: the headline speed-up CI lies entirely below 1)."""
     recommendation: str
     """One sentence: where to enable the variant."""
 
@@ -363,9 +374,13 @@ class Comparison(Doc):
 class ContextComparison(Doc):
     """A prompt length measured on its own: per variant and level the figures, and the A/B comparisons."""
     context_tokens: int
-    ladder: bool = False  # the ladder's own prompts, shown as the shortest length
+    """Prompt tokens of this length."""
+    ladder: bool = False
+    """True when these are the ladder's own steps (generated prompts of one length), shown as the shortest length."""
     variants: dict[str, list[ContextLevel]] = {}
+    """Per variant, its levels at this length in ascending order."""
     comparisons: list[Comparison] = []
+    """Each variant against the baseline at this length (the ladder's own comparisons for ``ladder``)."""
 
 
 class ErrorSample(Doc):
@@ -433,7 +448,8 @@ class GateCheck(Doc):
     """Variant."""
     level: float | None = None
     """Level."""
-    context: int | None = None  # prompt tokens of a context-axis step
+    context: int | None = None
+    """Prompt tokens of a context-axis step (null: a step of the ladder's own workload)."""
     value: float | None = None
     """The measured figure (null: not measured, which fails)."""
     limit: float

@@ -26,8 +26,11 @@ class ImageLevel(Doc):
     """One variant, image bucket and level: its steps pooled."""
 
     variant: str
+    """The variant."""
     bucket: str
+    """The prompt bucket whose scenario entry has ``images``."""
     level: float
+    """Load level, as ``mode`` says."""
     mode: str
     """closed (level = users) or open (level = requests/s)."""
     steps: list[int]
@@ -47,7 +50,9 @@ class ImageLevel(Doc):
     prompt_tokens_without: float | None = None
     """Median prompt tokens of the text-only twins."""
     ttft_p50_with_ms: float | None = None
+    """Median TTFT from the actual send of the steady, successful requests with images, ms."""
     ttft_p50_without_ms: float | None = None
+    """Median TTFT from the actual send of their text-only twins, ms."""
     overhead_ms: float | None = None
     """TTFT P50 with images minus without: what encoding the images costs before the first token."""
     overhead_ci95: Interval = None

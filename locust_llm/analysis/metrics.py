@@ -18,10 +18,10 @@ import pyarrow.compute as pc
 
 from ..rundir.load import ChunkLists
 
-__all__ = ["APPROXIMATE_SOURCES", "Chunks", "request_metrics"]
+__all__ = ["APPROXIMATE_SOURCES", "Chunks", "chunk_split", "request_metrics"]
 
 # Per-chunk splits that are not exact (the total may still be): ITL from them is marked approximate.
-APPROXIMATE_SOURCES = ("usage+text_share", "unknown")
+APPROXIMATE_SOURCES = ("usage+text_share", "usage_below_events", "unknown")
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -65,7 +65,27 @@ def request_metrics(frame: pd.DataFrame, first_token_timeout_s: float = np.nan) 
     out["server_prefill_ms"] = prefill.where(ok)
     out["server_decode_ms"] = decode.where(ok)
     out["outside_ms"] = (out["e2e_ms"] - prefill - decode).where(ok)
+    # What the response said about drafting (llama.cpp timings), kept per request so acceptance can be
+    # resampled by request (``analysis.acceptance``).
+    out["output_tokens"] = n.where(ok)
+    out["draft_n"] = _column(frame, "draft_n").where(ok)
+    out["draft_accepted"] = _column(frame, "draft_accepted").where(ok)
     return out
+
+
+def chunk_split(rows: pd.DataFrame, chunks: "Chunks") -> pd.DataFrame:
+    """Per request of ``rows`` (the rows ``chunks`` was built from): its token-carrying chunks and the first
+    chunk's tokens; NaN where the per-chunk split is approximate."""
+    count = np.bincount(chunks.request, minlength=len(rows)).astype(float)
+    starts = np.flatnonzero(np.r_[True, chunks.request[1:] != chunks.request[:-1]]) if chunks.request.size \
+        else np.empty(0, dtype=int)
+    first = np.full(len(rows), np.nan)
+    first[chunks.request[starts]] = chunks.tokens[starts]
+    exact = ~rows["token_source"].isin(APPROXIMATE_SOURCES).to_numpy() if "token_source" in rows \
+        else np.ones(len(rows), dtype=bool)
+    count[~exact | (count == 0)] = np.nan
+    first[~exact] = np.nan
+    return pd.DataFrame({"chunks": count, "first_chunk_tokens": first}, index=rows.index)
 
 
 @dataclass

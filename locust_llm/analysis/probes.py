@@ -13,7 +13,7 @@ import math
 
 import pandas as pd
 
-from ..probes import VERDICTS, ProbeResult
+from ..probespec import VERDICTS, ProbeResult
 from ..rundir.load import RunData
 from .server_documents import Doc
 

@@ -15,15 +15,15 @@ consults (comparisons, the sweep schedule, cost); a variant that is not eligible
 
 from __future__ import annotations
 
-from ..fmt import ci_text
-from ..quality import BASELINE_REFERENCE
+from ..fmt import NOT_MEASURED, pct, pct_ci, points, points_ci
+from ..qualityspec import BASELINE_REFERENCE
 from .agreement import agreement
 from .errors import clip
 from .proportions import paired_difference_interval, wilson_interval
 from .quality_documents import QualitySummary
 from .scoring import expectation, passes
 
-__all__ = ["METHOD", "mark_not_eligible", "not_eligible", "pct_ci", "points_ci", "quality_summary"]
+__all__ = ["METHOD", "mark_not_eligible", "not_eligible", "quality_state", "quality_summary"]
 
 FAILING_LISTED = 40  # per variant; the total is given
 TEXT_MAX = 240
@@ -34,21 +34,6 @@ METHOD = ("Pass rates with Wilson score 95% intervals. The difference from the b
           "for greedy or for sampled answers. An answer the server failed to give counts as failed.")
 
 Scores = dict[tuple, tuple[bool, dict]]  # (task index, seed or None) -> (passed, the answer)
-
-
-def _points(value: float | None) -> str:
-    """A pass-rate difference in percentage points: ``-12.5``."""
-    return f"{100 * value:+.1f}" if value is not None else "n/m"
-
-
-def points_ci(ci: list[float] | None) -> str:
-    """A difference's interval in percentage points: ``-16.4 to +16.4``."""
-    return f"{_points(ci[0])} to {_points(ci[1])}" if ci else "no CI"
-
-
-def pct_ci(ci: list[float] | None) -> str:
-    """A rate's interval in percent: ``50.5-89.8%``."""
-    return ci_text([100 * ci[0], 100 * ci[1]], lambda v: f"{v:.1f}") + "%" if ci else "no CI"
 
 
 def score(items: list[dict], references: list, answers: list[dict], sampled: bool) -> Scores:
@@ -104,15 +89,17 @@ def failing(items: list[dict], references: list, scores: dict[str, Scores]) -> l
 
 
 def _rate_text(kind: str, rate: dict) -> str:
-    rate_pct = f"{100 * rate['rate']:.1f}%" if rate["rate"] is not None else "n/m"
-    text = f"{kind} {rate['passed']}/{rate['answers']} passed ({rate_pct}, 95% CI {pct_ci(rate['rate_ci95'])})"
+    text = (f"{kind} {rate['passed']}/{rate['answers']} passed ({pct(rate['rate']) or NOT_MEASURED}, 95% CI "
+            f"{pct_ci(rate['rate_ci95']) or 'no CI'})")
     if rate.get("pairs"):
-        text += (f", {_points(rate['difference'])} points vs the baseline's {100 * rate['baseline_rate']:.1f}% "
-                 f"(95% CI {points_ci(rate['difference_ci95'])})")
+        text += (f", {points(rate['difference']) or NOT_MEASURED} points vs the baseline's "
+                 f"{pct(rate['baseline_rate']) or NOT_MEASURED} "
+                 f"(95% CI {points_ci(rate['difference_ci95']) or 'no CI'})")
     return text
 
 
-def verdict(name: str, baseline: str | None, rates: dict[str, dict], compared: bool, limit_pct: float) -> str | None:
+def quality_state(name: str, baseline: str | None, rates: dict[str, dict], compared: bool,
+                  limit_pct: float) -> str | None:
     """Why ``name`` is not eligible; None when it is."""
     if name == baseline:
         return None
@@ -121,8 +108,8 @@ def verdict(name: str, baseline: str | None, rates: dict[str, dict], compared: b
     for kind, rate in rates.items():
         if rate.get("beyond_limit"):
             low, high = rate["difference_ci95"]
-            return (f"quality gate failed: {kind} pass rate {100 * rate['rate']:.1f}% vs the baseline's "
-                    f"{100 * rate['baseline_rate']:.1f}%, a drop of {-100 * rate['difference']:.1f} points (95% CI "
+            return (f"quality gate failed: {kind} pass rate {pct(rate['rate'])} vs the baseline's "
+                    f"{pct(rate['baseline_rate'])}, a drop of {-100 * rate['difference']:.1f} points (95% CI "
                     f"{-100 * high:.1f} to {-100 * low:.1f}) entirely beyond max_drop_pct {limit_pct:g}")
     return None
 
@@ -144,7 +131,7 @@ def variant_quality(name: str, baseline: str | None, doc: dict, references: list
         ids = {i: item["id"] for i, item in enumerate(items)}
         greedy_agreement = agreement([{**a, "prompt_id": ids[a["item"]]} for a in base_greedy],
                                      [{**a, "prompt_id": ids[a["item"]]} for a in doc["variants"][name]["greedy"]])
-    reason = verdict(name, baseline, rates, rates["greedy"].get("pairs", 0) > 0, limit)
+    reason = quality_state(name, baseline, rates, rates["greedy"].get("pairs", 0) > 0, limit)
     failed = failing(items, references, own)
     parts = [_rate_text(kind, rate) for kind, rate in rates.items()]
     if greedy_agreement is not None:

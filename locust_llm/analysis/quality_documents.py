@@ -49,9 +49,13 @@ class PairCounts(Doc):
     """The answers paired with the baseline's (same task; sampled: same task and seed), by who passed."""
 
     both: int = 0
+    """Pairs where both passed."""
     variant_only: int = 0
+    """Pairs where only the variant passed."""
     baseline_only: int = 0
+    """Pairs where only the baseline passed."""
     neither: int = 0
+    """Pairs where neither passed."""
 
 
 class PassRate(Doc):
@@ -102,6 +106,7 @@ class FailedAnswer(Doc):
 
 class VariantQuality(Doc):
     variant: str
+    """The variant."""
     answered: bool = False
     """Its server answered the task set."""
     agreement: Agreement | None = None
@@ -113,6 +118,7 @@ class VariantQuality(Doc):
     failing: list[FailedAnswer] = []
     """Answers that failed (the first ones; ``failing_total`` counts them all)."""
     failing_total: int = 0
+    """Every failed answer, greedy and sampled."""
     eligible: bool = True
     """May be recommended: the baseline, or a variant whose quality gate passed. Speed-ups, crossover,
     recommendations, sweep choices and cost use eligible variants only."""

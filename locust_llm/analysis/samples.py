@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["PAIR_KEY", "LevelSamples", "paired"]
+from .status import STATUSES
+
+__all__ = ["PAIR_KEY", "LevelSamples", "not_judged", "paired"]
 
 PAIR_KEY = ["worker", "step", "seq"]
 
@@ -48,11 +50,6 @@ class LevelSamples:
     def good_rates(self) -> np.ndarray:
         return np.concatenate(list(self.good_blocks.values())) if self.good_blocks else np.empty(0)
 
-    def not_judged(self, name: str) -> list[str]:
-        """The steps left out, one line per reason, under the variant's ``name``."""
-        return [f"{name} step {step}: {reason}" for step, (_, reasons) in sorted(self.excluded.items())
-                for reason in reasons]
-
     def values(self, column: str) -> np.ndarray:
         if column not in self.requests:
             return np.empty(0)
@@ -70,3 +67,13 @@ def paired(variant: LevelSamples, baseline: LevelSamples, column: str) -> tuple[
     if len(both) < 2:
         return None
     return both[f"{column}_v"].to_numpy(dtype=float), both[f"{column}_b"].to_numpy(dtype=float)
+
+
+def not_judged(*named: tuple[str, LevelSamples]) -> tuple[str | None, list[str]]:
+    """The most serious status among the steps left out of a level (None when none was), and one line per
+    reason under each variant's name, most serious first: a busy host must not hide behind a short step."""
+    entries = [(status, f"{name} step {step}: {reason}") for name, samples in named
+               for step, (status, reasons) in sorted(samples.excluded.items()) for reason in reasons]
+    entries.sort(key=lambda entry: STATUSES.index(entry[0]))
+    statuses = [status for _, samples in named for status, _ in samples.excluded.values()]
+    return min(statuses, key=STATUSES.index, default=None), [line for _, line in entries]

@@ -1,16 +1,19 @@
 """A sweep of one speculative setting (draft length k, or draft models) -> the best choice per level and the
 schedule that follows from it: "concurrency <= 2: k = 6; 4-8: k = 2; >= 16: off". Pure.
 
-A choice is made only from clean comparisons: the best value among those whose speed-up interval lies wholly
-above 1 ("clearly faster"); when none is, the level gets "off"; when no setting was measured cleanly at a level,
-the level is "not judged" and splits the schedule.
+The rule, per level: among the settings measured cleanly whose 95% speed-up interval lies wholly above 1
+("clearly faster"), the one with the highest point speed-up (not the highest k); a clearly faster runner-up
+whose interval reaches the chosen one's lower bound is named as within noise. "off" when no setting is clearly
+faster (an inconclusive level never picks one); "not judged" when no setting was measured cleanly, which splits
+the schedule; a setting that failed the quality gate is shown, never chosen.
 """
 
 from __future__ import annotations
 
 from ..fmt import lvl
 
-__all__ = ["NOT_ELIGIBLE", "OFF", "UNJUDGED", "choose", "schedule", "sweep_schedule", "vllm_schedule"]
+__all__ = ["NOT_ELIGIBLE", "OFF", "UNJUDGED", "choose", "schedule", "sweep_schedule", "sweep_stops",
+           "vllm_schedule"]
 
 OFF = "off"
 UNJUDGED = "not judged"
@@ -107,17 +110,38 @@ def vllm_schedule(ranges: list[dict]) -> dict | None:
             "num_speculative_tokens_per_batch_size": rows,
             "note": (f"batch sizes above {rows[-1][1]} were not measured cleanly; extend the last range to your "
                      "--max-num-seqs only after measuring there. Closed-loop concurrency is taken as the batch "
-                     "size (true while the server is not queueing). Dynamic SD needs vLLM >= 0.24 and its "
-                     "V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0).")}
+                     "size (true while the server is not queueing). Dynamic SD is documented in vLLM 0.25.0 and "
+                     "later (tested with Eagle, Eagle-3 and DFlash); with --data-parallel-size > 1 vLLM ignores "
+                     "it and keeps num_speculative_tokens; full CUDA graphs need Model Runner V2.")}
+
+
+def sweep_stops(sweep: dict, events: list[dict]) -> list[dict]:
+    """Where the sweep stopped climbing (the run's ``sweep_stopped`` events), in words: the level, the prompt
+    length of a context-axis stop, and every setting's live speed-up there."""
+    out = []
+    for event in events:
+        if event.get("kind") != "sweep_stopped" or event.get("sweep") != sweep["name"]:
+            continue
+        speedups = list(event.get("speedups") or [])
+        pairs = zip(sweep["values"], speedups) if len(speedups) == len(sweep["values"]) else \
+            ((None, v) for v in speedups)
+        each = ", ".join((f"{_label(value, sweep['label'])}: " if value is not None else "") +
+                         (f"{v:.2f}x" if isinstance(v, (int, float)) else "n/m") for value, v in pairs)
+        where = f"with {event['context']}-token prompts, " if event.get("context") else ""
+        out.append({"level": event.get("level"), "context": event.get("context"), "speedups": speedups,
+                    "text": f"{where}stopped after level {lvl(event.get('level'))}: every setting was clearly "
+                            f"slower than the baseline there (95% interval of the live output tok/s ratio below 1; "
+                            f"{each}), so higher levels were not measured"})
+    return out
 
 
 def sweep_schedule(sweep: dict, comparisons: list[dict], acceptance: dict[str, dict[float, dict | None]],
-                   blocked: set[str] = frozenset()) -> dict:
+                   blocked: set[str] = frozenset(), events: list[dict] = ()) -> dict:
     """``sweep``: ``{"name", "setting", "label", "values": [...], "variants": [...]}`` (variants in value order);
     ``comparisons``: the summary's comparisons; ``acceptance``: per variant and level the server's pooled
     acceptance; ``blocked``: variants that failed the quality gate (shown as ``not-eligible``, never chosen). Per
-    level every setting's speed-up and acceptance, the choice, and the schedule as text, as ranges and (draft
-    lengths) in vLLM's shape."""
+    level every setting's speed-up and acceptance, the choice, the schedule as text, as ranges and (draft
+    lengths) in vLLM's shape, and where the run stopped climbing (``events``: the run's events)."""
     by_variant = {c["variant"]: c for c in comparisons}
     levels: dict[float, list[dict]] = {}
     for value, variant in zip(sweep["values"], sweep["variants"]):
@@ -135,4 +159,5 @@ def sweep_schedule(sweep: dict, comparisons: list[dict], acceptance: dict[str, d
     return {"name": sweep["name"], "setting": sweep["setting"], "label": sweep["label"], "values": sweep["values"],
             "variants": sweep["variants"], "levels": rows, "ranges": ranges,
             "text": schedule_text(ranges, sweep["label"]),
-            "vllm": vllm_schedule(ranges) if sweep["label"] == "k" else None}
+            "vllm": vllm_schedule(ranges) if sweep["label"] == "k" else None,
+            "stopped": sweep_stops(sweep, list(events))}

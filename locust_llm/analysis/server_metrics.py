@@ -27,7 +27,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..telemetry.maps import CANONICAL, COUNTER, histogram_parts
+from ..telemetry.maps import CANONICAL, COUNTER, HISTOGRAM, canonical_of, histogram_parts
 from .steady import drift
 from .values import json_safe, to_float
 
@@ -40,6 +40,9 @@ SOURCE_PRIORITY = ("scrape", "prometheus", "nvml", "dcgm", "process")
 HISTOGRAM_FIGURES = {"ttft_ms": "ttft_seconds", "itl_ms": "itl_seconds", "tpot_ms": "tpot_seconds",
                      "e2e_ms": "e2e_seconds", "queue_ms": "queue_seconds", "prefill_ms": "prefill_seconds",
                      "decode_ms": "decode_seconds"}
+# Figures SGLang gives only as a stage of its per-stage histogram: (stage label, how it is measured).
+STAGE_FIGURES = {"prefill_ms": ("prefill_forward", 'SGLang per_stage_req_latency_seconds{stage="prefill_forward"}: '
+                                                   "from forward entry to the end of prefill, chunks included")}
 GPU_FIGURES = {"util": "gpu_util", "mem_used_mib": "gpu_mem_used_mib", "power_w": "gpu_power_w",
                "sm_clock_mhz": "gpu_sm_clock_mhz", "temp_c": "gpu_temp_c", "mem_copy_util": "gpu_mem_copy_util",
                "gr_engine_active": "gpu_gr_engine_active", "sm_active": "gpu_sm_active",
@@ -133,8 +136,9 @@ class VariantTelemetry:
         """``({group: delta}, None)`` or ``(None, reason)``; group is None unless the metric is grouped."""
         if not self.has(metric):
             return None, self.absent()
-        spec = CANONICAL.get(metric)
-        group_by = spec.group_by if spec is not None and spec.kind == COUNTER else None
+        found = canonical_of(metric)  # a histogram's _sum / _count groups as its histogram does
+        spec = found[1] if found else None
+        group_by = spec.group_by if spec is not None and spec.kind in (COUNTER, HISTOGRAM) else None
         out: dict = {}
         span: list[float] = []
         source_times = self.source_times(self.source_of[metric])
@@ -284,10 +288,31 @@ def _position_key(position: str):
         return (1, str(position))
 
 
+def _stage_delta(vt: VariantTelemetry, stage: str, t0: float, t1: float) -> tuple[float | None, float | None, str]:
+    """Δsum and Δcount of one stage of SGLang's per-stage histogram (the other stages left out)."""
+    sums, r_sum = vt.counter_delta("stage_seconds_sum", t0, t1)
+    counts, r_count = vt.counter_delta("stage_seconds_count", t0, t1)
+    if sums is None or counts is None:
+        return None, None, r_sum or r_count
+    if stage not in counts:
+        return None, None, f"no {stage} stage in the per-stage histogram"
+    return sums.get(stage, 0.0), counts[stage], ""
+
+
 def histograms(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dict:
     out = {}
     for figure, metric in HISTOGRAM_FIGURES.items():
         sum_name, count_name = histogram_parts(metric)
+        if figure in STAGE_FIGURES and not vt.has(sum_name) and vt.has("stage_seconds_sum"):
+            stage, note = STAGE_FIGURES[figure]
+            total, count, reason = _stage_delta(vt, stage, t0, t1)
+            if total is None:
+                missing.append({"figure": f"server_latency.{figure}", "reason": reason})
+            elif count <= 0:
+                missing.append({"figure": f"server_latency.{figure}", "reason": "no observations in the window"})
+            else:
+                out[figure] = {"mean": 1000.0 * total / count, "n": round(count), "note": note}
+            continue
         total, r_sum = vt.total_delta(sum_name, t0, t1)
         count, r_count = vt.total_delta(count_name, t0, t1)
         if total is None or count is None:

@@ -7,7 +7,9 @@ tok/s, goodput) and ``baseline / variant`` for lower-is-better ones (TPOT, TTFT,
 
 A step, as used by :func:`crossover_level` and :func:`recommendation`, is a dict with ``level`` and a speed-up
 ``{"value": float, "ci95": [lo, hi] | None}``, either under the key ``speedup`` or at the top level
-(``{"level": 4, "value": 1.3, "ci95": [1.2, 1.4]}``). Pure functions; no Locust imports.
+(``{"level": 4, "value": 1.3, "ci95": [1.2, 1.4]}``). A step may carry its verdict as ``state`` (an open-loop
+level is judged on several figures, ``comparison.open_loop_verdict``) and, as ``basis``, the name of the figure
+its speed-up shows when that is not the headline. Pure functions; no Locust imports.
 """
 
 from __future__ import annotations
@@ -102,17 +104,23 @@ def crossover_level(steps: list[dict]) -> float | None:
     """The first level, in ascending order, whose speed-up CI upper bound is below 1; None if there is none.
 
     Steps without a CI (too few samples) never qualify: a crossover is a claim that the variant is slower,
-    and it needs evidence.
+    and it needs evidence. A step that carries its verdict (``state``) is judged by it.
     """
     for step in _sorted(steps):
-        ci = _ci(step)
-        if ci is not None and ci[1] < 1.0:
+        if speedup_state(step) == "worse":
             return step["level"]
     return None
 
 
 def speedup_state(step: Mapping) -> str:
-    """``"better"`` (CI lower bound > 1), ``"worse"`` (CI upper bound < 1) or ``"unclear"`` (spans 1 / no CI)."""
+    """``"better"`` (CI lower bound > 1), ``"worse"`` (CI upper bound < 1) or ``"unclear"`` (spans 1 / no CI);
+    a step's own verdict (``state``) when it carries one."""
+    if step.get("state") in ("better", "worse", "unclear"):
+        return step["state"]
+    return _ci_state(step)
+
+
+def _ci_state(step: Mapping) -> str:
     ci = _ci(step)
     if ci is None:
         return "unclear"
@@ -123,13 +131,25 @@ def speedup_state(step: Mapping) -> str:
     return "unclear"
 
 
+def _unclear_why(steps: list[dict]) -> str:
+    """Why levels show no clear difference: their CIs include 1, or (a verdict on several figures) not every
+    figure the verdict reads is clear."""
+    return "CIs include 1x" if all(_ci_state(s) == "unclear" for s in steps) else \
+        "not clear on every figure the verdict reads"
+
+
 def _levels(steps: list[dict]) -> str:
     return ", ".join(lvl(s["level"]) for s in steps)
 
 
+def _named(step: Mapping) -> str:
+    """The speed-up, with the figure it is of when that is not the comparison's headline (``basis``)."""
+    return speedup(_value(step)) + (f" {step['basis']}" if step.get("basis") else "")
+
+
 def _with_ci(step: Mapping) -> str:
     ci = _ci(step)
-    text = speedup(_value(step))
+    text = _named(step)
     return f"{text}, CI {ci_text(ci, _bare)}" if ci else f"{text}, no CI"
 
 
@@ -140,9 +160,9 @@ def _bare(value: float) -> str:
 def _at(steps: list[dict]) -> str:
     """``"2.0x at 1, 1.3x at 4"`` for the first and last of ``steps`` (one entry if they coincide)."""
     first, last = steps[0], steps[-1]
-    parts = [f"{speedup(_value(first))} at {lvl(first['level'])}"]
+    parts = [f"{_named(first)} at {lvl(first['level'])}"]
     if last is not first:
-        parts.append(f"{speedup(_value(last))} at {lvl(last['level'])}")
+        parts.append(f"{_named(last)} at {lvl(last['level'])}")
     return ", ".join(parts)
 
 
@@ -191,7 +211,7 @@ def recommendation(variant: str, baseline: str, steps: list[dict], crossover: fl
             parts.append(f"disable {variant} from {lvl(xo['level'])} {unit} ({_with_ci(xo)})")
             if before:
                 parts.append(f"no clear difference from {baseline} below that (at {_levels(before)}; "
-                             f"CIs include 1x)")
+                             f"{_unclear_why(before)})")
         again = [s for s in after if speedup_state(s) == "better"]
         if again:
             parts.append(f"note: faster again at {_levels(again)} ({_at(again)}), the curve is not monotone; "
@@ -202,9 +222,11 @@ def recommendation(variant: str, baseline: str, steps: list[dict], crossover: fl
         if not unclear:
             return f"enable {variant} at every level tested, up to {lvl(steps[-1]['level'])} {unit} ({_at(better)})"
         parts.append(f"enable {variant} up to {lvl(better[-1]['level'])} {unit} ({_at(better)})")
-        parts.append(f"no clear difference at {_levels(unclear)} (CIs include 1x)")
+        parts.append(f"no clear difference at {_levels(unclear)} ({_unclear_why(unclear)})")
         return "; ".join(parts)
 
     values = [_value(s) for s in steps]
+    why = "every 95% CI includes 1x" if all(_ci_state(s) == "unclear" for s in steps) else \
+        "no level clear on every figure the verdict reads"
     return (f"inconclusive: {variant} is neither clearly faster nor slower than {baseline} at any level tested "
-            f"({span}; speed-up {speedup(min(values))} to {speedup(max(values))}, every 95% CI includes 1x)")
+            f"({span}; speed-up {speedup(min(values))} to {speedup(max(values))}, {why})")

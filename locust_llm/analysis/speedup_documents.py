@@ -9,7 +9,8 @@ from typing import Any
 
 from .server_documents import Doc, Interval
 
-__all__ = ["ContextLevel", "LevelAcceptance", "LevelBreakdown", "Phases", "Ratio", "SweepSchedule"]
+__all__ = ["ContextLevel", "LevelAcceptance", "LevelBreakdown", "Phases", "Ratio", "RequestAcceptance",
+           "SweepSchedule"]
 
 
 class Ratio(Doc):
@@ -39,19 +40,30 @@ class Phases(Doc):
     statistic: str
     """median (per-request timings) or mean (histogram sum / count over the window)."""
     queue_ms: float | None = None
+    """Time waiting in the server's queue, ms (null: per-request timings, which have no queue time, or not
+    exported)."""
     prefill_ms: float | None = None
+    """Prompt processing time, ms."""
     decode_ms: float | None = None
+    """Generation time after the first token, ms."""
     outside_ms: float | None = None
     """Client E2E minus the server's time: network, client, and (llama.cpp) waiting for a slot."""
     e2e_ms: float | None = None
     """Client E2E, same statistic."""
     n: int = 0
+    """Requests behind the figures: those with server timings (per-request), or those with a client E2E
+    (histograms)."""
     note: str | None = None
+    """A caveat on the figures: llama.cpp has no queue time; no server E2E, so no outside_ms; a phase estimated
+    from the server's TTFT histogram (SGLang: decode = E2E - TTFT; without its per-stage histogram, prefill = TTFT
+    - queue)."""
 
 
 class LevelBreakdown(Doc):
     baseline: Phases | None = None
+    """The baseline's phases at this level (null: neither source measured them)."""
     variant: Phases | None = None
+    """The variant's phases at this level (null: neither source measured them)."""
     words: str
     """Which phase changed, and who gains (from TPOT P50 and TTFT P50 speed-ups and the phases)."""
 
@@ -66,28 +78,58 @@ class LevelAcceptance(Doc):
     per_position: list[float] = []
     """Share of drafts whose token at position i was accepted."""
     drafts: int = 0
+    """Drafts (verification steps with draft tokens) the server counted over those steps, summed."""
+
+
+class RequestAcceptance(Doc):
+    """Acceptance from the responses of a level's clean requests, one request as the unit
+    (``analysis.acceptance``)."""
+
+    rate: float | None = None
+    """Accepted / drafted tokens summed over the requests (llama.cpp's per-request timings; null without them)."""
+    rate_ci95: Interval = None
+    """95% percentile bootstrap over requests (tokens of one request or draft are not independent, so not a
+    binomial interval over tokens); null with fewer than 2 requests."""
+    mean_length: float | None = None
+    """Tokens per target forward pass after the first token: from the timings sum(n - 1) / sum(n - 1 - accepted),
+    else tokens after the first chunk / chunks after the first (engines sending one chunk per step). Counts the
+    passes that drafted nothing, unlike the server's 1 + accepted / drafts."""
+    mean_length_ci95: Interval = None
+    """95% percentile bootstrap over requests."""
+    requests: int = 0
+    """Requests the figures pool."""
+    source: str
+    """Per-request timings, or tokens per chunk."""
 
 
 class SweepCandidate(Doc):
     value: Any
     """The swept setting's value (a draft length, a draft model)."""
     variant: str
+    """The expanded variant that ran this value."""
     status: str
+    """The comparison's status at this level (clean, inconclusive, ...), or not-eligible when the variant failed
+    the quality gate."""
     speedup: Ratio
     """Output tok/s, this setting / the baseline."""
     acceptance: LevelAcceptance | None = None
+    """The server's acceptance over the variant's clean steps at this level (null: not reported)."""
 
 
 class SweepLevel(Doc):
     level: float
+    """Load level (users, or offered req/s in open loop)."""
     choice: Any
-    """The best setting clearly faster than the baseline, "off" when none is, "not judged" when none was
-    measured cleanly."""
+    """Among the settings measured cleanly whose speed-up CI lies wholly above 1, the one with the highest point
+    speed-up (not the highest k); "off" when none is, "not judged" when none was measured cleanly."""
     speedup: Ratio | None = None
+    """The chosen setting's output tok/s speed-up (null: no setting chosen)."""
     all_slower: bool = False
     """Every setting clearly slower than the baseline (where the sweep stops early)."""
     why: str
+    """Why this choice, in words."""
     candidates: list[SweepCandidate] = []
+    """Every setting measured at this level, in value order."""
 
 
 class ScheduleRange(Doc):
@@ -96,6 +138,21 @@ class ScheduleRange(Doc):
     high: float
     """Last measured level of the range."""
     choice: Any
+    """The setting chosen over the range: a value, "off" or "not judged"."""
+
+
+class SweepStop(Doc):
+    """A ``sweep_stopped`` run event: interleaved runs stop measuring a sweep at higher levels once every setting
+    is clearly slower than the baseline at a level (live per-second output tok/s, the analysis's interval)."""
+
+    level: float | None = None
+    """The last level measured."""
+    context: int | None = None
+    """Prompt tokens of a context-axis stop (null: the ladder)."""
+    speedups: list[float | None] = []
+    """Every setting's live output tok/s speed-up there, in value order."""
+    text: str
+    """The stop in words."""
 
 
 class SweepSchedule(Doc):
@@ -106,25 +163,37 @@ class SweepSchedule(Doc):
     setting: str
     """The swept setting (n_max, num_speculative_tokens, a draft model key)."""
     label: str
+    """How the schedule names the setting: ``k`` for a draft length, else the setting's key."""
     values: list[Any]
+    """The swept values, in the scenario's order."""
     variants: list[str]
+    """The variants the sweep expanded into, one per value, in the same order."""
     levels: list[SweepLevel] = []
+    """Per compared level, ascending: every setting and the choice."""
     ranges: list[ScheduleRange] = []
+    """Consecutive levels with the same choice merged."""
     text: str
     """"concurrency <= 2: k = 6; 4-8: k = 2; >= 16: off"."""
     vllm: dict[str, Any] | None = None
     """The schedule as vLLM's Dynamic SD ``--speculative-config`` keys, with a note on its limits."""
+    stopped: list[SweepStop] = []
+    """Where the run stopped climbing because every setting was clearly slower (empty: it never did)."""
 
 
 class ContextLevel(Doc):
     """One variant at one level of a context length (its clean steps pooled)."""
 
     level: float
+    """Load level (users, or offered req/s in open loop)."""
     clean: bool
     """False when no step of this level was measured cleanly (the figures are then empty)."""
     requests: int = 0
+    """Requests sent in the steady windows of the clean steps, failed ones included."""
     ttft_p50_ms: float | None = None
+    """Median time to first token over the successful ones, ms: from the actual send (closed loop) or from the
+    intended send time (open loop, TTFT_sched)."""
     tpot_p50_ms: float | None = None
+    """Median time per output token after the first over the successful ones, ms."""
     decode_tps: float | None = None
     """Mean per-request decode tok/s."""
     e2e_tps: float | None = None
@@ -132,5 +201,8 @@ class ContextLevel(Doc):
     output_tps: float | None = None
     """Aggregate output tok/s."""
     acceptance_server: LevelAcceptance | None = None
-    acceptance_client: float | None = None
-    """Accepted / drafted tokens from the per-request timings."""
+    """The server's acceptance over the clean steps, pooled by drafts (null: not reported). Point values: the
+    counters are window totals, with no per-request split to resample."""
+    acceptance_client: RequestAcceptance | None = None
+    """Acceptance from the responses, with intervals over requests (null: no clean step, or the responses say
+    nothing about drafting and carry no per-chunk token split)."""

@@ -103,11 +103,21 @@ def _insufficient(step: dict, load: dict) -> str | None:
     if completed >= need_requests and step.get("output_tokens", 0) >= need_tokens:
         return None
     e2e = (step.get("e2e_ms") or {}).get("p50")
-    took = f"requests took {e2e / 1000:.1f} s each, so " if e2e else ""
     extended = f" (extended by {step['extended_s']:g} s)" if step.get("extended_s") else ""
-    return (f"{took}the {window:.0f} s window{extended} saw {completed} completed requests and "
-            f"{step.get('output_tokens', 0)} output tokens (at least {need_requests} and {need_tokens} needed): "
-            "make the step longer or allow load.max_extend_s")
+    if completed > 0:
+        seen = (f"{'requests took ' + format(e2e / 1000, '.1f') + ' s each, so ' if e2e else ''}the {window:.0f} s "
+                f"window{extended} saw {completed} completed requests and {step.get('output_tokens', 0)} output "
+                "tokens")
+    else:  # nothing completed: there is no request time to quote, only what was sent and what failed
+        seen = (f"none of the {step.get('requests', 0)} requests sent in the {window:.0f} s window{extended} "
+                f"completed ({step.get('errors', 0)} failed)")
+    if step.get("extended_s"):
+        fix = "the extension ran out: make the step longer or raise load.max_extend_s"
+    elif load.get("max_extend_s"):
+        fix = "make the step longer"
+    else:
+        fix = "make the step longer or allow load.max_extend_s"
+    return f"{seen} (at least {need_requests} and {need_tokens} needed): {fix}"
 
 
 def flag_anomalies(steps: list[dict]) -> None:

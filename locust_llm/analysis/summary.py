@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..rundir.load import RunData
 from ..scenario import CostSpec
+from .acceptance import request_acceptance
 from .agreement import agreement
 from .breakdown import add_breakdowns, level_acceptance
 from .cost import cost_summary
@@ -21,7 +22,7 @@ from .documents import Summary
 from .errors import error_samples
 from .gates import gates_of
 from .images import image_overhead
-from .metrics import APPROXIMATE_SOURCES, Chunks, request_metrics
+from .metrics import APPROXIMATE_SOURCES, Chunks, chunk_split, request_metrics
 from .quality import mark_not_eligible, not_eligible, quality_summary
 from .probes import probe_summary
 from .comparison import comparison, latency_keys
@@ -83,6 +84,7 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     failed = sent["error_class"].notna()
     ok_rows = sent[~failed]
     chunks = Chunks.of(ok_rows, run.lists)
+    derived = derived.join(chunk_split(ok_rows, chunks))
     itl, itl_weights = chunks.itl_ms()
     rates = rate_samples(*window_arrivals(run, frame, start, end), start, end, RATE_BIN_S)
     good = good_requests(sent, derived, slo, mode)
@@ -226,9 +228,9 @@ def analyse(run: RunData) -> Analysed:
 
 
 def sweep_schedules(sweeps: dict[str, dict], comparisons: list[dict], variants: dict[str, dict],
-                    blocked: dict[str, str]) -> list[dict]:
-    """Per swept setting, the best value per level and the schedule (the sweeps measured against a baseline);
-    settings that are not eligible (``blocked``) are never chosen."""
+                    blocked: dict[str, str], events: list[dict]) -> list[dict]:
+    """Per swept setting, the best value per level, the schedule and where the run stopped climbing (the sweeps
+    measured against a baseline); settings that are not eligible (``blocked``) are never chosen."""
     out = []
     for name, sweep in sweeps.items():
         measured = [v for v in sweep["variants"] if v in variants]
@@ -237,7 +239,7 @@ def sweep_schedules(sweeps: dict[str, dict], comparisons: list[dict], variants: 
         acceptance = {v: {level: level_acceptance([s for s in variants[v]["steps"] if s["level"] == level
                                                    and s.get("context") is None])
                           for level in {s["level"] for s in variants[v]["steps"]}} for v in measured}
-        out.append(sweep_schedule({"name": name, **sweep}, comparisons, acceptance, set(blocked)))
+        out.append(sweep_schedule({"name": name, **sweep}, comparisons, acceptance, set(blocked), events))
     return out
 
 
@@ -253,7 +255,7 @@ def context_comparisons(baseline: str | None, contexts: dict[int, Samples], vari
         own = None if comparisons is not None else context  # the ladder's steps carry no context
         figures = {name: [context_figures(level, by_level[level],
                                           [s for s in variants[name]["steps"] if s.get("context") == own
-                                           and s["level"] == level])
+                                           and s["level"] == level], modes[name])
                           for level in sorted(by_level)] for name, by_level in by_variant.items()}
         if comparisons is None:
             comparisons = [comparison(baseline, name, by_variant[baseline], by_variant[name], modes[name])
@@ -271,19 +273,18 @@ def ladder_point(run: RunData, samples: Samples, comparisons: list[dict]) -> tup
     return int(load["prompt_tokens"]), samples, comparisons
 
 
-def context_figures(level: float, samples: LevelSamples, steps: list[dict]) -> dict:
+def context_figures(level: float, samples: LevelSamples, steps: list[dict], mode: str = "closed") -> dict:
     """One variant at one level of a context length: latency medians and speeds over its clean requests, and
-    acceptance from the server (pooled over its clean steps) and from the client's per-request timings."""
+    acceptance from the server (pooled over its clean steps) and from the responses (``analysis.acceptance``:
+    intervals by resampling requests)."""
     clean = [s for s in steps if s["status"] == "clean"]
-    drafted = sum((s.get("acceptance_client") or {}).get("draft_tokens", 0) for s in clean)
-    accepted = sum((s.get("acceptance_client") or {}).get("accepted_tokens", 0) for s in clean)
     return {"level": level, "clean": samples.clean, "requests": int(len(samples.requests)),
-            "ttft_p50_ms": percentile_of(samples.values("ttft_ms"), 50),
+            "ttft_p50_ms": percentile_of(samples.values(latency_keys(mode)["ttft"]), 50),
             "tpot_p50_ms": percentile_of(samples.values("tpot_ms"), 50),
             "decode_tps": mean_of(samples.values("decode_tps")), "e2e_tps": mean_of(samples.values("e2e_tps")),
             "output_tps": float(samples.token_rates.mean()) if samples.clean else None,
             "acceptance_server": level_acceptance(clean),
-            "acceptance_client": accepted / drafted if drafted else None}
+            "acceptance_client": request_acceptance(samples) if samples.clean else None}
 
 
 def build_summary(run: RunData) -> Summary:
@@ -305,7 +306,8 @@ def build_summary(run: RunData) -> Summary:
                        for name in samples if name != baseline]
         add_breakdowns(comparisons, variants, samples)
         mark_not_eligible(comparisons, blocked)
-    schedules = sweep_schedules((run.env.get("scenario") or {}).get("sweeps") or {}, comparisons, variants, blocked)
+    schedules = sweep_schedules((run.env.get("scenario") or {}).get("sweeps") or {}, comparisons, variants, blocked,
+                                run.events)
     axis = context_comparisons(baseline, contexts, variants, modes, ladder_point(run, samples, comparisons))
     for point in axis:
         if not point["ladder"]:  # the ladder's comparisons are marked already

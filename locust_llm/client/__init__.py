@@ -5,3 +5,5 @@ pure. ``http`` (the requests session, imported after Locust so gevent has patche
 stamped streaming request -> ``RequestRecord``) and ``greedy`` (fixed greedy prompts) do I/O: import the
 module you need; this package imports nothing on its own, so pure callers never pull in Locust.
 """
+
+__all__: list[str] = []  # a namespace: import its modules, nothing is re-exported here

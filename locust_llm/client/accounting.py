@@ -7,9 +7,12 @@ has ended, so none of it delays a timestamp. Token counts come from, in this ord
 * ``token_ids``: token lists per chunk;
 * ``server_events`` / ``server_events+usage``: llama.cpp's one event per token, checked against its final usage
   (a stream cut short keeps the tokens it delivered);
+* ``usage_below_events``: llama.cpp-style events, but the final usage is lower than their number: the server's
+  total is kept, split over the events by their text length (which events carried no token is unknown);
 * ``usage+text_share``: only a final total: the total is exact, its split over chunks follows their text length
   (approximate per chunk) until a tokenizer refines it to ``usage+tokenizer``;
-* ``tokenizer``: no usage at all: counted by the server's ``/tokenize`` or a local tokenizer after the stream;
+* ``tokenizer``: no usage at all: the server's ``/tokenize`` or a local tokenizer counts the whole text after the
+  stream (the total), and each chunk's text (the split);
 * ``unknown``: no usage and no tokenizer: times are known, counts are not.
 
 Server-supplied values that cannot be right (a finish reason that is not text, a count that is not a
@@ -141,6 +144,9 @@ def count_tokens(events: list[Event], llamacpp: bool = False,
             last = max(i for i, c in enumerate(one_per_event) if c)
             one_per_event[last] += final_total - events_total
             return one_per_event, "server_events+usage", final_total
+        if final_total is not None and final_total < events_total:
+            # Fewer tokens than text events: the server's total is what it generated; no event count is negative.
+            return apportion(final_total, [len(t) for t in texts]), "usage_below_events", final_total
         return one_per_event, "server_events", final_total
     if final_total is not None:
         return apportion(final_total, [len(t) for t in texts]), "usage+text_share", final_total
@@ -156,15 +162,17 @@ class Split:
     total: int | None  # the server's final total, when it gave one
 
     def apply(self, count: Callable[[str], int]) -> None:
-        """Count each chunk's text; with a server total, the total stays exact and the counts set the split."""
+        """Count each chunk's text to set the split; the total is the server's when it gave one, else the count of
+        the whole text (a word cut between chunks, or a tokenizer's leading space, makes per-chunk counts not add
+        up to it)."""
         counts = [count(t) if t else 0 for t in self.texts]
         record = self.record
         if self.total is not None:
             record.chunk_tokens = apportion(self.total, counts)
             record.token_source = "usage+tokenizer"
         else:
-            record.chunk_tokens = counts
-            record.output_tokens = sum(counts)
+            record.chunk_tokens = apportion(count("".join(self.texts)), counts)
+            record.output_tokens = sum(record.chunk_tokens)
             record.token_source = "tokenizer"
             if record.error_class == ErrorClass.EMPTY and record.output_tokens:
                 record.error_class = record.error_message = None

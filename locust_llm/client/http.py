@@ -14,12 +14,21 @@ from .engines import auth_headers
 __all__ = ["requests", "session"]
 
 
+def _with_key(request: requests.PreparedRequest) -> requests.PreparedRequest:
+    request.headers.update(auth_headers())
+    return request
+
+
 def session(pool_size: int = 16, verify_tls: bool = True) -> requests.Session:
-    """No retries behind our back, no gzip (it would batch chunks), the API key on every request."""
+    """No retries behind our back, no gzip (it would batch chunks), the API key on every request.
+
+    The key is set as the session's auth: otherwise requests would replace it with Basic auth from a password in
+    the URL (``--host http://user:pass@...``) or from ``~/.netrc``; the streams send neither, nor does this."""
     s = requests.Session()
+    s.auth = _with_key
     adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
     s.mount("http://", adapter)
     s.mount("https://", adapter)
     s.verify = verify_tls
-    s.headers.update({"Accept-Encoding": "identity", **auth_headers()})
+    s.headers.update({"Accept-Encoding": "identity"})
     return s

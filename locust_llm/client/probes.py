@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import gevent
 import gevent.pool
 
-from ..probes import ProbeResult
+from ..probespec import ProbeResult
 from ..records import now
 from ..workload import TokenCounter, WorkloadError
 from ..workload.generate import Generator, Measure

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..analysis.documents import RunComparison, Summary, Verdict
-from ..fmt import lvl, ms
+from ..fmt import lvl, ms, times
 from .probes import probe_lines
 from .scaleout import scale_out_lines
 from .soak import soak_lines
@@ -13,16 +13,20 @@ __all__ = ["comparison_table", "verdict_table"]
 
 def verdict_table(summary: Summary, verdict: Verdict) -> str:
     """The compact table a headless run prints at its end."""
+    # Open loop: TTFT from the intended send time, as the summary's headline (a late send is the client's queue).
+    sched = any(s.mode == "open" for entry in summary.variants.values() for s in entry.steps)
+    ttft_head, width = ("TTFT_sched p50", 14) if sched else ("TTFT p50", 9)
     lines = [f"locust-llm verdict for run {summary.run_id}: exit code {verdict.exit_code}",
-             f"{'variant':<16} {'level':>6} {'step':>4} {'req':>6} {'err%':>6} {'TTFT p50':>9} {'TPOT p50':>9} "
+             f"{'variant':<16} {'level':>6} {'step':>4} {'req':>6} {'err%':>6} {ttft_head:>{width}} {'TPOT p50':>9} "
              f"{'out tok/s':>10}  status"]
     for variant, entry in summary.variants.items():
         for s in entry.steps:
             err = f"{100 * s.error_rate:.1f}" if s.error_rate is not None else "-"
             tps = f"{s.output_tps:.1f}" if s.output_tps else "-"
             level = lvl(s.level) + (f"@{s.context}" if s.context else "")  # "1@3072": level 1, 3072-token prompts
+            ttft = s.ttft_sched_ms if s.mode == "open" else s.ttft_ms
             lines.append(f"{variant:<16} {level:>6} {s.step:>4} {s.requests:>6} {err:>6} "
-                         f"{ms(s.ttft_ms.p50 if s.ttft_ms else None):>9} "
+                         f"{ms(ttft.p50 if ttft else None):>{width}} "
                          f"{ms(s.tpot_ms.p50 if s.tpot_ms else None):>9} {tps:>10}  {s.status}"
                          + (" (anomaly)" if s.anomaly else ""))
     for comparison in summary.comparisons:
@@ -33,7 +37,7 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
     for sweep in summary.schedules:
         lines.append(f"sweep {sweep.name} ({sweep.setting}): {sweep.text or 'no level judged'}")
     for context in summary.contexts:
-        speeds = ", ".join(f"{lvl(s.level)} {s.output_tps_speedup.value:.2f}x" if s.output_tps_speedup.value
+        speeds = ", ".join(f"{lvl(s.level)} {times(s.output_tps_speedup.value)}" if s.output_tps_speedup.value
                            else f"{lvl(s.level)} {s.status}" for c in context.comparisons for s in c.steps)
         lines.append(f"{context.context_tokens}-token prompts: {speeds or 'no comparison'}")
     if summary.cost is not None:

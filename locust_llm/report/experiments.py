@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from ..analysis.speedup import speedup_state
-from ..fmt import ci_text, lvl, num, pct, times
+from ..fmt import ci_text, lvl, num, pct, pct_ci, times
 from . import charts
 from .charts import PALETTE, HLine, Series
 from .view import RunView
@@ -24,7 +24,7 @@ def _speed(ratio) -> dict:
 
 def sweeps(view: RunView) -> list[dict]:
     """Per sweep: a table level x setting of speed-ups (the chosen one marked), acceptance per position, the
-    schedule in words and in vLLM's shape."""
+    schedule in words and in vLLM's shape, and where the run stopped climbing."""
     out = []
     for sweep in view.summary.schedules:
         rows, acceptance = [], []
@@ -45,7 +45,7 @@ def sweeps(view: RunView) -> list[dict]:
                     "values": [str(v) for v in sweep.values], "rows": rows, "acceptance": acceptance,
                     "text": sweep.text, "vllm": json.dumps(
                         {k: v for k, v in sweep.vllm.items() if k != "note"}) if sweep.vllm else None,
-                    "vllm_note": (sweep.vllm or {}).get("note")})
+                    "vllm_note": (sweep.vllm or {}).get("note"), "stopped": [st.text for st in sweep.stopped]})
     return out
 
 
@@ -80,13 +80,17 @@ def contexts(view: RunView) -> list[dict]:
         for name, levels in ctx.variants.items():
             for f in levels:
                 step = speed.get((name, f.level))
-                srv = f.acceptance_server
+                srv, cli = f.acceptance_server, f.acceptance_client
                 rows.append({"variant": name, "level": lvl(f.level), "clean": f.clean, "requests": f.requests,
                              "ttft": num(f.ttft_p50_ms), "tpot": num(f.tpot_p50_ms), "decode": num(f.decode_tps),
                              "e2e": num(f.e2e_tps), "output": num(f.output_tps),
                              "acc_server": pct(srv.rate) if srv else None,
                              "mean_length": num(srv.mean_length) if srv else None,
-                             "acc_client": pct(f.acceptance_client),
+                             "acc_client": pct(cli.rate) if cli else None,
+                             "acc_client_ci": pct_ci(cli.rate_ci95) if cli else None,
+                             "length_client": num(cli.mean_length) if cli else None,
+                             "length_client_ci": ci_text(cli.mean_length_ci95) if cli else None,
+                             "client_source": cli.source if cli else None,
                              "speedup": _speed(step.output_tps_speedup) if step else None,
                              "status": step.status if step else None})
         out.append({"context": ctx.context_tokens, "ladder": ctx.ladder,
@@ -102,6 +106,7 @@ def context_charts(view: RunView) -> dict:
     keys = sorted({(c.variant, s.level) for ctx in view.summary.contexts for c in ctx.comparisons for s in c.steps})
     for i, (variant, level) in enumerate(keys):
         xs, ys, lo, hi, acc = [], [], [], [], []
+        cli, cli_lo, cli_hi = [], [], []
         for ctx in view.summary.contexts:
             step = next((s for c in ctx.comparisons if c.variant == variant for s in c.steps if s.level == level),
                         None)
@@ -113,10 +118,16 @@ def context_charts(view: RunView) -> dict:
             hi.append(ratio.ci95[1] if ratio and ratio.ci95 else None)
             srv = level_fig.acceptance_server if level_fig else None
             acc.append(srv.rate if srv else None)
+            rq = level_fig.acceptance_client if level_fig else None
+            cli.append(rq.rate if rq else None)
+            cli_lo.append(rq.rate_ci95[0] if rq and rq.rate_ci95 else None)
+            cli_hi.append(rq.rate_ci95[1] if rq and rq.rate_ci95 else None)
         color = PALETTE[(i + 1) % len(PALETTE)]
         name = f"{variant} at {lvl(level)}"
         speed.append(Series(name, xs, ys, lo=lo, hi=hi, color=color))
-        accept.append(Series(name, xs, acc, color=color))
+        accept.append(Series(f"{name} (server)", xs, acc, color=color))
+        if any(v is not None for v in cli):
+            accept.append(Series(f"{name} (requests)", xs, cli, lo=cli_lo, hi=cli_hi, color=color, dash="4 3"))
     x_label = "prompt tokens"
     return {
         "context_speedup": {
@@ -129,10 +140,11 @@ def context_charts(view: RunView) -> dict:
                                      empty_note="no level measured cleanly on both sides")},
         "context_acceptance": {
             "title": "Acceptance vs prompt length",
-            "caption": "Accepted / drafted tokens from the server's counters over each level's clean steps.",
+            "caption": "Accepted / drafted tokens per prompt length: solid, the server's counters over each level's "
+                       "clean steps; dashed, the per-request timings with a 95% interval over requests.",
             "svg": charts.line_chart(accept, title="Acceptance vs prompt length", x_label=x_label,
-                                     y_label="accepted / drafted (server)", log2_x=True, y_max=1.0,
-                                     empty_note="no server acceptance counters")},
+                                     y_label="accepted / drafted", log2_x=True, y_max=1.0,
+                                     empty_note="no acceptance from the server or the responses")},
     }
 
 

@@ -3,8 +3,7 @@ difference from the baseline, greedy agreement task by task, eligibility, and th
 
 from __future__ import annotations
 
-from ..analysis.quality import pct_ci, points_ci
-from ..fmt import pct
+from ..fmt import pct, pct_ci, points, points_ci
 from .view import RunView
 
 __all__ = ["quality"]
@@ -14,9 +13,9 @@ def _rate(rate) -> dict | None:
     if rate is None:
         return None
     return {"rate": pct(rate.rate), "passed": rate.passed, "answers": rate.answers, "errors": rate.errors,
-            "ci": pct_ci(rate.rate_ci95), "pairs": rate.pairs,
-            "difference": f"{100 * rate.difference:+.1f} points" if rate.difference is not None else None,
-            "difference_ci": points_ci(rate.difference_ci95) if rate.difference_ci95 else None,
+            "ci": pct_ci(rate.rate_ci95) or "no CI", "pairs": rate.pairs,
+            "difference": f"{points(rate.difference)} points" if rate.difference is not None else None,
+            "difference_ci": points_ci(rate.difference_ci95),
             "beyond": rate.beyond_limit}
 
 

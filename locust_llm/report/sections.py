@@ -10,7 +10,7 @@ import time
 from ..analysis.errors import MESSAGE_MAX, clip
 from ..analysis.quality import not_eligible
 from ..analysis.speedup import speedup_state
-from ..fmt import ci_text, lvl, num, ok, pct, times
+from ..fmt import ci_text, lvl, num, ok, pct, points, times
 from .texts import EXIT_MEANINGS
 from .view import RunView, command_text, flags_text, level_name, unit_of
 
@@ -69,11 +69,14 @@ def headline(view: RunView) -> dict:
         judged = [s for s in steps if s.status in ("clean", "inconclusive")]
         low = judged[0] if judged else None
         speed = getattr(low, f"{comp.metric}_speedup", None) if low else None
-        state = speedup_state(speed.model_dump()) if speed and low.status == "clean" else "unclear"
+        # A level's verdict (open loop: latency and goodput together), or the speed-up's own CI in older runs.
+        state = (low.verdict or speedup_state(speed.model_dump())) if speed and low.status == "clean" else "unclear"
         crossover = comp.crossover_level
         if ok(crossover):
+            why = next((s.verdict_basis for s in steps if s.level == crossover and s.verdict_basis), None)
+            why = why if view.mode == "open" and why else "speed-up CI entirely below 1"  # open: which figure
             crossover_text = (f"crossover at {lvl(crossover)} {unit_of(view.mode, crossover != 1)}: from there "
-                              f"{comp.variant} is slower than {comp.baseline} (speed-up CI entirely below 1)")
+                              f"{comp.variant} is slower than {comp.baseline} ({why})")
         elif judged:
             crossover_text = (f"no crossover up to {lvl(judged[-1].level)} {unit_of(view.mode)}: at no level "
                               f"measured cleanly is {comp.variant} clearly slower")
@@ -138,8 +141,8 @@ def quality_line(view: RunView, variant: str) -> str | None:
     figures = view.summary.quality.variants.get(variant) if view.summary.quality else None
     if figures is None or not figures.eligible:
         return None
-    parts = [f"{kind} {100 * rate.difference:+.1f} points" for kind, rate in (("greedy", figures.greedy),
-                                                                              ("sampled", figures.sampled))
+    parts = [f"{kind} {points(rate.difference)} points" for kind, rate in (("greedy", figures.greedy),
+                                                                          ("sampled", figures.sampled))
              if rate is not None and rate.difference is not None]
     return "quality gate passed" + (f": pass rate vs the baseline {', '.join(parts)}" if parts else "")
 

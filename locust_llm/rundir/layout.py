@@ -6,6 +6,7 @@ Every module that names a run file takes the name from here.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -16,8 +17,10 @@ import pyarrow.parquet as pq
 
 from .redact import redact, redact_text
 
-__all__ = ["RunDir", "atomic_write", "is_run_dir", "read_json", "server_log", "write_json", "write_parquet",
-           "write_text"]
+log = logging.getLogger(__name__)
+
+__all__ = ["RunDir", "atomic_write", "is_run_dir", "read_json", "redact_file", "server_log", "write_json",
+           "write_parquet", "write_text"]
 
 REQUESTS = "requests.parquet"
 REQUEST_PARTS = "requests.parts"
@@ -66,6 +69,18 @@ def write_text(path: Path, text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
+def redact_file(path: Path) -> None:
+    """Mask secrets in a file written by someone else (a server's log, once it has stopped): rewritten through
+    ``atomic_write`` when anything was masked, so a crash never leaves half a log."""
+    path = Path(path)
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return
+    if redact_text(text) != text:
+        write_text(path, text)
+
+
 def write_parquet(path: Path, table: pa.Table) -> Path:
     return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
@@ -105,10 +120,24 @@ class RunDir:
         return self.path / name
 
     def write_env(self) -> None:
-        write_json(self.file(ENV), self.env)
+        self._write(ENV, self.env)
 
     def write_steps(self) -> None:
+        self._write(STEPS, {"steps": self.steps, "events": self.events})
+
+    def write_all(self) -> None:
+        """Both files as they are in memory, for the analysis that reads them next; here a failure raises."""
+        write_json(self.file(ENV), self.env)
         write_json(self.file(STEPS), {"steps": self.steps, "events": self.events})
+
+    def _write(self, name: str, data: Any) -> None:
+        # While the run goes (a step boundary, an event), a full disk must not end it: the file is kept in memory
+        # and written whole by the next write, and by ``write_all`` at the end.
+        try:
+            write_json(self.file(name), data)
+        except OSError as exc:
+            log.warning("could not write %s (%s); kept in memory and written again at the next step or event",
+                        self.file(name), exc.strerror or exc)
 
     def note(self, kind: str, **details: Any) -> None:
         """A run event (server exit, missing records, ...) that the summary and report must show."""

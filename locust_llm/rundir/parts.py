@@ -5,12 +5,16 @@ in memory until its part file is on disk: a failed write (a full disk) keeps it 
 whose values do not fit the schema cannot be written at all; it is counted in ``rows_lost`` with the reason,
 and the other rows of its batch are written. The part files alone are readable if the process dies before
 the merge (:func:`read_table`).
+
+Every file write goes through ``run_io`` (by default a plain call): a caller on an event loop hands it to a
+native thread, so a large part does not stall the loop while pyarrow encodes it.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,9 +28,13 @@ log = logging.getLogger(__name__)
 PART_GLOB = "part-*.parquet"
 
 
+def call(function: Callable, *args: Any) -> Any:
+    return function(*args)
+
+
 class PartWriter:
     def __init__(self, run_dir: Path, target: str, parts: str, schema: pa.Schema,
-                 sort_by: list[tuple[str, str]] | None = None):
+                 sort_by: list[tuple[str, str]] | None = None, run_io: Callable[..., Any] = call):
         self.target = Path(run_dir) / target
         self.parts_dir = Path(run_dir) / parts
         self.parts_dir.mkdir(parents=True, exist_ok=True)
@@ -39,6 +47,8 @@ class PartWriter:
         self.rows_lost = 0
         self.loss_reasons: list[str] = []
         self.write_failures = 0
+        self.run_io = run_io
+        self.in_flight = 0  # rows of the part being written
 
     def add(self, rows: list[dict]) -> None:
         self.buffer.extend(rows)
@@ -55,7 +65,7 @@ class PartWriter:
 
     @property
     def pending(self) -> int:
-        return len(self.buffer) + sum(t.num_rows for t in self.tables)
+        return len(self.buffer) + sum(t.num_rows for t in self.tables) + self.in_flight
 
     def _table(self, rows: list[dict]) -> pa.Table:
         try:
@@ -75,20 +85,26 @@ class PartWriter:
         return pa.Table.from_pylist(good, schema=self.schema)
 
     def flush(self) -> bool:
-        """Write the buffered rows as one part file; False (rows kept) when the write failed."""
+        """Write the buffered rows as one part file; False (rows kept) when the write failed. One flush at a
+        time: a caller whose ``run_io`` lets others run makes them wait (the recorder holds a lock)."""
         self.convert()
         if not self.tables:
             return True
-        table = pa.concat_tables(self.tables)
+        # Taken out before the write: rows added while ``run_io`` lets others run go to the next part.
+        table, self.tables = pa.concat_tables(self.tables), []
         path = self.parts_dir / f"part-{self.part_count + 1:06d}.parquet"
+        self.in_flight = table.num_rows
         try:
-            write_parquet(path, table)
-        except OSError as exc:
+            self.run_io(write_parquet, path, table)
+        except Exception as exc:
+            self.tables.insert(0, table)  # kept for the next flush, as before it was taken out
+            if not isinstance(exc, OSError):
+                raise
             self.write_failures += 1
             log.warning("could not write %s (%s); keeping %d rows in memory to retry", path, exc, table.num_rows)
-            self.tables = [table]
             return False
-        self.tables = []
+        finally:
+            self.in_flight = 0
         self.part_count += 1
         self.rows_written += table.num_rows
         return True
@@ -96,7 +112,7 @@ class PartWriter:
     def merge(self) -> Path:
         """All part files -> the target file (streamed, or sorted when ``sort_by`` is set); idempotent."""
         self.flush()
-        merge_parts(self.target, self.parts_dir, self.schema, self.sort_by)
+        self.run_io(merge_parts, self.target, self.parts_dir, self.schema, self.sort_by)
         return self.target
 
     def close(self, attempts: int = 3) -> Path:

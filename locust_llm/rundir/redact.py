@@ -1,12 +1,14 @@
 """Secrets never reach a run file: passwords in URLs, values of secret-looking options, arguments and
-environment variables are replaced by ``***`` everywhere a file is written (the report is shared). Pure."""
+environment variables are replaced by ``***`` everywhere a file is written (the report is shared), and in every
+log record (``mask_log_records``). Pure, but for that one switch."""
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
-__all__ = ["MASK", "redact", "redact_args", "redact_file", "redact_text", "remember", "secret_name"]
+__all__ = ["MASK", "mask_log_records", "redact", "redact_args", "redact_text", "remember", "secret_name"]
 
 MASK = "***"
 # Secret values this process knows (the API key, values given to secret flags or variables): masked wherever
@@ -76,15 +78,25 @@ def redact(value: Any, key: str = "") -> Any:
     return value
 
 
-def redact_file(path) -> None:
-    """Mask secrets in a file written by someone else (a server's log), in place."""
-    from pathlib import Path
-
-    path = Path(path)
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
+def mask_log_records() -> None:
+    """Mask secrets in every log record as it is made: the console, ``--logfile`` and the web UI's ``/logs`` show
+    what the records say, and messages quote URLs (``--host``'s password) and errors. Installing it twice is fine."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "masks_secrets", False):
         return
-    clean = redact_text(text)
-    if clean != text:
-        path.write_text(clean)
+
+    def masked(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001  (a bad format string: logging reports it when the record is handled)
+            return record
+        clean = redact_text(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        if record.exc_info:
+            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
+        return record
+
+    masked.masks_secrets = True
+    logging.setLogRecordFactory(masked)

@@ -6,3 +6,5 @@
 ``arrivals`` (open-loop clock), ``shipper`` / ``recorder`` (records from workers to ``requests.parquet``),
 ``clientmon``, ``live`` and ``webui`` (the load generator's health and the live tab).
 """
+
+__all__: list[str] = []  # a namespace: import its modules, nothing is re-exported here

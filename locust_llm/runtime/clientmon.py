@@ -13,6 +13,8 @@ import psutil
 
 from ..records import now
 
+__all__ = ["ClientMonitor"]
+
 PROBE_SLEEP_S = 0.1
 
 

@@ -89,6 +89,7 @@ class Experiment:
         if self.interrupted:
             return
         self.interrupted = True
+        self.session.interrupt()
         self.environment.stop_timeout = min(self.environment.stop_timeout or INTERRUPT_GRACE_S, INTERRUPT_GRACE_S)
         log.warning("%s: stopping the run; what was measured until now is kept and reported", signal_name)
         self.run.note("interrupted", signal=signal_name, step=self.state.step, variant=self.state.variant)
@@ -406,6 +407,7 @@ class Experiment:
             return self.run.path
         self.closed = final
         self.session.stop_all()
+        self.session.telemetry.flush()  # stopping took a last sample (and a backfill): the analysis must see it
         for row in self.run.steps:
             if math.isnan(row["t_end"]):
                 row["t_end"] = now()
@@ -429,5 +431,6 @@ class Experiment:
         analysed = (self.recorder.rows_written, len(self.run.events))
         if analysed != self.analysed:  # headless runs stop, then quit: nothing new arrived in between
             self.analysed = analysed
+            self.run.write_all()  # a write skipped by a full disk during the run: the analysis reads these files
             self.outcome = finish_run(self.run.path, gates=self.plan.gates)
         return self.run.path

@@ -28,7 +28,7 @@ import gevent
 
 from ..client.http import session as http_session
 from ..client.probes import Target, recover, run_suite
-from ..probes import MAX_BURST, ProbeResult
+from ..probespec import MAX_BURST, ProbeResult
 from ..records import now
 from ..rundir import layout, write_json
 from ..servers import PortInUseError, ServerError

@@ -1,7 +1,8 @@
 """Running figures per variant and level for the web UI, fed by the record batches as they arrive.
 
 Tokens are binned by the tenth of a second they arrived (``t_send`` + chunk offset), as the analysis counts aggregate
-throughput; latencies are those of steady-window requests. Bounded: the last ``KEEP`` values per figure and
+throughput; latencies are those of steady-window requests, TTFT from the intended send time in open loop (the
+summary's headline: a late send is the client's queue). Bounded: the last ``KEEP`` values per figure and
 level, the last ``RECENT_S`` seconds of the per-request series; the final numbers always come from the run
 directory, never from here.
 """
@@ -21,6 +22,8 @@ from ..analysis.stats import summarize
 from ..analysis.validity import CPU_PERCENT_MAX, LOOP_LAG_MS_MAX
 from ..records import Phase, now
 
+__all__ = ["LiveStats"]
+
 KEEP = 5000
 RATE_WINDOW_S = 10.0
 RECENT_S = 60.0
@@ -35,8 +38,9 @@ class LevelFigures:
     errors: int = 0
     drafted: int = 0
     accepted: int = 0
-    ttft_ms: deque = field(default_factory=lambda: deque(maxlen=KEEP))
+    ttft_ms: deque = field(default_factory=lambda: deque(maxlen=KEEP))  # open loop: from the intended send
     tpot_ms: deque = field(default_factory=lambda: deque(maxlen=KEEP))
+    sched: bool = False  # the level's requests had an intended send time (open loop)
     tokens_by_tick: Counter = field(default_factory=Counter)  # int(arrival * TICKS_PER_S) -> tokens
 
 
@@ -44,7 +48,7 @@ class LiveStats:
     def __init__(self) -> None:
         self.levels: dict[tuple[str, float], LevelFigures] = {}
         self.client: dict[int, dict] = {}
-        self.recent: deque = deque(maxlen=KEEP)  # (t_first, variant, TTFT ms, tokens per chunk) per request
+        self.recent: deque = deque(maxlen=KEEP)  # (t_first, variant, TTFT(_sched) ms, tokens per chunk) per request
         self._done: dict[tuple, tuple] = {}  # (variant, level) -> (what it was computed from, point)
 
     def add(self, records: list[dict], client_samples: list[dict], clock_offsets: dict[str, float] | None = None,
@@ -52,26 +56,31 @@ class LiveStats:
         """``clock_offsets``: worker index (as text) -> its clock minus the master's, taken off its stamps."""
         for r in records:
             shift = (clock_offsets or {}).get(str(r.get("worker", 0)), 0.0)
+            intended = r.get("t_intended")
+            intended = math.nan if intended is None else intended
             if shift:
                 r = {**r, **{k: r[k] - shift for k in ("t_send", "t_first", "t_end")}}
+                intended -= shift
             key = (r["variant"], r["level"])
             figures = self.levels.get(key) or self.levels.setdefault(key, LevelFigures())
             figures.requests += 1
+            figures.sched |= not math.isnan(intended)
             if r["error_class"] is not None:
                 figures.errors += 1
                 continue
             self._count_tokens(figures.tokens_by_tick, r)
             t_send, t_first, t_end, n = r["t_send"], r["t_first"], r["t_end"], r["output_tokens"]
+            anchor = t_send if math.isnan(intended) else intended
             chunks = len(r.get("chunk_tokens") or ())
             if not math.isnan(t_first):
-                self.recent.append((t_first, r["variant"], (t_first - t_send) * 1000, n / chunks if chunks else None))
+                self.recent.append((t_first, r["variant"], (t_first - anchor) * 1000, n / chunks if chunks else None))
             if r.get("draft_n"):
                 figures.drafted += r["draft_n"]
                 figures.accepted += r["draft_accepted"] or 0
             if r["phase"] != Phase.STEADY:
                 continue
             if not math.isnan(t_first):
-                figures.ttft_ms.append((t_first - t_send) * 1000)
+                figures.ttft_ms.append((t_first - anchor) * 1000)
             if n > 1 and t_end > t_first:
                 figures.tpot_ms.append((t_end - t_first) / (n - 1) * 1000)
         for sample in client_samples:
@@ -102,7 +111,9 @@ class LiveStats:
             workers = table.column("worker").to_numpy()
             for worker in np.unique(workers).tolist():
                 shift[workers == worker] = clock_offsets.get(str(worker), 0.0)
-        t_send, t_first, t_end = (table.column(name).to_numpy() - shift for name in ("t_send", "t_first", "t_end"))
+        t_send, t_first, t_end, intended = (table.column(name).to_numpy() - shift
+                                            for name in ("t_send", "t_first", "t_end", "t_intended"))
+        anchor = np.where(np.isnan(intended), t_send, intended)  # open loop: TTFT from the intended send
         n = table.column("output_tokens").to_numpy()
         ok = table.column("error_class").is_null().to_numpy(zero_copy_only=False)
         steady = pc.equal(table.column("phase"), Phase.STEADY).to_numpy(zero_copy_only=False)
@@ -115,7 +126,7 @@ class LiveStats:
         idx = np.flatnonzero(has_first)
         per_chunk = [k / c if c else None for k, c in zip(n[idx].tolist(), chunks[idx].tolist())]
         self.recent.extend(zip(t_first[idx].tolist(), [variants[i] for i in idx],
-                               ((t_first[idx] - t_send[idx]) * 1000).tolist(), per_chunk))
+                               ((t_first[idx] - anchor[idx]) * 1000).tolist(), per_chunk))
         ttft = has_first & steady
         tpot = ok & steady & (n > 1) & (t_end > t_first)
         levels = []
@@ -124,11 +135,12 @@ class LiveStats:
             levels.append(figures)
             mine = group == g
             figures.requests += int(mine.sum())
+            figures.sched |= bool((mine & ~np.isnan(intended)).any())
             figures.errors += int((mine & ~ok).sum())
             with_drafts = mine & ok & (drafted != 0)
             figures.drafted += int(drafted[with_drafts].sum())
             figures.accepted += int(accepted[with_drafts].sum())
-            figures.ttft_ms.extend(((t_first - t_send)[mine & ttft] * 1000).tolist())
+            figures.ttft_ms.extend(((t_first - anchor)[mine & ttft] * 1000).tolist())
             figures.tpot_ms.extend(((t_end - t_first)[mine & tpot] / (n[mine & tpot] - 1) * 1000).tolist())
         for g, tick, count in _sum_by_tick(groups, ticks, tokens, len(levels)):
             levels[g].tokens_by_tick[tick] += int(count)
@@ -185,7 +197,8 @@ class LiveStats:
             recent = sum(n for tick, n in f.tokens_by_tick.items() if tick >= last - RATE_WINDOW_S * TICKS_PER_S)
             out.append({
                 "variant": variant, "level": level, "requests": f.requests, "errors": f.errors,
-                "ttft_p50_ms": _pct(f.ttft_ms, 50), "tpot_p50_ms": _pct(f.tpot_ms, 50),
+                "ttft_p50_ms": _pct(f.ttft_ms, 50), "ttft_from": "intended send (sched)" if f.sched else "send",
+                "tpot_p50_ms": _pct(f.tpot_ms, 50),
                 "tpot_p95_ms": _pct(f.tpot_ms, 95), "output_tps": round(recent / RATE_WINDOW_S, 1),
                 "acceptance": round(f.accepted / f.drafted, 3) if f.drafted else "", "client": client})
         return out

@@ -1,8 +1,9 @@
 """The plugin's command-line options, one table: Locust's parser (and so the web form) gets them from here, the
 web form's values are converted by their types here, and the tests take their defaults from here.
 
-A zero/negative/empty default means "the scenario's value" (said in each help text); ``web=False`` keeps an
-option off the web form, because anyone who can reach the UI can fill the form (a report folder or a URL to
+A default of 0, -1 or empty means "the scenario's value" (said in each help text); any other value is checked
+like the scenario's own, so NaN or a negative number is an error, never taken for "unset". ``web=False`` keeps
+an option off the web form, because anyone who can reach the UI can fill the form (a report folder or a URL to
 query is the command line's decision).
 """
 
@@ -10,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .plan import DEFAULT_SCENARIO
+__all__ = ["DEFAULT_SCENARIO", "OPTIONS", "Option", "defaults", "given", "parse_value"]
 
-__all__ = ["OPTIONS", "Option", "defaults", "parse_value"]
+DEFAULT_SCENARIO = "scenarios/tiny-cpu.yaml"
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,12 @@ OPTIONS: list[Option] = [
     Option("--mode", "", "closed (users) or open (arrival rate); empty: the scenario's"),
     Option("--ladder", "", "comma list: users (closed) or req/s (open); empty: the scenario's"),
     Option("--step-duration", 0.0, "steady window per step, seconds (0: the scenario's)"),
-    Option("--warmup", -1.0, "warm-up per step, seconds, excluded (negative: the scenario's)"),
+    Option("--warmup", -1.0, "warm-up per step, seconds, excluded (-1: the scenario's)"),
     Option("--repeats", 0, "measure each level this many times per variant (0: the scenario's)"),
     Option("--order", "", "sequential or interleaved (ABBA blocks per level; default when repeats >= 2); "
                           "empty: the scenario's"),
     Option("--min-requests", -1, "completed requests a steady window needs, else the step is insufficient "
-                                 "(negative: the scenario's)"),
+                                 "(-1: the scenario's)"),
     Option("--prompt-tokens", 0, "prompt length in tokens (0: the scenario's)"),
     Option("--max-tokens", 0, "output length in tokens (0: the scenario's)"),
     Option("--api", "", "completions or chat (empty: the scenario's)"),
@@ -48,8 +49,8 @@ OPTIONS: list[Option] = [
     Option("--overwrite", False, "replace an existing run directory of that name"),
     Option("--slo-ttft-p99-ms", 0.0, "gate: P99 TTFT per step (0: the scenario's)"),
     Option("--slo-tpot-p99-ms", 0.0, "gate: P99 TPOT per step (0: the scenario's)"),
-    Option("--slo-error-rate", -1.0, "gate: error rate per step, 0..1 (negative: the scenario's)"),
-    Option("--max-regression-pct", -1.0, "gate: worst change vs the baseline run, percent (negative: the scenario's)"),
+    Option("--slo-error-rate", -1.0, "gate: error rate per step, 0..1 (-1: the scenario's)"),
+    Option("--max-regression-pct", -1.0, "gate: worst change vs the baseline run, percent (-1: the scenario's)"),
     Option("--baseline-run", "", "saved baseline run to compare against"),
     Option("--gpu-hour-usd", 0.0, "price of one GPU per hour, USD, for cost per million tokens (0: the scenario's)"),
     Option("--soak", "", "hold one level of one variant this long (90s, 10m, 2h), reported in windows with trends "
@@ -59,27 +60,32 @@ OPTIONS: list[Option] = [
                               "the context, bad parameters, a disconnect, a burst, ...); the scenario's probes: "
                               "section sets faults"),
     Option("--scale-out", -1, "after each variant's ladder, one server against this many (2 or more) at the same "
-                              "level per server, to measure how capacity scales (0: off; negative: the scenario's)"),
+                              "level per server, to measure how capacity scales (0: off; -1: the scenario's)"),
     Option("--scale-out-urls", "", "comma list: an external server's other replicas for --scale-out (--host is the "
                                    "first)", web=False),
     Option("--prometheus-url", "", "query this Prometheus for server/GPU metrics (default: scrape /metrics directly)",
            web=False),
 ]
 
-TYPE_WORDS = {int: "a whole number", float: "a number"}
-
-
 def defaults() -> dict:
     """Every option's default, by destination name (what ``parsed_options`` holds when nothing is given)."""
     return {option.dest: option.default for option in OPTIONS}
 
 
+def given(options, dest: str) -> bool:
+    """The option holds a value of its own, not its default ("the scenario's"); NaN always counts as given."""
+    default = next(o.default for o in OPTIONS if o.dest == dest)
+    return getattr(options, dest, default) != default
+
+
 def parse_value(option: Option, text: str):
-    """A form field's text as the option's type, the way Locust converts it; ``ValueError`` names the option."""
+    """A form field's text as the option's type, the way Locust converts it. ``ValueError`` says what argparse
+    says about the same text on the command line (``argument --step-duration: invalid float value: 'abc'``):
+    argparse names the option and its type's ``__name__`` the same way."""
     kind = type(option.default)
     if kind is bool:
         return text == "true"
     try:
         return kind(text)
     except ValueError:
-        raise ValueError(f"{option.flag} must be {TYPE_WORDS.get(kind, 'text')}, found {text!r}") from None
+        raise ValueError(f"argument {option.flag}: invalid {kind.__name__} value: {text!r}") from None

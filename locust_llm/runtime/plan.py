@@ -18,7 +18,6 @@ from ..client.engines import API_KEY_ENV
 from ..rundir.facts import new_run_id
 from ..rundir.redact import remember, secret_name
 from ..scenario import (
-    NAME_PATTERN,
     CostSpec,
     GatesSpec,
     LoadSpec,
@@ -27,15 +26,15 @@ from ..scenario import (
     TelemetrySpec,
     format_errors,
     load_scenario,
+    not_plain,
     valid_name,
 )
 from ..scalespec import ScaleOutPlan, scale_out_plan
 from ..soakspec import SoakPlan, soak_plan
+from .options import DEFAULT_SCENARIO, given
 
 __all__ = ["DEFAULT_SCENARIO", "Block", "Plan", "chosen_variants", "load_plan", "plan_blocks", "recordable_options",
            "run_dir_free"]
-
-DEFAULT_SCENARIO = "scenarios/tiny-cpu.yaml"
 
 
 @dataclass(frozen=True)
@@ -99,14 +98,12 @@ def load_plan(options, host: str | None = None) -> Plan:
         if options.order not in ("sequential", "interleaved"):
             raise ScenarioError(f"--order must be 'sequential' or 'interleaved', found {options.order!r}")
         overrides["order"] = options.order
-    if options.min_requests >= 0:
-        overrides["min_requests"] = options.min_requests
+    # A number other than the option's default goes to the scenario's own bounds: NaN or -5 is an error there.
     for option, key in (("step_duration", "step_duration_s"), ("prompt_tokens", "prompt_tokens"),
-                        ("max_tokens", "max_tokens"), ("repeats", "repeats")):
-        if getattr(options, option):
+                        ("max_tokens", "max_tokens"), ("repeats", "repeats"), ("warmup", "warmup_s"),
+                        ("min_requests", "min_requests")):
+        if given(options, option):
             overrides[key] = getattr(options, option)
-    if options.warmup >= 0:
-        overrides["warmup_s"] = options.warmup
     try:
         load = LoadSpec.model_validate({**scenario.load.model_dump(), **overrides})
     except ValidationError as exc:
@@ -119,8 +116,7 @@ def load_plan(options, host: str | None = None) -> Plan:
             raise ScenarioError(f"--host must be an http(s) URL such as http://127.0.0.1:8000, found {external!r}")
     run_id = options.run_id or new_run_id(scenario.name)
     if not valid_name(run_id):
-        raise ScenarioError(f"--run-id {run_id!r} is not a plain name; use letters, digits, '.', '_' and '-' "
-                            f"({NAME_PATTERN}): it names a folder inside --report-dir")
+        raise ScenarioError(not_plain("--run-id", run_id) + ": it names a folder inside --report-dir")
     variants = chosen_variants(scenario, str(options.variant or ""), bool(external))
     try:
         soak = soak_plan(options.soak, options.soak_level, scenario.soak, load.ladder, variants, str(options.variant))
@@ -128,25 +124,23 @@ def load_plan(options, host: str | None = None) -> Plan:
         raise ScenarioError(str(exc)) from None
     variants = [soak.variant] if soak else variants
     try:
-        scale_out = scale_out_plan(scenario.scale_out, options.scale_out, options.scale_out_urls, load.ladder, external)
+        scale_out = scale_out_plan(scenario.scale_out, options.scale_out if given(options, "scale_out") else None,
+                                   options.scale_out_urls, load.ladder, external)
     except ValueError as exc:
         raise ScenarioError(f"{exc} ({scenario.source})") from None
     if scale_out is not None and soak is not None:
         raise ScenarioError("--soak holds one level, --scale-out follows a ladder: run them separately (turn "
                             "scale_out off with --scale-out 0)")
     telemetry = scenario.telemetry
-    gate_overrides = {key: value for key, value, given in (
-        ("ttft_p99_ms", options.slo_ttft_p99_ms, options.slo_ttft_p99_ms > 0),
-        ("tpot_p99_ms", options.slo_tpot_p99_ms, options.slo_tpot_p99_ms > 0),
-        ("error_rate", options.slo_error_rate, options.slo_error_rate >= 0),
-        ("max_regression_pct", options.max_regression_pct, options.max_regression_pct >= 0),
-        ("baseline_run", options.baseline_run, bool(options.baseline_run))) if given}
+    gate_overrides = {key: getattr(options, option) for option, key in (
+        ("slo_ttft_p99_ms", "ttft_p99_ms"), ("slo_tpot_p99_ms", "tpot_p99_ms"), ("slo_error_rate", "error_rate"),
+        ("max_regression_pct", "max_regression_pct"), ("baseline_run", "baseline_run")) if given(options, option)}
     try:
         gates = GatesSpec.model_validate({**scenario.gates.model_dump(), **gate_overrides})
     except ValidationError as exc:
         raise ScenarioError("gate options are invalid: " + "; ".join(format_errors(exc, GatesSpec, ("gates",))))\
             from None
-    if options.gpu_hour_usd:
+    if given(options, "gpu_hour_usd"):
         cost = {**(scenario.cost.model_dump() if scenario.cost else {}), "gpu_hour_usd": options.gpu_hour_usd}
         try:
             scenario = scenario.model_copy(update={"cost": CostSpec.model_validate(cost)})
@@ -168,6 +162,8 @@ def chosen_variants(scenario: Scenario, option: str, external: bool) -> list[str
     if external:
         if len(chosen) > 1:
             raise ScenarioError(f"--host attaches to one server: give --variant one name, found {option!r}")
+        if chosen and not valid_name(chosen[0]):  # it names the server's log and labels its metrics
+            raise ScenarioError(not_plain("--variant", chosen[0]) + ": it names the server's log and metrics")
         return chosen or [scenario.baseline_variant if scenario.server.engine == "external" else "external"]
     unknown = [name for name in chosen if name not in scenario.variants]
     if unknown:

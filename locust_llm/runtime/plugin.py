@@ -19,6 +19,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from ..analysis.gates import EXIT_INTERRUPTED
 from ..records import now
+from ..rundir.redact import mask_log_records, redact_text
 from ..scenario import ScenarioError
 from ..workload import Workload, counter_for
 from . import users, webui
@@ -28,7 +29,7 @@ from .options import OPTIONS
 from .plan import claim_run_dir, load_plan
 from .shipper import RECORDS_MESSAGE, RecordShipper
 from .steps import STEP_MESSAGE, StepState
-from .webform import check_web_scenario
+from .webform import check_web_scenario, with_baseline
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,9 @@ def start_experiment(environment) -> Experiment | None:
     try:
         if not environment.parsed_options.headless:
             check_web_scenario(environment.parsed_options.scenario, state.cli_scenario)
+            # The form's values are in parsed_options now: the baseline always runs, even if a form posted
+            # without the page's script left it out.
+            environment.parsed_options.variant = with_baseline(environment.parsed_options, environment.host)
         plan = load_plan(environment.parsed_options, environment.host)
         claim_run_dir(plan, environment.parsed_options.overwrite)
     except ScenarioError as exc:
@@ -205,7 +209,7 @@ def on_quitting(environment, **_kw) -> None:
     outcome = experiment.outcome
     if outcome is not None:
         # stderr, beside Locust's own tables: stdout stays clean for --json
-        print(outcome.text, file=sys.stderr)
+        print(redact_text(outcome.text), file=sys.stderr)
     print(f"run directory: {run_path}", file=sys.stderr)
     crashed = bool(environment.runner.exceptions) or locust_log.unhandled_greenlet_exception
     if crashed:
@@ -216,6 +220,7 @@ def on_quitting(environment, **_kw) -> None:
 
 def register(events_hooks) -> None:
     """Attach locust-llm to a set of Locust event hooks (``locust.events`` on import)."""
+    mask_log_records()
     events_hooks.init_command_line_parser.add_listener(add_arguments)
     events_hooks.init.add_listener(on_init)
     events_hooks.test_start.add_listener(on_test_start)

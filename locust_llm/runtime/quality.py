@@ -14,7 +14,7 @@ import time
 
 from ..client.greedy import greedy_output
 from ..client.http import session
-from ..quality import read_tasks
+from ..qualityspec import read_tasks
 from ..rundir import RunDir, layout, write_json
 from .plan import Plan
 

@@ -4,6 +4,13 @@ Batches are appended to Parquet part files as they arrive (``rundir.PartWriter``
 part files alone are still readable if the process dies. ``drained()`` is true when every worker is idle and
 every record it sent has arrived and is on disk. A batch's records come as columns (``columns``), turned into
 one Arrow table at once, plus any records that did not pack, as dicts, converted a slice at a time.
+
+Nothing received is dropped on the way: records go to the part writer before the live figures see them, a failed
+part write (a full disk) is retried every flush and again, with pauses, at the end, and whatever still cannot be
+written is counted in ``parts.rows_lost`` (the experiment turns it into a ``records_lost`` event, exit 5).
+
+Part files are written in a native thread (``in_native_thread``): on the master, writing a part at high rates
+took 1-2 s of the event loop, near Locust's ~3 s heartbeat limit, past which its workers would count as lost.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from typing import Callable
 
 import gevent
 import pyarrow as pa
+from gevent.event import Event
+from gevent.lock import BoundedSemaphore
 
 from ..records import REQUESTS_SCHEMA, now
 from ..rundir import PartWriter, layout
@@ -25,12 +34,20 @@ from .shipper import progress_key
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CLIENT_SCHEMA", "Recorder"]
+__all__ = ["CLIENT_SCHEMA", "Recorder", "in_native_thread"]
 
 FLUSH_INTERVAL_S = 2.0
+CLOSE_ATTEMPTS = 5  # the last flush: a disk that frees up within a few seconds still gets every row
+CLOSE_RETRY_S = 1.0
 INTAKE_SLICE = 200  # records converted at a time: streams sharing this process wait at most for one slice
 CLIENT_SCHEMA = pa.schema([("t", pa.float64()), ("worker", pa.int32()), ("cpu_percent", pa.float64()),
                            ("loop_lag_ms_max", pa.float64()), ("loop_lag_ms_mean", pa.float64())])
+
+
+def in_native_thread(function: Callable, *args):
+    """``function(*args)`` in gevent's pool of native threads; the calling greenlet waits, the loop runs on
+    (heartbeats, messages, streams): pyarrow releases the GIL while it encodes and writes."""
+    return gevent.get_hub().threadpool.apply(function, args)
 
 
 @dataclass
@@ -48,7 +65,10 @@ class Recorder:
 
     def __init__(self, run_dir: Path, clock_offsets: Callable[[], dict[str, float]] = dict):
         self.run_dir = Path(run_dir)
-        self.parts = PartWriter(self.run_dir, layout.REQUESTS, layout.REQUEST_PARTS, REQUESTS_SCHEMA)
+        self.parts = PartWriter(self.run_dir, layout.REQUESTS, layout.REQUEST_PARTS, REQUESTS_SCHEMA,
+                                run_io=in_native_thread)
+        self._writing = BoundedSemaphore()  # one part write or merge at a time (others wait, the loop runs on)
+        self._stop = Event()
         self.client_samples: list[dict] = []
         self.live = LiveStats()
         self.tally: dict[int, WorkerTally] = {}
@@ -88,25 +108,38 @@ class Recorder:
             except (pa.ArrowException, TypeError, ValueError, OverflowError):
                 self.intake.extend(cols.to_rows(packed))  # row by row: a value that does not fit costs only its row
                 continue
-            self.live.add_table(table, self.clock_offsets())
             self.parts.add_table(table)
+            self._live(lambda: self.live.add_table(table, self.clock_offsets()))
             if pause:
                 gevent.sleep(0)
         while self.intake:
             rows = [self.intake.popleft() for _ in range(min(INTAKE_SLICE, len(self.intake)))]
-            self.live.add(rows, [], self.clock_offsets())
             self.parts.add(rows)
+            self._live(lambda: self.live.add(rows, [], self.clock_offsets()))
             self.parts.convert()
             if pause:
                 gevent.sleep(0)
 
+    @staticmethod
+    def _live(add: Callable[[], None]) -> None:
+        """The live figures only feed the web UI: a record they cannot take must not cost the run its records."""
+        try:
+            add()
+        except Exception:
+            log.exception("the live figures could not take a batch; its records are still written")
+
     def received(self) -> int:
         return sum(t.received for t in self.tally.values())
+
+    def flush(self) -> bool:
+        """What was taken in -> one part file, written off the event loop; False (rows kept) when it failed."""
+        with self._writing:
+            return self.parts.flush()
 
     def drained(self) -> bool:
         """Every worker idle, every record it sent received, and every received record written (or lost)."""
         self.take_in(pause=False)
-        self.parts.flush()
+        self.flush()
         on_disk = self.parts.rows_written + self.parts.rows_lost == self.received()
         return bool(self.tally) and on_disk and all(t.users_running == 0 and t.received == t.sent_total
                                                     for w, t in self.tally.items() if w not in self.lost)
@@ -125,12 +158,14 @@ class Recorder:
 
     def _flush_forever(self) -> None:
         flushed = now()
-        while True:
-            gevent.sleep(0.1)
-            self.take_in()
-            if now() - flushed >= FLUSH_INTERVAL_S:
-                self.parts.flush()
-                flushed = now()
+        while not self._stop.wait(0.1):
+            try:
+                self.take_in()
+                if now() - flushed >= FLUSH_INTERVAL_S:
+                    self.flush()  # a failed write keeps its rows for the next round
+                    flushed = now()
+            except Exception:  # a dead flusher would leave the rest of the run in memory, unwritten
+                log.exception("writing the records failed; they are kept and written in the next round")
 
     def finalize(self) -> Path:
         """Merge all parts into ``requests.parquet`` (streamed); idempotent; ``client.parquet`` beside it."""
@@ -138,10 +173,20 @@ class Recorder:
         # One small row per worker and second: kept in memory, written whole.
         layout.write_parquet(self.run_dir / layout.CLIENT,
                              pa.Table.from_pylist(self.client_samples, schema=CLIENT_SCHEMA))
-        return self.parts.merge()
+        with self._writing:  # after a part being written, never beside it
+            return self.parts.merge()
 
     def close(self) -> Path:
-        """Final merge; the part files go once ``requests.parquet`` holds them."""
-        self._loop.kill()
+        """Final merge; the part files go once ``requests.parquet`` holds them. Rows that cannot be written after
+        the last attempts count as lost (``parts.rows_lost``)."""
+        # Stopped, not killed: a part being written in a thread is finished and counted before the merge.
+        self._stop.set()
+        self._loop.join()
+        self.take_in(pause=False)
+        for attempt in range(CLOSE_ATTEMPTS):
+            if self.flush() or attempt == CLOSE_ATTEMPTS - 1:
+                break
+            gevent.sleep(CLOSE_RETRY_S)
         self.finalize()
-        return self.parts.close()
+        with self._writing:
+            return self.parts.close()

@@ -8,6 +8,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from gevent.event import Event
+
+from ..client.engines import API_KEY_ENV, auth_headers
 from ..client.greedy import greedy_outputs
 from ..procs import listener_pids
 from ..rundir import RunDir, layout, write_json
@@ -25,6 +28,7 @@ __all__ = ["ActiveServer", "ServerError", "ServerSession"]
 
 CONSISTENCY_PROMPTS = 4
 CONSISTENCY_MAX_TOKENS = 64
+CONSISTENCY_DEADLINE_S = 120.0  # all prompts together: a server that never finishes an answer cannot hold the run
 
 
 @dataclass
@@ -45,6 +49,7 @@ class ServerSession:
         self.replicas: list[ServerProcess] = []  # a scale-out step's further servers we launched
         self.local_pids: set[int] = set()  # servers we did not start that run on this machine: their CPU is ours
         self.consistency: dict[str, list[dict]] = {}
+        self.stopping = Event()  # set by interrupt()
         self.quality = QualityProbes(plan, run)
         self.telemetry = TelemetryPoller(run.path, interval_s=plan.telemetry.interval_s)
         self.prometheus = self._start_prometheus()
@@ -53,6 +58,14 @@ class ServerSession:
         spec = self.plan.telemetry
         if spec.prometheus == "off" or (spec.prometheus == "auto" and not prometheus_binary()):
             return None
+        # Prometheus reads scrape credentials only from its config or a file, and the key never goes to a file:
+        # its scrape goes without the key, so with a key "auto" scrapes directly (that request carries it).
+        if auth_headers():
+            if spec.prometheus == "auto":
+                log.info("%s is set: scraping /metrics directly, with the key, not through our Prometheus", API_KEY_ENV)
+                return None
+            log.warning("our Prometheus scrapes /metrics without %s; if the server protects /metrics, set "
+                        "telemetry: {prometheus: off} (the direct scrape sends the key)", API_KEY_ENV)
         try:
             return PrometheusServer(scrape_interval_s=min(spec.interval_s, 1.0), dcgm_url=spec.dcgm_url,
                                     log_path=self.run.file(layout.PROMETHEUS_LOG)).start()
@@ -159,9 +172,14 @@ class ServerSession:
             return None
         prompts = workload.consistency_prompts(CONSISTENCY_PROMPTS,
                                                max_tokens=min(load.max_tokens, CONSISTENCY_MAX_TOKENS))
-        self.consistency[variant] = greedy_outputs(server.base_url, self.plan.engine, server.model, prompts)
+        self.consistency[variant] = greedy_outputs(server.base_url, self.plan.engine, server.model, prompts,
+                                                   deadline_s=CONSISTENCY_DEADLINE_S, stop=self.stopping)
         write_json(self.run.file(layout.CONSISTENCY), self.consistency)
         return workload
+
+    def interrupt(self) -> None:
+        """SIGTERM or Ctrl-C: the consistency prompts in flight are abandoned (and recorded as such)."""
+        self.stopping.set()
 
     def alive(self) -> bool:
         server = self.server

@@ -125,7 +125,8 @@ class LLMUser(User):
         try:
             ctx, load = self.context, self.context.load
             workload = ctx.workload(state.base_url)
-            record.seq = ctx.next_index(state)
+            if record.seq < 0:  # open loop numbers its arrivals itself, dropped ones included
+                record.seq = ctx.next_index(state)
             item = workload.item(ctx.worker, state.step, record.seq, state.context)
             record.bucket, record.prompt_tokens = item.bucket, item.prompt_tokens
             if item.images is not None:
@@ -237,6 +238,9 @@ class OpenLoopUser(LLMUser):
         if not state.active:
             return
         record = self.new_record(state, t_intended)
+        # Every arrival takes its number, sent or dropped: request k is the k-th arrival in every variant, so a
+        # drop in one variant does not shift the pairs of every later request.
+        record.seq = self.context.next_index(state)
         if self.inflight.full():
             record.error_class = ErrorClass.DROPPED
             record.error_message = f"{self.context.load.max_inflight} requests already in flight; arrival not sent"

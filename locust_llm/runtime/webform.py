@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..fmt import lvl
-from ..scenario import ScenarioError
+from ..scenario import ScenarioError, load_scenario
 from .options import OPTIONS, parse_value
 from .plan import DEFAULT_SCENARIO, chosen_variants, load_plan, plan_blocks, run_dir_free
 
 __all__ = ["CHOICES", "PROJECT_SCENARIOS", "allowed_scenarios", "check_form", "check_web_scenario", "form_values",
-           "options_for"]
+           "options_for", "with_baseline"]
 
 PROJECT_SCENARIOS = "scenarios"
 # Fields the form offers as a list (the command line takes any text and says what is wrong with it).
@@ -65,6 +65,7 @@ def form_values(options: Namespace, host: str | None) -> dict:
         "max_regression_pct": -1.0 if gates.max_regression_pct is None else gates.max_regression_pct,
         "baseline_run": gates.baseline_run or "",
         "gpu_hour_usd": (plan.scenario.cost.gpu_hour_usd if plan.scenario.cost else None) or 0.0,
+        "scale_out": plan.scale_out.servers if plan.scale_out else 0,
     }
     available = chosen_variants(plan.scenario, "", bool(plan.external_url))
     return {"fields": fields, "variants": available, "baseline": available[0], "engine": plan.engine,
@@ -82,12 +83,27 @@ def submitted_options(current: Namespace, form: Mapping[str, str]) -> Namespace:
     return Namespace(**values)
 
 
+def with_baseline(options: Namespace, host: str | None) -> str:
+    """``--variant`` as the web form runs it: the baseline always, as the page's checkboxes show it. A form
+    posted without the page's script (or edited) gets it here, so no web run leaves out what the others are
+    compared with. One server (``--host`` or an external scenario) runs the one variant named."""
+    chosen = [name.strip() for name in str(options.variant or "").split(",") if name.strip()]
+    if not chosen:
+        return ""  # every variant, the baseline first
+    scenario = load_scenario(options.scenario or DEFAULT_SCENARIO)
+    if host or scenario.server.engine == "external" or scenario.baseline_variant in chosen:
+        return ",".join(chosen)
+    return ",".join([scenario.baseline_variant, *chosen])
+
+
 def check_form(current: Namespace, form: Mapping[str, str], host: str | None, cli_scenario: str) -> str | None:
     """Why the submitted form cannot start (the command line's message for the same value), or None."""
     try:
         options = submitted_options(current, form)
         check_web_scenario(options.scenario, cli_scenario)
-        plan = load_plan(options, (form["host"] if "host" in form else host) or None)
+        host = (form["host"] if "host" in form else host) or None
+        options.variant = with_baseline(options, host)
+        plan = load_plan(options, host)
         run_dir_free(plan, options.overwrite)
     except (ValueError, ScenarioError) as exc:
         return str(exc)

@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 __all__ = ["install"]
 
 COLUMNS = [("variant", "Variant"), ("level", "Level"), ("requests", "Requests"), ("errors", "Errors"),
-           ("ttft_p50_ms", "TTFT p50 ms"), ("tpot_p50_ms", "TPOT p50 ms"), ("tpot_p95_ms", "TPOT p95 ms"),
-           ("output_tps", "Output tok/s (10 s)"), ("acceptance", "Acceptance (client)"), ("client", "Client")]
+           ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_from", "TTFT from"), ("tpot_p50_ms", "TPOT p50 ms"),
+           ("tpot_p95_ms", "TPOT p95 ms"), ("output_tps", "Output tok/s (10 s)"), ("acceptance", "Acceptance (client)"),
+           ("client", "Client")]
 ASSETS = ("cockpit.js", "cockpit.css")
 PAGE_HOOK = "</body>"  # after Locust's own script that sets window.templateArgs
 # Run files as text in the browser; anything else (Parquet) is a download. Never served as HTML but the report.

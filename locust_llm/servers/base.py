@@ -9,16 +9,18 @@ import shutil
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from ..client.engines import auth_headers
+from ..client import control
 from ..procs import log_tail, start_child, stop_group
-from ..rundir.redact import redact_args, redact_file
+from ..rundir.layout import redact_file
+from ..rundir.redact import redact_args
 from ..scenario import Scenario
+
+__all__ = ["LaunchPlan", "PortInUseError", "ServerError", "ServerProcess", "assemble_plan", "context_size",
+           "find_executable", "first_model_id", "free_port", "get_json", "resolve_port", "served_model"]
 
 
 class ServerError(RuntimeError):
@@ -207,21 +209,14 @@ def resolve_port(scenario: Scenario, port: int | None) -> int:
     return chosen if chosen is not None else free_port(scenario.server.host)
 
 
-# Loopback servers: never route through an environment proxy.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-MAX_ANSWER_BYTES = 1 << 20
-
-
 def get_json(url: str, timeout_s: float = 10.0) -> tuple[int, object]:
-    """``(status, parsed JSON or None)`` of a GET, with the API key; an answer over 1 MiB is not read whole."""
-    request = urllib.request.Request(url, headers=auth_headers())
+    """``(status, parsed JSON or None)`` of a GET with the API key, within ``timeout_s`` in all; raises
+    ``OSError`` when there is no answer (or one over 1 MiB)."""
+    status, raw = control.call(url, timeout_s=timeout_s)
+    if status >= 400 or not raw:
+        return status, None
     try:
-        with _OPENER.open(request, timeout=timeout_s) as response:
-            status, raw = response.status, response.read(MAX_ANSWER_BYTES)
-    except urllib.error.HTTPError as exc:
-        return exc.code, None
-    try:
-        return status, json.loads(raw) if raw else None
+        return status, json.loads(raw)
     except ValueError:
         return status, None
 

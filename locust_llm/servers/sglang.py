@@ -9,6 +9,8 @@ from ..scenario import Scenario
 from ..speculative import SglangSpeculative
 from .base import LaunchPlan, assemble_plan, find_executable
 
+__all__ = ["plan"]
+
 INSTALL_HINT = "install SGLang on the GPU host (`pip install sglang`) or set server.binary in the scenario"
 
 

@@ -9,6 +9,8 @@ from ..scenario import Scenario
 from ..speculative import VllmSpeculative
 from .base import LaunchPlan, assemble_plan, find_executable
 
+__all__ = ["plan"]
+
 INSTALL_HINT = "install vLLM on the GPU host (`pip install vllm`) or set server.binary in the scenario"
 
 

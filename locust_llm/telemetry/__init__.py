@@ -5,3 +5,5 @@ pure and safe to import anywhere, including ``analysis/``. ``sources`` (scrape, 
 ``poller`` (the gevent background poller) and ``prometheus_server`` (a project-owned Prometheus) do I/O and
 import Locust: import them explicitly, never from here.
 """
+
+__all__: list[str] = []  # a namespace: import its modules, nothing is re-exported here

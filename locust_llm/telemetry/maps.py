@@ -21,6 +21,9 @@ from dataclasses import dataclass
 
 from .parse import Sample
 
+__all__ = ["CANONICAL", "COUNTER", "ENGINES", "HISTOGRAM", "MetricMap", "Reading", "canonical_of", "histogram_parts",
+           "map_for", "normalise_nvml"]
+
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 
 
@@ -65,6 +68,10 @@ CANONICAL: dict[str, Canonical] = {
     "queue_seconds": Canonical(HISTOGRAM, "s"),
     "prefill_seconds": Canonical(HISTOGRAM, "s"),
     "decode_seconds": Canonical(HISTOGRAM, "s"),
+    # SGLang's per-stage request histogram: one series per stage (prefill_forward, request_process, ...)
+    "stage_seconds": Canonical(HISTOGRAM, "s", group_by="stage",
+                               note="SGLang: time of one request stage; prefill_forward runs from forward entry "
+                                    "to the end of prefill (chunks included)"),
     # GPU (DCGM via Prometheus or a direct scrape, or NVML), one series per GPU
     "gpu_util": Canonical(GAUGE, "ratio", combine="mean", group_by="gpu",
                           note="fraction of time any kernel ran; saturates on memory-bound decode"),
@@ -124,6 +131,7 @@ SGLANG: list[Entry] = [
     ("tpot_seconds", ("sglang:time_per_output_token_seconds",), 1.0),
     ("e2e_seconds", ("sglang:e2e_request_latency_seconds",), 1.0),
     ("queue_seconds", ("sglang:queue_time_seconds",), 1.0),
+    ("stage_seconds", ("sglang:per_stage_req_latency_seconds",), 1.0),
 ]
 
 LLAMACPP: list[Entry] = [

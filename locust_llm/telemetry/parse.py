@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+__all__ = ["MetricsParseError", "Sample", "parse_text"]
+
 
 class MetricsParseError(ValueError):
     """The text is not a Prometheus exposition page (or holds no sample)."""

@@ -4,8 +4,10 @@ Started on 127.0.0.1 on a free port with a generated config and a temporary stor
 system's ``/etc/prometheus`` or ``:9090``). Targets live in a file-SD JSON file, so adding a variant's server
 needs no restart: ``add_server(variant, base_url)`` rewrites it and Prometheus picks it up within a second
 (several are scraped at once when variants are interleaved). Every target carries
-``locust_llm_variant="<variant>"``; ``selector(variant)`` is the matcher the poller adds to its queries. ``stop()`` sends SIGTERM to the process group, SIGKILL after the
-grace period, and removes the storage; the child also dies with its parent (PR_SET_PDEATHSIG).
+``locust_llm_variant="<variant>"``; ``selector(variant)`` is the matcher (the name quoted) the poller adds to its
+queries. ``stop()`` sends SIGTERM to the process group, SIGKILL after the grace period, and removes the storage;
+the child also dies with its parent (PR_SET_PDEATHSIG). Its scrape carries no API key: Prometheus reads credentials
+only from its config or a file, and the key is never written to a file.
 
 Binary: ``prometheus`` on PATH (Debian package ``prometheus``) or ``$LOCUST_LLM_PROMETHEUS``.
 """
@@ -28,6 +30,9 @@ from ..client.http import requests
 from ..procs import die_with_parent, log_tail, stop_group
 from ..rundir import write_json
 from ..rundir.layout import PROMETHEUS_LOG
+from .sources import promql_string
+
+__all__ = ["PrometheusError", "PrometheusServer", "prometheus_binary"]
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +100,7 @@ class PrometheusServer:
 
     @staticmethod
     def selector(variant: str) -> str:
-        return f'{VARIANT_LABEL}="{variant}"'
+        return f"{VARIANT_LABEL}={promql_string(variant)}"
 
     # -- config -----------------------------------------------------------------------------
     def config(self) -> dict:

@@ -20,7 +20,8 @@ from .parse import MetricsParseError, Sample, parse_text
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NvmlSource", "ProcessSource", "PrometheusSource", "Row", "ScrapeSource", "SourceError", "probe_nvml"]
+__all__ = ["NvmlSource", "ProcessSource", "PrometheusSource", "Row", "ScrapeSource", "SourceError", "probe_nvml",
+           "promql_string"]
 
 
 class SourceError(RuntimeError):
@@ -62,6 +63,12 @@ class ScrapeSource:
         self.session.close()
 
 
+def promql_string(value: str) -> str:
+    """``value`` as a PromQL string literal, so that a quote or backslash in a variant name cannot end or bend a
+    query: PromQL strings take Go's escapes, and JSON's are a subset of them."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 class PrometheusSource:
     """Instant queries for every name the maps know; sample times are Prometheus's scrape times."""
 
@@ -84,7 +91,7 @@ class PrometheusSource:
 
     @staticmethod
     def _selector(metric_map: MetricMap, extra: str | None) -> str:
-        matchers = [f'__name__=~"{metric_map.prometheus_name_regex()}"']
+        matchers = [f"__name__=~{promql_string(metric_map.prometheus_name_regex())}"]
         if extra:
             matchers.append(extra.strip().strip("{}"))
         return "{" + ",".join(matchers) + "}"

@@ -11,6 +11,9 @@ import itertools
 import zlib
 from typing import Any
 
+__all__ = ["BadRequest", "DEFAULTS", "FRAMINGS", "HUGE_EVENT_BYTES", "LOG_SIZE", "MODEL", "MODELS_ANSWERS",
+           "USAGE_MODES", "chunk_sizes", "patch", "token_text", "validate", "word_ids"]
+
 MODEL = "refserver-model"
 USAGE_MODES = ("continuous", "final", "none")
 FAULTS = ("none", "truncate_after", "malformed_after", "http_500", "http_500_endless", "error_event",

@@ -100,6 +100,8 @@ from .refconfig import (
 )
 from .refimages import BadContent, image_delay_s, request_text
 
+__all__ = ["make_server"]
+
 
 class _Abort(Exception):
     """Raised inside a stream to make the handler drop the connection (with SO_LINGER 0: a RST)."""

@@ -1,18 +1,17 @@
 """Token counters: the server's own ``/tokenize``, a local Hugging Face tokenizer, or a crude estimate.
 
 Used at set-up only (never on a request's path). The server's counter speaks the llama.cpp and vLLM/SGLang
-shapes of ``POST /tokenize`` (``client.engines``); its only HTTP code is ``urllib`` (no proxies: loopback).
+shapes of ``POST /tokenize`` (``client.engines``) through ``client.control`` (a total deadline, a byte cap).
 """
 
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..client.engines import TOKENIZE_SHAPES, auth_headers, tokenize_body
+from ..client import control
+from ..client.engines import TOKENIZE_SHAPES, tokenize_body
 from .items import WorkloadError
 
 __all__ = ["ApproxCounter", "LocalTokenizer", "ServerTokenizer", "TokenCounter", "counter_for"]
@@ -35,6 +34,8 @@ class ServerTokenizer:
 
     SHAPES = TOKENIZE_SHAPES
     PROBE = "hello world"
+    # A tokenize answer lists every token id: a long-context prompt's fits many times over.
+    MAX_ANSWER_BYTES = 16 << 20
 
     def __init__(self, base_url: str, model: str | None = None, timeout: float = 10.0):
         self.base_url = base_url.rstrip("/")
@@ -43,15 +44,13 @@ class ServerTokenizer:
         self.model = model
         self.timeout = timeout
         self.shape: str | None = None
-        # Loopback servers: never route through an environment proxy.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def _post(self, shape: str, text: str) -> int:
-        headers = {"Content-Type": "application/json", **auth_headers()}
-        request = urllib.request.Request(f"{self.base_url}/tokenize", method="POST", headers=headers,
-                                         data=json.dumps(tokenize_body(shape, text, self.model)).encode())
-        with self._opener.open(request, timeout=self.timeout) as response:
-            data = json.loads(response.read().decode("utf-8"))
+        status, raw = control.call(f"{self.base_url}/tokenize", tokenize_body(shape, text, self.model),
+                                   timeout_s=self.timeout, max_bytes=self.MAX_ANSWER_BYTES)
+        if status != 200:
+            raise ValueError(f"HTTP {status} {raw[:160].decode('utf-8', 'replace').strip()}")
+        data = json.loads(raw.decode("utf-8"))
         if not isinstance(data, dict):
             raise ValueError(f"unexpected response {str(data)[:80]!r}")
         tokens = data.get("tokens")
@@ -66,13 +65,9 @@ class ServerTokenizer:
         for shape in self.SHAPES:
             try:
                 n = self._post(shape, self.PROBE)
-            except urllib.error.HTTPError as exc:
-                detail = exc.read()[:160].decode("utf-8", "replace").strip()
-                failures.append(f"{shape} request shape: HTTP {exc.code} {detail}")
-                continue
-            except urllib.error.URLError as exc:  # not listening at all: no point trying shapes
+            except control.Unreachable as exc:  # not listening at all: no point trying shapes
                 raise WorkloadError(f"cannot reach {self.base_url}/tokenize to count prompt tokens: "
-                                    f"{exc.reason}; is the server up?") from None
+                                    f"{exc}; is the server up?") from None
             except (ValueError, OSError) as exc:
                 failures.append(f"{shape} request shape: {exc}")
                 continue
@@ -90,7 +85,7 @@ class ServerTokenizer:
             self.shape = self._detect()
         try:
             return self._post(self.shape, text)
-        except (urllib.error.URLError, ValueError, OSError) as exc:
+        except (ValueError, OSError) as exc:
             raise WorkloadError(f"tokenizing {len(text)} characters at {self.base_url}/tokenize "
                                 f"({self.shape} shape) failed: {exc}") from None
 

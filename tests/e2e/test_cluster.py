@@ -103,6 +103,10 @@ def test_a_worker_clock_200_ms_off_is_aligned_onto_the_masters(tmp_path):
         return {(s.step, s.level): s.output_tps for v in build_summary(copy).variants.values() for s in v.steps}
 
     aligned, true = per_step(run.requests), per_step(truth)
+    worst = max(np.nanmax(np.abs(run.requests[c].to_numpy() - truth[c].to_numpy())) for c in ("t_send", "t_first"))
+    print(f"injected {SKEW_S * 1000:.0f} ms: measured {skewed * 1000:.3f} ms (other worker {plain * 1000:.3f} ms); "
+          f"largest stamp error after alignment {worst * 1000:.3f} ms; step tok/s aligned vs truth "
+          f"{[(round(aligned[k], 1), round(v, 1)) for k, v in true.items()]}")
     for key, value in true.items():
         assert value and abs(aligned[key] - value) <= 0.01 * value, (key, aligned[key], value)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -132,6 +136,7 @@ def test_a_worker_lost_mid_step(tmp_path, policy):
         server.stop()
     steps = json.loads((run_dir / "steps.json").read_text())
     (lost,) = [e for e in steps["events"] if e["kind"] == "worker_lost"]
+    print(f"{policy}: {lost}")
     assert lost["step"] == 0 and lost["stopped"] == (policy == "stop") and lost["records_sent"] > 0
     assert steps["steps"][0]["workers_lost"] == [lost["worker"]]
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -210,5 +215,6 @@ def test_master_and_two_workers_on_another_network_host(tmp_path, two_hosts):
     # The load came over the link from the workers' host; only the master's consistency prompts came from its own.
     from_workers = [log for log in logs if log["client"] == address_b]
     assert {log["client"] for log in logs} <= {address_a, address_b}
+    print(f"namespaces: {len(frame)} rows, {len(from_workers)} requests the server received from the workers' host")
     assert len(frame) == len(from_workers) > 0, stderr[-2000:]
     assert set(frame["worker"]) == {0, 1} and frame["request_id"].is_unique

@@ -90,6 +90,8 @@ def test_conditions_recorded_and_no_secret_written(headless_run):
         assert server["model"].endswith("target.gguf")
     assert env["servers"]["spec-k4"]["speculative"]["n_max"] == 4
     assert env["client"]["packages"]["locust"]
+    # the prompts were sized by the server's own /tokenize, so the report can call their lengths exact
+    assert env["workload"]["exact"] is True and env["workload"]["buckets"]
     for path in run_dir.iterdir():
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path.name

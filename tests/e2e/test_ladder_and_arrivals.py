@@ -47,6 +47,7 @@ def test_stepping_down_measures_the_lower_level_with_its_own_streams(tmp_path, r
     assert concurrency(level_one) == 1
     tps_down = json.loads((down / "summary.json").read_text())["variants"]["ref"]["steps"][1]["output_tps"]
     tps_single = json.loads((single / "summary.json").read_text())["variants"]["ref"]["steps"][0]["output_tps"]
+    print(f"ladder 4,1: level 1 at {tps_down:.1f} tok/s with one stream; a single-stream run {tps_single:.1f}")
     assert abs(tps_down / tps_single - 1) < 0.1, (tps_down, tps_single)
 
 
@@ -58,4 +59,5 @@ def test_constant_arrivals_from_two_processes_interleave_evenly(tmp_path, refser
     assert set(frame["worker"]) == {0, 1}
     intended = np.sort(frame.loc[frame["step"] == 0, "t_intended"].to_numpy())
     gaps = np.diff(intended)
+    print(f"constant {rate:g}/s over 2 processes: intended gaps {gaps.min() * 1000:.2f}-{gaps.max() * 1000:.2f} ms")
     assert np.all(np.abs(gaps - 1 / rate) < 0.01 / rate), gaps

@@ -1,6 +1,9 @@
 """No secret reaches a file of the run: a password in --host, an API key in the environment and in a server's
 arguments, a token in a server's environment. The run directory is searched byte by byte afterwards."""
 
+import json
+import urllib.request
+
 import pytest
 
 from tests.helpers import REPO, assert_run_completed, require_llama_server, run_locust
@@ -19,8 +22,8 @@ def files_with(run_dir, *secrets: str) -> list[str]:
     return hits
 
 
-def test_a_password_in_the_host_url_is_never_written(tmp_path, refserver_factory):
-    server = refserver_factory("--ttft-s", "0.005", "--gap-s", "0.002")
+def test_a_password_in_the_host_url_is_never_written_and_the_key_goes_on_every_request(tmp_path, refserver_factory):
+    server = refserver_factory("--ttft-s", "0.005", "--gap-s", "0.002", "--api-key", API_KEY)
     host = server.url.replace("http://", f"http://alice:{PASSWORD}@")
     scenario = tmp_path / "ext.yaml"
     scenario.write_text("name: ext\nserver: {engine: external, url: 'http://127.0.0.1:9'}\nvariants: {ref: {}}\n"
@@ -30,6 +33,16 @@ def test_a_password_in_the_host_url_is_never_written(tmp_path, refserver_factory
     assert_run_completed(done)
     assert files_with(tmp_path / "pw", PASSWORD, API_KEY) == []
     assert "http://***@127.0.0.1" in (tmp_path / "pw" / "env.json").read_text()
+    # The console masks it too (log records are masked as they are made, whatever the handler: --logfile and the
+    # web UI's /logs alike); the refserver has no /metrics, so the telemetry warning quotes the URL.
+    console = done.stdout + done.stderr
+    assert PASSWORD not in console and API_KEY not in console
+    assert "http://***@127.0.0.1" in console and "/metrics answered HTTP 404" in console
+    # The refserver refuses a request without the key (401) and counts it: none came.
+    with urllib.request.urlopen(f"{server.url}/ref/auth", timeout=10) as answer:
+        seen = json.loads(answer.read())
+    assert seen["without_key"] == {}
+    assert {"GET /v1/models", "POST /tokenize", "POST /v1/completions", "GET /metrics"} <= set(seen["with_key"])
 
 
 @pytest.mark.server

@@ -124,6 +124,18 @@ def test_the_form_the_live_tab_and_the_verdict(refserver_run, tmp_path):
     assert ui.field("ladder") == ",".join(str(x) for x in load["ladder"])
     assert float(ui.field("stepDuration")) == load["step_duration_s"]
     assert int(ui.field("maxTokens")) == load["max_tokens"] and ui.field("mode") == load["mode"]
+    # The scale-out and overwrite fields are shown in their groups, with a planner's label (CSS order places them).
+    boxes = ui.js("""(() => Object.fromEntries(['probes', 'scaleOut', 'gpuHourUsd', 'runId', 'overwrite'].map(n => {
+        const box = document.querySelector(`form [name="${n}"]`)
+            .closest('.MuiFormControl-root, .MuiFormControlLabel-root');
+        const shown = getComputedStyle(box).display !== 'none' && box.getBoundingClientRect().height > 0;
+        const label = box.querySelector(':scope > label, .MuiFormControlLabel-label').textContent;
+        return [n, {shown, order: Number(box.style.order), label}]; })))()""")
+    assert all(box["shown"] for box in boxes.values())
+    assert boxes["probes"]["order"] < boxes["scaleOut"]["order"] < boxes["gpuHourUsd"]["order"]
+    assert boxes["runId"]["order"] < boxes["overwrite"]["order"] < 1000  # 1000: fields the cockpit does not know
+    assert boxes["scaleOut"]["label"].startswith("Scale-out: after each variant's ladder, 1 server against")
+    assert boxes["overwrite"]["label"] == "Replace a run directory of that name"
     ui.shot(tmp_path, "webui-form.png")
 
     # A bad value is refused in the form with the words the command line uses for it.

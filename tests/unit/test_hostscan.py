@@ -12,6 +12,7 @@ import time
 from collections import namedtuple
 from types import SimpleNamespace
 
+import psutil
 import pyarrow as pa
 import pytest
 
@@ -58,11 +59,16 @@ def test_reused_pid_and_idle_neighbours_are_not_named():
     assert row["foreign_cores"] == 0.0 and row["busy_cores"] == 0.0
 
 
-def scan_over_a_second(scanner: HostScanner) -> dict:
+def scan_over_a_second(scanner: HostScanner, burner: int) -> tuple[dict, float]:
+    """The scan's row, and the cores the burner really used over the same second (on a busy machine it gets
+    less than one)."""
     time.sleep(0.2)  # the burner is running (and named python) before the priming scan
+    burner_cpu = psutil.Process(burner).cpu_times
+    before, t_before = sum(burner_cpu()[:2]), time.monotonic()
     assert scanner.scan() is None
     time.sleep(1.0)
-    return scanner.scan()
+    row = scanner.scan()
+    return row, (sum(burner_cpu()[:2]) - before) / (time.monotonic() - t_before)
 
 
 def test_real_foreign_burner_is_foreign():
@@ -72,8 +78,9 @@ def test_real_foreign_burner_is_foreign():
     burner = int(shell.stdout.readline())
     try:
         shell.wait(timeout=10)
-        row = scan_over_a_second(HostScanner(ME))
-        assert row["foreign_cores"] >= 0.5
+        row, burner_cores = scan_over_a_second(HostScanner(ME), burner)
+        assert burner_cores > 0.1
+        assert row["foreign_cores"] >= 0.8 * burner_cores
         assert burner in [entry["pid"] for entry in json.loads(row["top_foreign"])]
     finally:
         try:
@@ -86,8 +93,9 @@ def test_real_foreign_burner_is_foreign():
 def test_real_child_burner_is_own():
     burner = subprocess.Popen([sys.executable, "-c", BURN])
     try:
-        row = scan_over_a_second(HostScanner(ME))
-        assert row["own_cores"] >= 0.5
+        row, burner_cores = scan_over_a_second(HostScanner(ME), burner.pid)
+        assert burner_cores > 0.1
+        assert row["own_cores"] >= 0.8 * burner_cores
         assert burner.pid not in [entry["pid"] for entry in json.loads(row["top_foreign"])]
     finally:
         burner.kill()
@@ -186,10 +194,14 @@ def test_a_server_on_this_machine_behind_host_is_the_runs_own_cpu():
         assert listener_pids("http://192.0.2.1:8000") == set()  # not this machine (TEST-NET-1): nothing is sent
         knowing, unaware = HostScanner(ME), HostScanner(ME)
         own = listener_pids(f"http://127.0.0.1:{port}")
+        burner_cpu = psutil.Process(pid).cpu_times
+        before, t_before = sum(burner_cpu()[:2]), time.monotonic()
         knowing.scan(own), unaware.scan()
         time.sleep(1.0)
         with_server, without = knowing.scan(own), unaware.scan()
+        burner_cores = (sum(burner_cpu()[:2]) - before) / (time.monotonic() - t_before)
     finally:
         os.kill(pid, 9)
-    assert with_server["own_cores"] - without["own_cores"] > 0.3  # the burner's core counted as own
-    assert without["foreign_cores"] - with_server["foreign_cores"] > 0.3
+    assert burner_cores > 0.1  # on a busy machine the burner gets less than its core: compare with what it got
+    assert with_server["own_cores"] - without["own_cores"] > 0.7 * burner_cores  # the burner counted as own
+    assert without["foreign_cores"] - with_server["foreign_cores"] > 0.7 * burner_cores

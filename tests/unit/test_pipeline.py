@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from locust_llm.analysis.documents import summary_schema
+from locust_llm.analysis.documents import RunComparison, Verdict, summary_schema
 from locust_llm.pipeline import finish_run
 from tests.helpers import REPO
 from tests.synthetic import synthetic_run
@@ -65,6 +65,19 @@ def test_the_published_schema_is_the_summary_model():
     published = json.loads((REPO / "docs" / "summary.schema.json").read_text())
     assert published == summary_schema(), "regenerate it: locust-llm schema > docs/summary.schema.json"
     assert published["properties"]["variants"]["description"]
+
+
+def undescribed(schema: dict) -> list[str]:
+    """``Model.field`` of every property, in the schema itself and each of its ``$defs``, without a description."""
+    models = {schema.get("title", "<root>"): schema, **schema.get("$defs", {})}
+    return [f"{name}.{field}" for name, model in models.items()
+            for field, spec in model.get("properties", {}).items() if not str(spec.get("description", "")).strip()]
+
+
+def test_every_field_of_the_published_documents_says_what_it_means():
+    assert not undescribed(summary_schema()), "give each field an attribute docstring (its unit too)"
+    assert not undescribed(Verdict.model_json_schema())
+    assert not undescribed(RunComparison.model_json_schema())
 
 
 def test_baseline_names_are_plain_names_and_nothing_outside_the_library_goes(tmp_path):

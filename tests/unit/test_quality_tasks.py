@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from locust_llm.quality import BUILTIN_TASKS, read_tasks
+from locust_llm.qualityspec import BUILTIN_TASKS, read_tasks
 from locust_llm.scenario import ScenarioError, load_scenario
 from locust_llm.servers.llamacpp import model_files
 from tests.helpers import REPO

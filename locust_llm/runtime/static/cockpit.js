@@ -26,9 +26,12 @@
       ["slo_error_rate", "SLO: error rate per step, 0 to 1 (negative: the scenario's)"],
       ["max_regression_pct", "Worst change vs the baseline run, % (negative: the scenario's)"],
       ["baseline_run", "Saved baseline run to compare with"]]],
-    ["Soak and probes", [["soak", "Soak: hold one level this long instead of the ladder (90s, 10m, 2h; empty: no)"],
-                         ["soak_level", "Soak level (0: the ladder's highest)"],
-                         ["probes", "Send the probe suite (abnormal inputs) after each variant's ladder"]]],
+    ["Soak, probes and scale-out", [
+      ["soak", "Soak: hold one level this long instead of the ladder (90s, 10m, 2h; empty: no)"],
+      ["soak_level", "Soak level (0: the ladder's highest)"],
+      ["probes", "Send the probe suite (abnormal inputs) after each variant's ladder"],
+      ["scale_out", "Scale-out: after each variant's ladder, 1 server against this many (2 or more), same level "
+        + "per server (0: off; -1: the scenario's)"]]],
     ["Cost", [["gpu_hour_usd", "Price of one GPU per hour, USD, for cost per million tokens (0: the scenario's)"]]],
     ["Run directory", [["run_id", "Run directory name (empty: time + scenario)"],
                        ["overwrite", "Replace a run directory of that name"]]],
@@ -332,7 +335,8 @@
       chart("Aggregate output tok/s by level", series("tps"), { xlabel: unit, log: true, ticks: data.ladder }),
       chart("TPOT P50 (solid) and P95 (dashed), ms, by level", [...series("tpot_p50"), ...series("tpot_p95", "5 4")],
             { xlabel: unit, log: true, ticks: data.ladder }),
-      chart("TTFT of each request, ms, last 60 s", recent("ttft_ms"), { xlabel: "seconds ago", time: now }),
+      chart(data.mode === "open" ? "TTFT from the intended send (TTFT_sched) of each request, ms, last 60 s"
+        : "TTFT of each request, ms, last 60 s", recent("ttft_ms"), { xlabel: "seconds ago", time: now }),
       chart("Tokens per chunk, last 60 s", recent("tokens_per_chunk"), { xlabel: "seconds ago", time: now }));
   }
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from locust_llm.analysis.summary import build_summary
+from locust_llm.pipeline import finish_run
 from locust_llm.rundir import load_run
 from tests.synthetic import back_to_back, patch_env, window, write_run
 
@@ -49,9 +50,19 @@ def test_each_context_length_gets_its_own_speedup_and_acceptance(summary):
         assert step["output_tps_speedup"]["value"] == pytest.approx(
             speedup_truth(cases["baseline"][0], cases["spec"][0]), rel=0.03)
         (spec,) = ctx["variants"]["spec"]
-        assert spec["acceptance_client"] == pytest.approx(cases["spec"][2] / cases["spec"][1])
+        _, drafted, accepted = cases["spec"]
+        client = spec["acceptance_client"]
+        # Every request drafted and accepted the same: the interval over requests has no width.
+        assert client["rate"] == pytest.approx(accepted / drafted)
+        assert client["rate_ci95"] == pytest.approx([accepted / drafted] * 2)
+        # 39 tokens after the first, each target pass yielding its accepted drafts plus one token.
+        assert client["mean_length"] == pytest.approx((TOKENS - 1) / (TOKENS - 1 - accepted))
+        assert client["mean_length_ci95"] == pytest.approx([(TOKENS - 1) / (TOKENS - 1 - accepted)] * 2)
+        assert client["requests"] == spec["requests"] and "timings" in client["source"]
         assert spec["tpot_p50_ms"] == pytest.approx(cases["spec"][0] * 1000, rel=0.03)
-        assert ctx["variants"]["baseline"][0]["acceptance_client"] is None
+        # The baseline drafts nothing and streams one token per chunk: one token per pass, no rate.
+        base = ctx["variants"]["baseline"][0]["acceptance_client"]
+        assert base["rate"] is None and base["mean_length"] == pytest.approx(1.0) and "chunk" in base["source"]
 
 
 def test_the_ladders_verdict_ignores_the_context_steps(summary):
@@ -61,3 +72,13 @@ def test_the_ladders_verdict_ignores_the_context_steps(summary):
     assert step["output_tps_speedup"]["blocks"] == 1  # the ladder's block only, not pooled with the contexts
     contexts = [s["context"] for s in summary["variants"]["spec"]["steps"]]
     assert contexts == [None, 256, 2048]
+
+
+def test_the_report_shows_acceptance_per_length_with_its_interval(tmp_path):
+    finish_run(context_run(tmp_path, np.random.default_rng(2)))
+    html = (tmp_path / "report.html").read_text()
+    assert "acceptance: requests (95% CI)" in html and "tokens per pass: requests (95% CI)" in html
+    # 10 of 16 drafted tokens accepted at 256 tokens, 4 of 16 at 2048; every request alike, so a zero-width interval.
+    assert "62.5% <span class=\"ci\">(62.5–62.5%)</span>" in html
+    assert "25.0% <span class=\"ci\">(25.0–25.0%)</span>" in html
+    assert f"{39 / 29:.2f} <span class=\"ci\">" in html  # 39 tokens over 39 - 10 passes

@@ -7,8 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from locust_llm.analysis.samples import LevelSamples
 from locust_llm.analysis.speedup import ratio_ci
 from locust_llm.analysis.stats import percentile_stat
+from locust_llm.analysis.summary import context_figures
 from locust_llm.pipeline import finish_run
 from locust_llm.records import RequestRecord
 from tests.synthetic import open_loop_run, stream_record, window, write_run
@@ -46,6 +48,19 @@ def test_open_loop_sent_late_is_judged_from_the_intended_time(tmp_path):
     assert on_time.goodput_rps == pytest.approx(10.0)
     assert late.client_valid is False and "sent late" in late.client_validity.reasons[0]
     assert outcome.verdict.exit_code == 3
+    # The console's table shows the same TTFT as the summary's headline: from the intended send.
+    header, *rows = [line.split() for line in outcome.text.splitlines()[1:4]]
+    assert header[5:7] == ["TTFT_sched", "p50"]
+    late_row = next(row for row in rows if row[1] == "20")
+    assert float(late_row[5].removesuffix("ms")) >= 500
+
+
+def test_context_figures_take_ttft_from_the_intended_send_in_open_loop():
+    sent_late = pd.DataFrame({"worker": 0, "step": 0, "seq": range(4), "ttft_ms": [30.0] * 4,
+                              "ttft_sched_ms": [530.0] * 4})
+    samples = LevelSamples(requests=sent_late)
+    assert context_figures(10.0, samples, [], "open")["ttft_p50_ms"] == pytest.approx(530.0)
+    assert context_figures(10.0, samples, [], "closed")["ttft_p50_ms"] == pytest.approx(30.0)
 
 
 def test_open_loop_ab_with_half_the_tpot_is_faster_with_a_paired_ci(tmp_path):
@@ -58,9 +73,21 @@ def test_open_loop_ab_with_half_the_tpot_is_faster_with_a_paired_ci(tmp_path):
     assert step.tpot_p50_speedup.value == pytest.approx(2.0, rel=0.05) and step.tpot_p50_speedup.pairs == 200
     lo, hi = step.e2e_sched_p95_speedup.ci95
     assert lo > 1.3 and step.e2e_sched_p95_speedup.pairs == 200
+    assert step.tpot_p50_speedup.ci95[0] > 1.5  # half the TPOT: about 2x, clearly
+    assert step.verdict == "better" and "TPOT P50" in step.verdict_basis
     assert comparison.recommendation.startswith("enable spec")
     html = (run / "report.html").read_text()
     assert "E2E P95 from the intended send time" in html
+
+
+def test_open_loop_ab_with_equal_latency_is_not_faster(tmp_path):
+    """The same TPOT and TTFT on both sides (independent noise): no level may be called faster."""
+    run = open_loop_run(tmp_path, tpot_s={"baseline": 0.010, "spec": 0.010})
+    (comparison,) = finish_run(run).summary.comparisons
+    (step,) = comparison.steps
+    assert step.tpot_p50_speedup.value == pytest.approx(1.0, abs=0.05) and step.tpot_p50_speedup.pairs == 200
+    assert step.verdict != "better"
+    assert not comparison.recommendation.startswith("enable") and comparison.crossover_level is None
 
 
 def test_pairing_makes_the_interval_narrower_than_independent_samples(tmp_path):
@@ -93,6 +120,20 @@ def test_goodput_with_a_tpot_slo_counts_one_token_answers(tmp_path):
     outcome = finish_run(write_run(tmp_path, rows, [window("baseline", 0, 1, start, 10)], slo={"tpot_ms": 20}))
     step = outcome.summary.variants["baseline"].steps[0]
     assert step.tpot_ms.n == 0 and step.goodput_rps == pytest.approx(2.0)
+
+
+def test_goodput_with_a_tpot_slo_counts_a_multi_token_answer_in_one_chunk(tmp_path):
+    """Five tokens in a single chunk (a short answer from a speculative server): TPOT is undefined, so the TPOT
+    SLO does not fail it; 20 such answers in a 10 s window are 2 good requests per second."""
+    start = 1_700_000_000.0
+    rows = [RequestRecord(run_id="g", variant="baseline", level=1, step=0, phase="steady", request_id=f"one-{i}",
+                          output_tokens=5, token_source="usage_deltas", t_send=start + i * 0.5,
+                          t_first=start + i * 0.5 + 0.05, t_end=start + i * 0.5 + 0.05,
+                          t_done=start + i * 0.5 + 0.051, chunk_offsets=[0.05], chunk_tokens=[5],
+                          finish_reason="length", http_status=200).to_dict() for i in range(20)]
+    outcome = finish_run(write_run(tmp_path, rows, [window("baseline", 0, 1, start, 10)], slo={"tpot_ms": 20}))
+    step = outcome.summary.variants["baseline"].steps[0]
+    assert step.tpot_ms.n == 0 and step.output_tokens == 100 and step.goodput_rps == pytest.approx(2.0)
 
 
 def test_repeated_levels_pool_and_a_rising_curve_has_no_saturation(tmp_path):

@@ -2,6 +2,7 @@
 construction, and the choice rules on hand-made candidates."""
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from locust_llm.analysis.summary import build_summary
 from locust_llm.pipeline import finish_run
 from locust_llm.rundir import load_run
 from locust_llm.scenario import ScenarioError, load_scenario
+from locust_llm.servers import plan_variant
 from tests.synthetic import back_to_back, patch_env, window, write_run
 
 TOKENS = 40
@@ -86,6 +88,14 @@ def test_choose_needs_an_interval_above_one_and_notes_ties():
     assert choose([{"value": 2, "status": "contended", "speedup": {"value": None}}])["choice"] == UNJUDGED
 
 
+def test_the_choice_is_the_highest_speedup_not_the_highest_k():
+    # The CPU sweep's 4-stream level: both clearly faster, k = 4 has the higher speed-up and is chosen; k = 8's
+    # interval reaches k = 4's lower bound, so it is named as within noise.
+    picked = choose([{"value": 4, "status": "clean", "speedup": ratio(1.97, 1.81, 2.14)},
+                     {"value": 8, "status": "clean", "speedup": ratio(1.83, 1.52, 2.20)}])
+    assert picked["choice"] == 4 and picked["why"] == "highest speed-up among 2 clearly faster; within noise of 8"
+
+
 def test_schedule_ranges_and_text():
     ranges = schedule([(8, OFF), (1, 6), (2, 6), (4, 2), (16, OFF)])
     assert ranges == [{"low": 1, "high": 2, "choice": 6}, {"low": 4, "high": 4, "choice": 2},
@@ -119,10 +129,66 @@ def test_a_list_of_draft_lengths_expands_into_named_variants(tmp_path):
         load_scenario(path)
 
 
+def test_a_list_of_draft_models_expands_into_variants_named_after_the_files(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nserver: {engine: llamacpp, tiny_model: {}}\nvariants:\n  baseline: {}\n"
+                    "  spec: {speculative: {type: draft-simple, n_max: 4,\n"
+                    "         draft_model: [/models/draft-a.gguf, \"/models/draft b.Q4.gguf\"]}}\n")
+    scenario = load_scenario(path)
+    assert list(scenario.variants) == ["baseline", "spec-draft-a", "spec-draft-b.Q4"]
+    sweep = scenario.sweeps["spec"]
+    assert (sweep.setting, sweep.label) == ("draft_model", "draft_model")
+    assert sweep.values == ["/models/draft-a.gguf", "/models/draft b.Q4.gguf"]
+    assert scenario.speculative("spec-draft-b.Q4").draft_model == "/models/draft b.Q4.gguf"
+    assert scenario.speculative("spec-draft-b.Q4").n_max == 4  # the other settings carried over
+
+
+def test_vllm_and_sglang_draft_lengths_expand_down_to_the_command_line(tmp_path):
+    path = tmp_path / "v.yaml"
+    path.write_text(f"name: v\nserver: {{engine: vllm, model: m/target, binary: {json.dumps(sys.executable)}}}\n"
+                    "variants:\n  baseline: {}\n"
+                    "  spec: {speculative: {method: eagle3, model: m/eagle3, num_speculative_tokens: [1, 3, 5]}}\n")
+    scenario = load_scenario(path)
+    assert scenario.sweeps["spec"].variants == ["spec-k1", "spec-k3", "spec-k5"]
+    assert scenario.sweeps["spec"].label == "k"
+    argv = plan_variant(scenario, "spec-k3", port=8123).argv
+    config = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert config == {"method": "eagle3", "model": "m/eagle3", "num_speculative_tokens": 3}
+
+    path = tmp_path / "g.yaml"
+    path.write_text(f"name: g\nserver: {{engine: sglang, model: m/target, binary: {json.dumps(sys.executable)}}}\n"
+                    "variants:\n  baseline: {}\n  eagle: {speculative: {algorithm: EAGLE, draft_model_path: m/draft,"
+                    " num_steps: 3, eagle_topk: 1, num_draft_tokens: [2, 4]}}\n")
+    scenario = load_scenario(path)
+    assert scenario.sweeps["eagle"].variants == ["eagle-k2", "eagle-k4"]
+    pairs = dict(zip(argv := plan_variant(scenario, "eagle-k4", port=30000).argv, argv[1:]))
+    assert (pairs["--speculative-num-steps"], pairs["--speculative-eagle-topk"],
+            pairs["--speculative-num-draft-tokens"]) == ("3", "1", "4")
+
+
+def test_the_report_says_where_the_sweep_stopped_climbing(tmp_path):
+    run = sweep_run(tmp_path, np.random.default_rng(3))
+    steps = json.loads((run / "steps.json").read_text())
+    # What the runner notes when every k was clearly slower at level 8 (live speed-ups in value order).
+    steps["events"] = [{"kind": "sweep_stopped", "t": 0.0, "sweep": "spec", "level": 8, "context": None,
+                        "speedups": [0.84, 0.88, 0.81]}]
+    (run / "steps.json").write_text(json.dumps(steps))
+    finish_run(run)
+    (sched,) = json.loads((run / "summary.json").read_text())["schedules"]
+    (stop,) = sched["stopped"]
+    assert (stop["level"], stop["context"], stop["speedups"]) == (8, None, [0.84, 0.88, 0.81])
+    assert stop["text"] == ("stopped after level 8: every setting was clearly slower than the baseline there (95% "
+                            "interval of the live output tok/s ratio below 1; k = 1: 0.84x, k = 2: 0.88x, "
+                            "k = 4: 0.81x), so higher levels were not measured")
+    assert "<b>Stopped early</b>: stopped after level 8" in (run / "report.html").read_text()
+
+
 def test_the_report_shows_the_sweep_and_writes_the_schedule_file(tmp_path):
     finish_run(sweep_run(tmp_path, np.random.default_rng(3)))
     html = (tmp_path / "report.html").read_text()
     assert "Draft-length sweep" in html and "concurrency &lt;= 2: k = 4; 4: k = 2; &gt;= 8: off" in html
+    assert "the highest point speed-up among the settings measured cleanly whose 95% CI lies wholly above 1" in html
+    assert "Stopped early" not in html  # no sweep_stopped event in this run
     (saved,) = json.loads((tmp_path / "schedule.json").read_text())
     assert saved["setting"] == "n_max" and saved["ranges"][-1] == {"low": 8.0, "high": 8.0, "choice": "off"}
     assert saved["vllm"]["num_speculative_tokens_per_batch_size"] == [[1, 2, 4], [3, 4, 2], [5, 8, 0]]

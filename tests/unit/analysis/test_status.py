@@ -132,3 +132,37 @@ def test_a_throughput_collapse_is_flagged_as_an_anomaly(tmp_path):
     (tmp_path / "b").mkdir()
     high = finish_run(write_run(tmp_path / "b", rows2, steps2)).summary.variants["baseline"].steps[1]
     assert high.anomaly and "more than half" in high.anomaly
+
+
+def test_a_level_with_a_short_block_and_a_busy_block_names_the_busy_host(tmp_path):
+    """ABBA at level 1: the baseline's first block is too short (9 s requests), its second ran beside a burner;
+    the level's status and the exit-5 reason name the more serious one, the busy host, with its process."""
+    rows, steps, t = [], [], START
+    for variant, step, e2e in (("baseline", 0, 9.0), ("spec", 0, 0.3), ("spec", 2, 0.3), ("baseline", 2, 0.5)):
+        busy = [(t, t + 20.0)]
+        closed_step(rows, steps, variant, step, 1, t, 20.0, e2e)
+        t += 30.0
+    run = write_run(tmp_path, rows, steps)
+    write_host(run, busy)  # only the last block (the baseline's second) was contended
+    outcome = finish_run(run)
+    assert [s.status for s in outcome.summary.variants["baseline"].steps] == ["insufficient", "contended"]
+    (level,) = outcome.summary.comparisons[0].steps
+    assert level.status == "contended"
+    assert "burner (pid 4242)" in level.excluded[0]
+    assert outcome.verdict.exit_code == EXIT_INVALID
+    (reason,) = outcome.verdict.reasons[str(EXIT_INVALID)]
+    assert "burner (pid 4242)" in reason
+
+
+def test_a_window_where_nothing_completed_says_what_was_sent_and_what_ran_out():
+    from locust_llm.analysis.status import step_status
+
+    status, (reason,) = step_status({"window_s": 20.0, "requests": 4, "errors": 4, "output_tokens": 0,
+                                     "extended_s": 10.0}, None, {"max_extend_s": 10.0})
+    assert status == "insufficient"
+    assert "none of the 4 requests sent in the 20 s window (extended by 10 s) completed (4 failed)" in reason
+    assert reason.endswith("the extension ran out: make the step longer or raise load.max_extend_s")
+    _, (unextended,) = step_status({"window_s": 20.0, "requests": 30, "errors": 0, "output_tokens": 50,
+                                    "e2e_ms": {"p50": 400.0}}, None, {"max_extend_s": 0.0})
+    assert "saw 30 completed requests and 50 output tokens (at least 20 and 100 needed)" in unextended
+    assert unextended.endswith("allow load.max_extend_s")

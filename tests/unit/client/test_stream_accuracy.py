@@ -316,7 +316,7 @@ def test_connection_refused_is_connect_error():
 
 def test_gap_longer_than_idle_timeout_is_idle_timeout(refserver):
     record = run(refserver.url, make_spec(4, ttft_s=0, gap_s=3.0), Timeouts(idle_s=0.3))
-    assert record.error_class == R.IDLE_TIMEOUT, (record.error_class, record.error_message)
+    assert (record.error_class, record.error_message) == (R.IDLE_TIMEOUT, "no event for 0.3 s")
     assert record.chunk_tokens == [1]
 
 
@@ -324,13 +324,13 @@ def test_gap_longer_than_idle_timeout_is_idle_timeout(refserver):
 def test_slow_first_token_is_first_token_timeout(refserver, headers_early):
     spec = make_spec(4, ttft_s=3.0, gap_s=0.01, headers_early=headers_early)
     record = run(refserver.url, spec, Timeouts(first_token_s=0.3))
-    assert record.error_class == R.FIRST_TOKEN_TIMEOUT, (record.error_class, record.error_message)
+    assert (record.error_class, record.error_message) == (R.FIRST_TOKEN_TIMEOUT, "no first token within 0.3 s")
     assert record.chunk_tokens == []
 
 
 def test_stream_longer_than_total_timeout_is_total_timeout(refserver):
     record = run(refserver.url, make_spec(100, ttft_s=0, gap_s=0.03), Timeouts(total_s=0.3))
-    assert record.error_class == R.TOTAL_TIMEOUT, (record.error_class, record.error_message)
+    assert (record.error_class, record.error_message) == (R.TOTAL_TIMEOUT, "no complete response within 0.3 s")
     assert 0 < sum(record.chunk_tokens) < 100
 
 

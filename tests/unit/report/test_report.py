@@ -209,3 +209,16 @@ def test_csv_rows_one_per_variant_and_level(hostile):
     with (hostile / "steps.csv").open() as handle:
         header = next(csv.reader(handle))
     assert header[:4] == ["variant", "is_baseline", "step", "level"] and len(header) == len(set(header))
+
+
+@pytest.mark.parametrize("exact, said", [(False, "approximate (no tokenizer answered)"),
+                                          (True, "exact (counted by the server&#39;s or a named tokenizer)")])
+def test_the_conditions_say_whether_prompt_lengths_were_exact(tmp_path, exact, said):
+    run_dir = minimal_run(tmp_path)
+    env = json.loads((run_dir / "env.json").read_text())
+    env["load"] = {"prompt_tokens": 128, "max_tokens": 64}
+    env["workload"] = {"exact": exact}
+    (run_dir / "env.json").write_text(json.dumps(env))
+    text = finish_run(run_dir).report.read_text()
+    assert said in text
+    assert ("128\u219264 tokens (prompt lengths approximate)" in text) is (not exact)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from locust_llm.rundir.layout import redact_file
 from locust_llm.rundir.redact import redact_text
 
 
@@ -20,3 +21,17 @@ def test_secrets_in_text_are_masked(text, masked):
                                   "prompt-token counts", "max_tokens: 64", "tokens per target pass 4.3"])
 def test_ordinary_text_about_tokens_is_kept(text):
     assert redact_text(text) == text
+
+
+def test_a_server_log_is_masked_by_replacing_it_whole_and_a_clean_one_is_left_alone(tmp_path):
+    log, clean = tmp_path / "server-a.log", tmp_path / "server-b.log"
+    log.write_text("main: llama-server --api-key sk-live-1234 -c 4096\nready\n")
+    clean.write_text("ready\n")
+    before = log.stat().st_ino, clean.stat().st_ino
+    redact_file(log)
+    redact_file(clean)
+    redact_file(tmp_path / "missing.log")  # a server that never wrote one: nothing to do
+    assert log.read_text() == "main: llama-server --api-key *** -c 4096\nready\n"
+    assert log.stat().st_ino != before[0]  # renamed over (atomic_write), never rewritten in place
+    assert clean.stat().st_ino == before[1] and clean.read_text() == "ready\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["server-a.log", "server-b.log"]  # no .tmp left

@@ -89,6 +89,9 @@ class FakeSession:
     def check_consistency(self, variant: str):
         return None
 
+    def interrupt(self) -> None:
+        pass
+
     def alive(self) -> bool:
         self.checks += 1
         if self.die_after is not None and self.checks > self.die_after:

@@ -263,3 +263,16 @@ def test_a_context_length_the_server_cannot_hold_is_left_out_and_said(tmp_path, 
     assert {r["context"] for r in experiment.run.steps} == {None, 256}
     events = [e for e in experiment.run.events if e["kind"] == "context_too_long"]
     assert events and events[0]["context"] == 4000 and events[0]["server_context"] == 512
+
+
+def test_finish_writes_the_last_telemetry_sample_before_the_analysis_reads_the_files(tmp_path, clock, monkeypatch):
+    # Stopping the servers takes a last telemetry sample; an analysis that ran before it reached the part files
+    # would disagree with a later `locust-llm report` of the same run.
+    experiment, *_ = run_program(tmp_path, ladder="1", step_duration=1, warmup=0, variant="baseline")
+    telemetry = experiment.session.telemetry
+    flushes_seen_by_analysis = []
+    monkeypatch.setattr(experiment_module, "finish_run",
+                        lambda path, gates: flushes_seen_by_analysis.append(telemetry.flushes))
+    flushes_before = telemetry.flushes
+    experiment.finish(final=False)
+    assert flushes_seen_by_analysis and flushes_seen_by_analysis[0] > flushes_before

@@ -37,6 +37,17 @@ def test_latencies_come_from_the_steady_window_and_failures_count_as_requests():
     assert row["ttft_p50_ms"] == pytest.approx(100.0) and row["tpot_p50_ms"] == pytest.approx(200.0)
 
 
+def test_open_loop_ttft_is_from_the_intended_send_and_says_so():
+    """Sent 300 ms after its intended time, first token 100 ms after the send: TTFT_sched is 400 ms."""
+    live = LiveStats()
+    late = {**record(20.0, [0.1, 0.3], [1, 1], level=4.0), "t_intended": 19.7}
+    live.add([late, {**record(30.0, [0.05, 0.1], [1, 1], level=1.0), "t_intended": math.nan}], [])
+    rows = {row["level"]: row for row in live.rows()}
+    assert rows[4.0]["ttft_p50_ms"] == pytest.approx(400.0) and rows[4.0]["ttft_from"] == "intended send (sched)"
+    assert rows[1.0]["ttft_p50_ms"] == pytest.approx(50.0) and rows[1.0]["ttft_from"] == "send"
+    assert live.recent[0][2] == pytest.approx(400.0)
+
+
 def test_a_done_level_gets_its_intervals_and_a_running_one_does_not():
     live = LiveStats()
     rng = np.random.default_rng(0)

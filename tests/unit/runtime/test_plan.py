@@ -1,10 +1,13 @@
 """Options + scenario -> Plan: overrides, variants chosen, gates, and errors that name the fix."""
 
+import math
 import os
 
 import pytest
 
+from locust_llm.runtime.options import OPTIONS
 from locust_llm.runtime.plan import load_plan, recordable_options
+from locust_llm.runtime.webform import check_form
 from locust_llm.scenario import ScenarioError
 from tests.helpers import REPO
 
@@ -52,6 +55,45 @@ def test_gate_options_override_the_scenario():
 def test_bad_options_name_the_fix(given, message):
     with pytest.raises(ScenarioError, match=message):
         load_plan(options(scenario=SCENARIO, **given))
+
+
+NUMBERS = [o for o in OPTIONS if isinstance(o.default, (int, float)) and not isinstance(o.default, bool)]
+
+
+@pytest.mark.parametrize("option, value", [(o.dest, v) for o in NUMBERS
+                                           for v in ([-5, math.nan] if isinstance(o.default, float) else [-5])])
+def test_no_number_typed_is_taken_for_the_scenarios_value(option, value):
+    # Every numeric option of the plugin: a NaN or negative value is one line naming the option or its key, never
+    # silently "unset" (a NaN SLO would otherwise be no gate at all).
+    with pytest.raises(ScenarioError) as caught:
+        load_plan(options(scenario=SCENARIO, **{option: value}))
+    message = str(caught.value)
+    key = {"warmup": "warmup_s", "step_duration": "step_duration_s", "slo_ttft_p99_ms": "ttft_p99_ms",
+           "slo_tpot_p99_ms": "tpot_p99_ms", "slo_error_rate": "error_rate"}.get(option, option)
+    assert "\n" not in message and (key in message or f"--{option.replace('_', '-')}" in message), message
+
+
+def test_the_defaults_still_mean_the_scenarios_values():
+    plan = load_plan(options(scenario=SCENARIO, **{o.dest: o.default for o in NUMBERS}))
+    assert plan.load.warmup_s == 1 and plan.gates.error_rate == 0.05 and plan.gates.ttft_p99_ms is None
+    assert plan.scale_out is None and plan.soak is None
+
+
+@pytest.mark.parametrize("scenario, host", [(SCENARIO, "http://127.0.0.1:8000"),
+                                            (str(REPO / "scenarios" / "external.yaml"), None)])
+def test_an_external_servers_variant_is_a_plain_name_too(scenario, host):
+    for bad in ('../evil"q', 'a"b', "/tmp/x"):
+        with pytest.raises(ScenarioError, match=r"--variant '.*' is not a plain name; use letters"):
+            load_plan(options(scenario=scenario, variant=bad), host=host)
+        message = check_form(options(scenario=scenario), {"variant": bad}, host, scenario)
+        assert message is not None and "is not a plain name" in message
+    assert load_plan(options(scenario=scenario, variant="mine-1.2"), host=host).variants == ["mine-1.2"]
+
+
+@pytest.mark.parametrize("name", ["../../any/run", "/abs", "a/b", "."])
+def test_the_baseline_run_is_a_plain_name(name):
+    with pytest.raises(ScenarioError, match="gates.baseline_run: not a plain name"):
+        load_plan(options(scenario=SCENARIO, baseline_run=name))
 
 
 def test_recorded_options_hold_no_secret():

@@ -28,14 +28,14 @@ def scenario_file(tmp_path, text: str = SCENARIO, extra: str = "") -> str:
 
 def test_the_plan_from_the_option_and_the_section():
     spec = ScaleOutSpec()
-    assert scale_out_plan(spec, -1, "", [1, 4], None) is None  # off by default
+    assert scale_out_plan(spec, None, "", [1, 4], None) is None  # off by default
     plan = scale_out_plan(spec, 2, "", [1, 4, 2], None)
     assert (plan.servers, plan.level, plan.pairs, plan.urls) == (2, 4.0, 2, [])  # the ladder's highest level
-    plan = scale_out_plan(ScaleOutSpec(servers=3, level=2, pairs=1), -1, "", [8], None)
+    plan = scale_out_plan(ScaleOutSpec(servers=3, level=2, pairs=1), None, "", [8], None)
     assert (plan.servers, plan.level, plan.pairs) == (3, 2.0, 1)
     assert scale_out_plan(ScaleOutSpec(servers=3), 0, "", [8], None) is None  # --scale-out 0 turns it off
     # Extra URLs of an external server imply the count; --host is the first server.
-    plan = scale_out_plan(spec, -1, "http://10.0.0.2:8000/, http://10.0.0.3:8000", [4], "http://10.0.0.1:8000")
+    plan = scale_out_plan(spec, None, "http://10.0.0.2:8000/, http://10.0.0.3:8000", [4], "http://10.0.0.1:8000")
     assert (plan.servers, plan.urls) == (3, ["http://10.0.0.2:8000", "http://10.0.0.3:8000"])
 
 
@@ -45,8 +45,10 @@ def test_the_plan_from_the_option_and_the_section():
     (2, "http://10.0.0.2:8000", None, "launched servers get their replicas started by locust-llm"),
     (3, "http://10.0.0.2:8000", "http://10.0.0.1:8000", "needs 2 URL\\(s\\) besides --host .* found 1"),
     (2, "", "http://10.0.0.1:8000", "needs 1 URL\\(s\\) besides --host"),
-    (-1, "http://10.0.0.1:8000/", "http://10.0.0.1:8000", "repeats http://10.0.0.1:8000"),
-    (-1, "10.0.0.2:8000", "http://10.0.0.1:8000", "--scale-out-urls must be http\\(s\\) URLs"),
+    (-5, "", None, "0 \\(off\\) or 2..16 servers, found -5"),  # an error, never "the scenario's"
+    (-5, "http://10.0.0.2:8000", "http://10.0.0.1:8000", "found -5"),
+    (None, "http://10.0.0.1:8000/", "http://10.0.0.1:8000", "repeats http://10.0.0.1:8000"),
+    (None, "10.0.0.2:8000", "http://10.0.0.1:8000", "--scale-out-urls must be http\\(s\\) URLs"),
 ])
 def test_bad_settings_name_the_fix(servers, urls, host, message):
     with pytest.raises(ValueError, match=message):

@@ -1,11 +1,15 @@
 """The web form: what it shows for a scenario (compared with the YAML file itself), and the values it refuses
 with the command line's words."""
 
+from types import SimpleNamespace
+
 import pytest
 import yaml
+from locust.argument_parser import LocustArgumentParser
 
+from locust_llm.runtime import plugin
 from locust_llm.runtime.plan import chosen_variants, load_plan
-from locust_llm.runtime.webform import allowed_scenarios, check_form, form_values, options_for
+from locust_llm.runtime.webform import allowed_scenarios, check_form, form_values, options_for, with_baseline
 from locust_llm.scenario import ScenarioError, load_scenario
 from tests.helpers import REPO
 
@@ -30,6 +34,8 @@ def test_the_fields_hold_the_scenarios_values():
     assert values["variants"] == list(raw["variants"]) and values["baseline"] == "baseline"
     assert fields["variant"] == ",".join(raw["variants"])
     assert values["steps_per_variant"] == len(load["ladder"]) and values["engine"] == raw["server"]["engine"]
+    assert "scale_out" not in raw and fields["scale_out"] == 0  # the scenario has none: off
+    assert form_values(options(scenario=TEST_SCENARIO, scale_out=3), None)["fields"]["scale_out"] == 3
 
 
 def test_command_line_overrides_stay_with_its_scenario_only():
@@ -43,9 +49,28 @@ def test_command_line_overrides_stay_with_its_scenario_only():
     assert allowed_scenarios(TEST_SCENARIO)[0] == TEST_SCENARIO and other in allowed_scenarios(TEST_SCENARIO)
 
 
+def command_line_error(capsys, *argv: str) -> str:
+    """What Locust's own parser, with the plugin's options, says about ``argv`` (it exits 2)."""
+    parser = LocustArgumentParser(prog="locust")
+    plugin.add_arguments(parser)
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(list(argv))
+    assert exited.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field, flag, text, words", [
+    ("step_duration", "--step-duration", "abc", "argument --step-duration: invalid float value: 'abc'"),
+    ("repeats", "--repeats", "2.5", "argument --repeats: invalid int value: '2.5'"),
+    ("scale_out", "--scale-out", "two", "argument --scale-out: invalid int value: 'two'"),
+])
+def test_a_value_of_the_wrong_type_gets_argparses_words(field, flag, text, words, tmp_path, capsys):
+    why = check_form(options(scenario=TEST_SCENARIO, report_dir=str(tmp_path)), {field: text}, None, TEST_SCENARIO)
+    assert why == words
+    assert f"locust: error: {words}" in command_line_error(capsys, flag, text)
+
+
 @pytest.mark.parametrize("form, words", [
-    ({"step_duration": "abc"}, "--step-duration must be a number, found 'abc'"),
-    ({"repeats": "2.5"}, "--repeats must be a whole number, found '2.5'"),
     ({"ladder": "1,two"}, "--ladder must be a comma list of numbers, found '1,two'"),
     ({"variant": "baseline,nope"}, "--variant 'nope' is not in"),
     ({"scenario": "/etc/passwd"}, "the web form runs the scenario given on the command line"),
@@ -79,3 +104,31 @@ def test_variants_a_comma_list_in_the_scenarios_order_with_one_server_for_host()
     assert chosen_variants(scenario, "", external=True) == ["external"]
     with pytest.raises(ScenarioError, match="attaches to one server"):
         chosen_variants(scenario, "a,b", external=True)
+
+
+def test_the_baseline_runs_whatever_the_posted_form_says(tmp_path, monkeypatch):
+    """The page ticks the baseline for good; a form posted without it (no script, or edited) gets it on the
+    server, both when the form is checked and when the run starts."""
+    def variant(text, host=None):
+        return with_baseline(options(scenario=TEST_SCENARIO, variant=text), host)
+
+    assert variant("spec-k4") == "baseline,spec-k4"
+    assert variant("spec-k4, baseline") == "spec-k4,baseline" and variant("") == ""  # "": every variant
+    assert variant("spec-k4", "http://127.0.0.1:9") == "spec-k4"  # --host: the one server named
+    current = options(scenario=TEST_SCENARIO, report_dir=str(tmp_path))
+    assert check_form(current, {"variant": "spec-k4", "soak": "60s"}, None, TEST_SCENARIO) == (
+        "--soak holds one variant: give --variant one name, found 'baseline,spec-k4'")  # what the page would run
+
+    class Started:  # the run as start_experiment makes it, without starting servers
+        def __init__(self, environment, plan, classes, clocks=None):
+            self.plan, self.run = plan, SimpleNamespace(path=tmp_path / plan.run_id)
+
+    monkeypatch.setattr(plugin, "Experiment", Started)
+    posted = options(scenario=TEST_SCENARIO, report_dir=str(tmp_path), variant="spec-k4", run_id="web",
+                     headless=False)
+    environment = SimpleNamespace(parsed_options=posted, host=None)
+    assert plugin.start_experiment(environment).plan.variants == ["baseline", "spec-k4"]
+    assert posted.variant == "baseline,spec-k4"  # env.json records what ran
+    headless = options(scenario=TEST_SCENARIO, report_dir=str(tmp_path), variant="spec-k4", run_id="cli")
+    environment = SimpleNamespace(parsed_options=headless, host=None)
+    assert plugin.start_experiment(environment).plan.variants == ["spec-k4"]  # the command line's choice stands

@@ -1,0 +1,58 @@
+"""Token accounting on hand-built event lists whose answers are known: never a negative count, the server's total
+kept when it is below its number of events, and a tokenizer's total taken on the whole text."""
+
+from locust_llm.client.accounting import Event, account, count_tokens
+from locust_llm.records import RequestRecord
+
+
+def text(t: float, chunk: str, finish: str | None = None, usage: int | None = None, **extra) -> Event:
+    data = {"choices": [{"text": chunk, "finish_reason": finish}], **extra}
+    if usage is not None:
+        data["usage"] = {"completion_tokens": usage}
+    return Event(t, data)
+
+
+def usage_only(t: float, total: int, **extra) -> Event:
+    return Event(t, {"choices": [], "usage": {"completion_tokens": total}, **extra})
+
+
+def test_a_final_total_below_the_text_events_never_gives_a_negative_count():
+    events = [text(0.1 * i, f" w{i}") for i in range(5)] + [usage_only(0.6, 3)]
+    counts, source, total = count_tokens(events)
+    assert min(counts) >= 0 and sum(counts) == 3 and total == 3
+    assert source == "usage+text_share"
+
+
+def test_cumulative_usage_that_goes_down_never_gives_a_negative_count():
+    events = [text(0.1, " a", usage=1), text(0.2, " b c d e", usage=5), text(0.3, " f", usage=3), usage_only(0.4, 3)]
+    counts, source, _ = count_tokens(events)
+    assert source == "usage_deltas" and min(counts) >= 0
+    assert counts[:2] == [1, 4]  # 1 token, then 4 more by the server's own running count
+
+
+def test_llamacpp_usage_below_its_events_keeps_the_servers_total_and_says_so():
+    """Four one-token events, but the server's final usage says 2: its total is recorded, marked as such."""
+    timings = {"timings": {"predicted_n": 2, "predicted_ms": 20.0, "prompt_ms": 5.0}}
+    events = [text(0.1 * (i + 1), f" w{i}") for i in range(4)] + [text(0.5, "", "stop", usage=2, **timings)]
+    record = RequestRecord(t_send=0.0)
+    account(record, events, done=True, llamacpp=True)
+    assert record.ok
+    assert record.output_tokens == 2 and sum(record.chunk_tokens) == 2 and min(record.chunk_tokens) >= 0
+    assert record.token_source == "usage_below_events"
+    assert len(record.chunk_offsets) == 4  # every event that carried text keeps its time
+
+
+def test_no_usage_takes_the_total_from_the_whole_text_with_a_tokenizer_that_is_not_additive():
+    """A word cut between chunks counts twice when each chunk is counted on its own: the whole text is 3 words."""
+    def words(chunk: str) -> int:
+        return len(chunk.split())
+
+    events = [text(0.1, " hel"), text(0.2, "lo wor"), text(0.3, "ld !", "stop")]
+    record = RequestRecord(t_send=0.0)
+    split = account(record, events, done=True)
+    assert record.ok and record.token_source == "unknown"
+    assert sum(words(e.data["choices"][0]["text"]) for e in events) == 5  # the per-chunk sum over-counts
+    split.apply(words)
+    assert record.token_source == "tokenizer"
+    assert record.output_tokens == sum(record.chunk_tokens) == words(" hello world !") == 3
+    assert min(record.chunk_tokens) >= 0 and len(record.chunk_tokens) == 3

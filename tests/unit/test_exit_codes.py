@@ -1,0 +1,73 @@
+"""Exit codes the post-run pipeline gives on its own: a run that measured no variant, the default error-rate gate,
+and a ladder run killed before its merge, analysed later by ``locust-llm report``."""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from locust_llm.pipeline import finish_run
+from locust_llm.records import RequestRecord
+from tests.synthetic import back_to_back, synthetic_run, window, write_run
+
+
+def test_a_run_that_measured_no_variant_is_invalid(tmp_path):
+    # Every variant skipped, or the run stopped before its first step: nothing to judge is not a pass.
+    (tmp_path / "steps.json").write_text(json.dumps({"steps": [], "events": []}))
+    (tmp_path / "env.json").write_text(json.dumps({"run_id": "none", "baseline": "baseline"}))
+    verdict = finish_run(tmp_path).verdict
+    assert verdict.exit_code == 5 and verdict.reasons == {"5": ["no variant was measured"]}
+
+
+def failing_run(path, failed_share: float, gates: dict):
+    """One steady window of back-to-back successes, plus failures making ``failed_share`` of its requests."""
+    rows = back_to_back("e", "baseline", 1, 0, 1000.0, 20.0, 0.02, 0.01, 20, np.random.default_rng(0))
+    failures = round(len(rows) * failed_share / (1 - failed_share))
+    rows += [RequestRecord(run_id="e", variant="baseline", level=1, step=0, phase="steady", request_id=f"f{i}",
+                           t_send=1000.0 + 0.1 * i, error_class="http_error", http_status=500).to_dict()
+             for i in range(failures)]
+    path.mkdir()
+    return write_run(path, rows, [window("baseline", 0, 1, 1000.0, 20.0)], gates=gates)
+
+
+def test_the_default_error_rate_gate_fails_a_run_with_many_failures(tmp_path):
+    # No gate set anywhere: 5% holds by default, so 10% failures fail the run (exit 3), 2% do not, and a scenario
+    # that turns the gate off (error_rate: null) passes the same run.
+    verdict = finish_run(failing_run(tmp_path / "ten", 0.10, {})).verdict
+    assert verdict.exit_code == 3 and "error_rate" in verdict.reasons["3"][0] and "> 0.05" in verdict.reasons["3"][0]
+    assert finish_run(failing_run(tmp_path / "two", 0.02, {})).verdict.exit_code == 0
+    assert finish_run(failing_run(tmp_path / "off", 0.10, {"error_rate": None})).verdict.exit_code == 0
+
+
+def test_report_reads_a_killed_ladder_run_from_its_part_files(tmp_path):
+    # Killed during the last step of the ladder: the part files were never merged, and steps.json is as written
+    # when that step's window opened (no t_end yet).
+    run = tmp_path / "killed"
+    run.mkdir()
+    synthetic_run(run, np.random.default_rng(7))
+    steps = json.loads((run / "steps.json").read_text())
+    last = steps["steps"][-1]
+    last["t_end"] = math.nan
+    (run / "steps.json").write_text(json.dumps(steps))
+    table = pq.read_table(run / "requests.parquet")
+    (run / "requests.parquet").unlink()
+    recorded = table.filter(pc.less(table.column("t_send"), last["t_steady"] + 5.0))  # nothing after the kill
+    (run / "requests.parts").mkdir()
+    for i, start in enumerate(range(0, recorded.num_rows, 300)):
+        pq.write_table(recorded.slice(start, 300), run / "requests.parts" / f"part-{i + 1:06d}.parquet")
+    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(run)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and "verdict: exit code 7" in done.stdout, done.stdout + done.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["records"] == recorded.num_rows
+    frame = recorded.to_pandas()
+    steady = frame[frame["phase"] == "steady"].groupby(["variant", "step"]).size().to_dict()
+    reported = {(name, s["step"]): s["requests"] for name, entry in summary["variants"].items()
+                for s in entry["steps"]}
+    assert reported == steady and len(reported) == 8  # every step of both variants, the unfinished one too
+    (event,) = [e for e in summary["events"] if e["kind"] == "unfinished"]
+    assert event["variant"] == last["variant"] and event["steps"] == [last["step"]]
