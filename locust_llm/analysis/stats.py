@@ -151,17 +151,21 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs) -> np.ndar
     return SortedSample(np.array(values, dtype=float), np.asarray(weights, dtype=float)).percentiles(qs)
 
 
-def _order_statistic_cis(sample: SortedSample, mean: float, sd: float, n: int, alpha: float) -> dict:
-    """Distribution-free intervals of P50/P95/P99 (the binomial ranks around each), and a normal interval of
-    the mean: exact enough beyond ``LARGE`` values, and no resampling of millions of them."""
+def _large_sample_figures(sample: SortedSample, mean: float, sd: float, n: int, alpha: float) -> dict:
+    """P50/P95/P99 with distribution-free intervals (the binomial ranks around each) and a normal interval of
+    the mean: exact enough beyond ``LARGE`` values, and no resampling of millions of them. Every rank in one
+    selection pass (one partition of the array, not one per interval)."""
     z = NormalDist().inv_cdf(1 - alpha / 2)
-    out = {}
+    bounds = []
     for q in PERCENTILES:
         p = q / 100.0
         half = z * math.sqrt(p * (1 - p) / n)
-        lo, hi = sample.percentiles([100 * max(p - half, 0.0), 100 * min(p + half, 1.0)])
-        out[f"p{q}"] = [float(lo), float(hi)]
-    out["mean"] = [mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)]
+        bounds += [100 * max(p - half, 0.0), 100 * min(p + half, 1.0)]
+    values = [float(x) for x in sample.percentiles(list(PERCENTILES) + bounds)]
+    points, cis = values[:len(PERCENTILES)], values[len(PERCENTILES):]
+    out = {f"p{q}": point for q, point in zip(PERCENTILES, points)}
+    out["ci95"] = {f"p{q}": cis[2 * i:2 * i + 2] for i, q in enumerate(PERCENTILES)}
+    out["ci95"]["mean"] = [mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)]
     return out
 
 
@@ -172,7 +176,7 @@ def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float 
     Point figures are computed on the finite values exactly as ``np.percentile`` (linear) and ``np.mean`` do;
     ``weights`` (integer counts, e.g. the tokens that share one inter-token latency) count each value that
     many times. Up to ``LARGE`` values the four intervals come from the same ``n_boot`` resamples (percentile
-    bootstrap, ``seed``); beyond, from order statistics (``_order_statistic_cis``). The key is called ``ci95``
+    bootstrap, ``seed``); beyond, from order statistics (``_large_sample_figures``). The key is called ``ci95``
     whatever ``alpha`` is, because the report and summary.json say so. With no finite values every figure is
     None and ``n`` is 0; with one value the point figures are that value and intervals None.
     """
@@ -194,9 +198,9 @@ def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float 
         sd = float(array.std()) if weights is None else math.sqrt(float(np.average((array - mean) ** 2,
                                                                                      weights=weights)))
         sample = SortedSample(array, weights)  # reorders ``array`` in place when unweighted
-        p50, p95, p99 = (float(x) for x in sample.percentiles(PERCENTILES))
-        return {"p50": p50, "p95": p95, "p99": p99, "mean": mean, "n": int(sample.total),
-                "ci95": _order_statistic_cis(sample, mean, sd, array.size, alpha)}
+        figures = _large_sample_figures(sample, mean, sd, array.size, alpha)
+        return {"p50": figures["p50"], "p95": figures["p95"], "p99": figures["p99"], "mean": mean,
+                "n": int(sample.total), "ci95": figures["ci95"]}
     p50, p95, p99 = (float(x) for x in np.percentile(array, PERCENTILES))
     out = {"p50": p50, "p95": p95, "p99": p99, "mean": float(array.mean()), "n": int(array.size)}
     if array.size < 2:
