@@ -21,8 +21,13 @@ NOT_ELIGIBLE = "not-eligible"  # the setting failed the quality gate: shown, nev
 JUDGED = ("clean", "inconclusive")
 
 
-def _clearly(ratio: dict, faster: bool) -> bool:
-    ci = ratio.get("ci95")
+def _clearly(candidate: dict, faster: bool) -> bool:
+    """Clearly faster (slower) than the baseline: the level's own verdict where the comparison gave one (an open
+    loop judges latency and goodput, not the speed-up shown), otherwise the speed-up's interval."""
+    state = candidate.get("state")
+    if state in ("better", "worse", "unclear"):
+        return state == ("better" if faster else "worse")
+    ci = candidate["speedup"].get("ci95")
     return bool(ci) and ci[0] is not None and ((ci[0] > 1) if faster else (ci[1] < 1))
 
 
@@ -35,8 +40,8 @@ def choose(candidates: list[dict]) -> dict:
         return {"choice": OFF, "speedup": None, "all_slower": False, "why": "every setting failed the quality gate"}
     if not judged:
         return {"choice": UNJUDGED, "speedup": None, "all_slower": False, "why": "no setting measured cleanly"}
-    faster = [c for c in judged if c["status"] == "clean" and _clearly(c["speedup"], True)]
-    all_slower = len(judged) == len(candidates) and all(c["status"] == "clean" and _clearly(c["speedup"], False)
+    faster = [c for c in judged if c["status"] == "clean" and _clearly(c, True)]
+    all_slower = len(judged) == len(candidates) and all(c["status"] == "clean" and _clearly(c, False)
                                                         for c in judged)
     if not faster:
         why = "every setting clearly slower than the baseline" if all_slower else \
@@ -145,11 +150,16 @@ def sweep_schedule(sweep: dict, comparisons: list[dict], acceptance: dict[str, d
     by_variant = {c["variant"]: c for c in comparisons}
     levels: dict[float, list[dict]] = {}
     for value, variant in zip(sweep["values"], sweep["variants"]):
-        for step in (by_variant.get(variant) or {}).get("steps", []):
+        comp = by_variant.get(variant) or {}
+        # The comparison's headline: aggregate tok/s in a closed loop, E2E P95 from the intended send in an open
+        # one (where the offered rate fixes tok/s), with the level's verdict deciding "clearly faster".
+        metric = comp.get("metric") or "output_tps"
+        for step in comp.get("steps", []):
             levels.setdefault(step["level"], []).append(
                 {"value": value, "variant": variant,
                  "status": NOT_ELIGIBLE if variant in blocked else step["status"],
-                 "speedup": step["output_tps_speedup"],
+                 "speedup": step.get(f"{metric}_speedup") or step["output_tps_speedup"],
+                 "state": step.get("verdict"),
                  "acceptance": acceptance.get(variant, {}).get(step["level"])})
     rows = []
     for level in sorted(levels):

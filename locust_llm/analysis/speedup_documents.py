@@ -111,7 +111,11 @@ class SweepCandidate(Doc):
     """The comparison's status at this level (clean, inconclusive, ...), or not-eligible when the variant failed
     the quality gate."""
     speedup: Ratio
-    """Output tok/s, this setting / the baseline."""
+    """The comparison's headline speed-up, this setting over the baseline: aggregate output tok/s in a closed loop,
+    E2E P95 from the intended send time in an open loop."""
+    state: str | None = None
+    """The level's verdict for this setting (better, worse, unclear; an open loop judges E2E, TPOT and goodput),
+    which decides "clearly faster"; null: read from the speed-up's interval."""
     acceptance: LevelAcceptance | None = None
     """The server's acceptance over the variant's clean steps at this level (null: not reported)."""
 

@@ -16,10 +16,11 @@ from .view import RunView
 __all__ = ["breakdowns", "context_charts", "contexts", "cost", "images", "sweeps"]
 
 
-def _speed(ratio) -> dict:
+def _speed(ratio, state: str | None = None) -> dict:
     if ratio is None:
         return {"value": None, "ci": None, "state": "unclear"}
-    return {"value": times(ratio.value), "ci": ci_text(ratio.ci95, times), "state": speedup_state(ratio.model_dump())}
+    return {"value": times(ratio.value), "ci": ci_text(ratio.ci95, times),
+            "state": state or speedup_state(ratio.model_dump())}
 
 
 def sweeps(view: RunView) -> list[dict]:
@@ -33,7 +34,8 @@ def sweeps(view: RunView) -> list[dict]:
             cells = []
             for value in sweep.values:
                 cand = by_value.get(repr(value))
-                cells.append({**_speed(cand.speedup if cand else None), "status": cand.status if cand else None,
+                cells.append({**_speed(cand.speedup if cand else None, cand.state if cand else None),
+                              "status": cand.status if cand else None,
                               "chosen": cand is not None and level.choice == cand.value})
                 acc = cand.acceptance if cand else None
                 if acc is not None:
@@ -41,7 +43,9 @@ def sweeps(view: RunView) -> list[dict]:
                                        "mean_length": num(acc.mean_length),
                                        "per_position": " / ".join(f"{p:.2f}" for p in acc.per_position)})
             rows.append({"level": lvl(level.level), "cells": cells, "choice": str(level.choice), "why": level.why})
-        out.append({"name": sweep.name, "setting": sweep.setting, "label": sweep.label,
+        metric = next((c.metric_name for c in view.summary.comparisons if c.variant in sweep.variants),
+                      "aggregate output tok/s")
+        out.append({"name": sweep.name, "setting": sweep.setting, "label": sweep.label, "metric": metric,
                     "values": [str(v) for v in sweep.values], "rows": rows, "acceptance": acceptance,
                     "text": sweep.text, "vllm": json.dumps(
                         {k: v for k, v in sweep.vllm.items() if k != "note"}) if sweep.vllm else None,

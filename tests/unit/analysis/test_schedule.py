@@ -187,8 +187,30 @@ def test_the_report_shows_the_sweep_and_writes_the_schedule_file(tmp_path):
     finish_run(sweep_run(tmp_path, np.random.default_rng(3)))
     html = (tmp_path / "report.html").read_text()
     assert "Draft-length sweep" in html and "concurrency &lt;= 2: k = 4; 4: k = 2; &gt;= 8: off" in html
-    assert "the highest point speed-up among the settings measured cleanly whose 95% CI lies wholly above 1" in html
+    assert "aggregate output tok/s speed-up over the baseline per n_max" in html
+    assert "the highest point speed-up among the settings measured cleanly and clearly faster, i.e. a 95% CI " \
+           "wholly above 1" in html
     assert "Stopped early" not in html  # no sweep_stopped event in this run
     (saved,) = json.loads((tmp_path / "schedule.json").read_text())
     assert saved["setting"] == "n_max" and saved["ranges"][-1] == {"low": 8.0, "high": 8.0, "choice": "off"}
     assert saved["vllm"]["num_speculative_tokens_per_batch_size"] == [[1, 2, 4], [3, 4, 2], [5, 8, 0]]
+
+
+def test_an_open_loop_sweep_chooses_by_latency_not_by_the_offered_rate(tmp_path):
+    """Open loop at one rate: both settings deliver the offered tok/s (a ratio near 1 with a tight interval), but
+    k = 2 halves the TPOT and k = 1 changes nothing. The choice is k = 2, shown with its E2E_sched P95 speed-up."""
+    from tests.synthetic import open_loop_run
+
+    run = open_loop_run(tmp_path, tpot_s={"baseline": 0.020, "spec-k1": 0.020, "spec-k2": 0.010})
+    patch_env(run, "scenario", sweeps={"spec": {"setting": "n_max", "label": "k", "values": [1, 2],
+                                                 "variants": ["spec-k1", "spec-k2"]}})
+    summary = finish_run(run).summary
+    (sched,) = summary.schedules
+    (level,) = sched.levels
+    assert level.choice == 2
+    by_value = {c.value: c for c in level.candidates}
+    assert by_value[2].state == "better" and by_value[1].state != "better"
+    e2e_truth = (0.030 + 19 * 0.020) / (0.030 + 19 * 0.010)  # E2E P95 ratio: the same TTFT, half the TPOT
+    assert by_value[2].speedup.value == pytest.approx(e2e_truth, rel=0.1)
+    comparison = {c.variant: c for c in summary.comparisons}["spec-k2"]
+    assert comparison.steps[0].output_tps_speedup.value == pytest.approx(1.0, abs=0.05)  # the rate fixes tok/s
