@@ -105,9 +105,9 @@ def _insufficient(step: dict, load: dict) -> str | None:
     e2e = (step.get("e2e_ms") or {}).get("p50")
     extended = f" (extended by {step['extended_s']:g} s)" if step.get("extended_s") else ""
     if completed > 0:
-        seen = (f"{'requests took ' + format(e2e / 1000, '.1f') + ' s each, so ' if e2e else ''}the {window:.0f} s "
-                f"window{extended} saw {completed} completed requests and {step.get('output_tokens', 0)} output "
-                "tokens")
+        took = f"requests took {e2e / 1000:.1f} s each, so " if e2e else ""
+        seen = (f"{took}the {window:.0f} s window{extended} saw {completed} completed requests and "
+                f"{step.get('output_tokens', 0)} output tokens")
     else:  # nothing completed: there is no request time to quote, only what was sent and what failed
         seen = (f"none of the {step.get('requests', 0)} requests sent in the {window:.0f} s window{extended} "
                 f"completed ({step.get('errors', 0)} failed)")
