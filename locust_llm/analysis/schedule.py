@@ -11,6 +11,7 @@ the schedule; a setting that failed the quality gate is shown, never chosen.
 from __future__ import annotations
 
 from ..fmt import lvl
+from .speedup import speedup_state
 
 __all__ = ["NOT_ELIGIBLE", "OFF", "UNJUDGED", "choose", "schedule", "sweep_schedule", "sweep_stops",
            "vllm_schedule"]
@@ -24,11 +25,7 @@ JUDGED = ("clean", "inconclusive")
 def _clearly(candidate: dict, faster: bool) -> bool:
     """Clearly faster (slower) than the baseline: the level's own verdict where the comparison gave one (an open
     loop judges latency and goodput, not the speed-up shown), otherwise the speed-up's interval."""
-    state = candidate.get("state")
-    if state in ("better", "worse", "unclear"):
-        return state == ("better" if faster else "worse")
-    ci = candidate["speedup"].get("ci95")
-    return bool(ci) and ci[0] is not None and ((ci[0] > 1) if faster else (ci[1] < 1))
+    return speedup_state(candidate) == ("better" if faster else "worse")
 
 
 def choose(candidates: list[dict]) -> dict:

@@ -226,7 +226,5 @@ def recommendation(variant: str, baseline: str, steps: list[dict], crossover: fl
         return "; ".join(parts)
 
     values = [_value(s) for s in steps]
-    why = "every 95% CI includes 1x" if all(_ci_state(s) == "unclear" for s in steps) else \
-        "no level clear on every figure the verdict reads"
     return (f"inconclusive: {variant} is neither clearly faster nor slower than {baseline} at any level tested "
-            f"({span}; speed-up {speedup(min(values))} to {speedup(max(values))}, {why})")
+            f"({span}; speed-up {speedup(min(values))} to {speedup(max(values))}, {_unclear_why(steps)})")

@@ -77,8 +77,9 @@ def redact_file(path: Path) -> None:
         text = path.read_text(errors="replace")
     except OSError:
         return
-    if redact_text(text) != text:
-        write_text(path, text)
+    clean = redact_text(text)  # a server log can be large: masked once, written as is
+    if clean != text:
+        atomic_write(path, lambda tmp: tmp.write_text(clean, encoding="utf-8"))
 
 
 def write_parquet(path: Path, table: pa.Table) -> Path:
