@@ -346,3 +346,20 @@ def test_order_statistic_intervals_cover_the_true_percentile():
             covered[q] += lo <= value <= hi
     for q, hits in covered.items():
         assert 0.90 <= hits / trials <= 0.99, (q, hits / trials)
+
+
+def test_large_sample_percentiles_and_bounds_are_numpys_order_statistics():
+    """Beyond LARGE values the points and the interval bounds come from one selection pass: each must equal
+    numpy's linear percentile of the same data at the same (binomial) ranks."""
+    from statistics import NormalDist
+
+    from locust_llm.analysis.stats import LARGE
+
+    data = np.random.default_rng(5).lognormal(0.0, 1.0, 2 * LARGE + 7)
+    figures = summarize(data.copy())
+    z, n = NormalDist().inv_cdf(0.975), data.size
+    for q in (50, 95, 99):
+        assert figures[f"p{q}"] == pytest.approx(np.percentile(data, q), rel=1e-12)
+        half = z * math.sqrt(q / 100 * (1 - q / 100) / n)
+        truth = np.percentile(data, [100 * max(q / 100 - half, 0.0), 100 * min(q / 100 + half, 1.0)])
+        assert figures["ci95"][f"p{q}"] == pytest.approx(list(truth), rel=1e-12)
