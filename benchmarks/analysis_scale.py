@@ -39,10 +39,20 @@ def write_run(path: Path, requests: int, tokens: int, levels: int, seed: int = 0
     steps = []
     with pq.ParquetWriter(path / "requests.parquet", REQUESTS_SCHEMA) as writer:
         for step in range(levels):
-            level = 2 ** step
+            level = 2**step
             t_steady = start + step * (window + 10)
-            steps.append({"variant": "baseline", "step": step, "level": level, "mode": "closed", "users": level,
-                          "t_start": t_steady - 5, "t_steady": t_steady, "t_end": t_steady + window})
+            steps.append(
+                {
+                    "variant": "baseline",
+                    "step": step,
+                    "level": level,
+                    "mode": "closed",
+                    "users": level,
+                    "t_start": t_steady - 5,
+                    "t_steady": t_steady,
+                    "t_end": t_steady + window,
+                }
+            )
             for first in range(0, per_level, BATCH):
                 n = min(BATCH, per_level - first)
                 t_send = t_steady + np.sort(rng.uniform(0, window, n))
@@ -53,16 +63,21 @@ def write_run(path: Path, requests: int, tokens: int, levels: int, seed: int = 0
                 flat = pa.array(offsets.astype(np.float32).ravel())
                 bounds = pa.array(np.arange(0, n * tokens + 1, tokens, dtype=np.int32))
                 columns = {
-                    "run_id": pa.array(["scale"] * n), "variant": pa.array(["baseline"] * n),
-                    "level": pa.array(np.full(n, float(level))), "step": pa.array(np.full(n, step, np.int64)),
-                    "phase": pa.array(["steady"] * n), "mode": pa.array(["closed"] * n),
+                    "run_id": pa.array(["scale"] * n),
+                    "variant": pa.array(["baseline"] * n),
+                    "level": pa.array(np.full(n, float(level))),
+                    "step": pa.array(np.full(n, step, np.int64)),
+                    "phase": pa.array(["steady"] * n),
+                    "mode": pa.array(["closed"] * n),
                     "worker": pa.array(np.zeros(n, np.int64)),
                     "request_id": pa.array([f"{step}-{first + i}" for i in range(n)]),
                     "seq": pa.array(np.arange(first, first + n, dtype=np.int64)),
                     "output_tokens": pa.array(np.full(n, tokens, np.int64)),
                     "token_source": pa.array(["usage_deltas"] * n),
-                    "t_send": pa.array(t_send), "t_first": pa.array(t_send + offsets[:, 0]),
-                    "t_end": pa.array(t_send + offsets[:, -1]), "t_done": pa.array(t_send + offsets[:, -1]),
+                    "t_send": pa.array(t_send),
+                    "t_first": pa.array(t_send + offsets[:, 0]),
+                    "t_end": pa.array(t_send + offsets[:, -1]),
+                    "t_done": pa.array(t_send + offsets[:, -1]),
                     "chunk_offsets": pa.ListArray.from_arrays(bounds, flat),
                     "chunk_tokens": pa.ListArray.from_arrays(bounds, pa.array(np.ones(n * tokens, np.int32))),
                     "finish_reason": pa.array(["length"] * n),
@@ -70,8 +85,9 @@ def write_run(path: Path, requests: int, tokens: int, levels: int, seed: int = 0
                 arrays = [columns.get(f.name, pa.nulls(n, f.type)) for f in REQUESTS_SCHEMA]
                 writer.write_table(pa.Table.from_arrays(arrays, schema=REQUESTS_SCHEMA))
     (path / "steps.json").write_text(json.dumps({"steps": steps, "events": []}))
-    (path / "env.json").write_text(json.dumps({"run_id": "scale", "baseline": "baseline", "variants": ["baseline"],
-                                               "load": {"mode": "closed"}}))
+    (path / "env.json").write_text(
+        json.dumps({"run_id": "scale", "baseline": "baseline", "variants": ["baseline"], "load": {"mode": "closed"}})
+    )
 
 
 def main() -> int:
@@ -85,11 +101,15 @@ def main() -> int:
     path.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     write_run(path, args.requests, args.tokens, args.levels)
-    print(f"wrote {args.requests:,} requests x {args.tokens} tokens in {time.perf_counter() - t0:.1f} s "
-          f"({(path / 'requests.parquet').stat().st_size / 2**20:.0f} MiB)", flush=True)
+    print(
+        f"wrote {args.requests:,} requests x {args.tokens} tokens in {time.perf_counter() - t0:.1f} s "
+        f"({(path / 'requests.parquet').stat().st_size / 2**20:.0f} MiB)",
+        flush=True,
+    )
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(path)], cwd=REPO,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "report", str(path)], cwd=REPO, capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"locust-llm report: {wall:.1f} s, peak RSS {peak_mib:,.0f} MiB, exit {done.returncode}")

@@ -41,16 +41,22 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from locust_llm import records as R
-from locust_llm.client.stream import RequestSpec, StreamingClient
+from locust_llm import records as R  # noqa: E402
+from locust_llm.client.stream import RequestSpec, StreamingClient  # noqa: E402
 
 DEFAULT_LEVELS = "1:0.01,10:0.01,25:0.01,50:0.02,50:0.01,75:0.01,100:0.02,100:0.01,150:0.01,200:0.01,200:0.005"
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen([sys.executable, "-m", "locust_llm.refserver", "--port", "0"], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "locust_llm.refserver", "--port", "0"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     line, deadline = b"", time.monotonic() + 30
     while not line.endswith(b"\n"):
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -83,8 +89,9 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def run_level(url: str, server: psutil.Process, users: int, gap: float, tokens: int, warmup_s: float,
-              window_s: float) -> dict:
+def run_level(
+    url: str, server: psutil.Process, users: int, gap: float, tokens: int, warmup_s: float, window_s: float
+) -> dict:
     tag = uuid.uuid4().hex[:8]
     clients = [StreamingClient(url) for _ in range(users)]
     done: list[R.RequestRecord] = []
@@ -115,12 +122,17 @@ def run_level(url: str, server: psutil.Process, users: int, gap: float, tokens: 
         client.close()
 
     failed = [r for r in done if not r.ok]
-    window_tokens = sum(k for r in done for o, k in zip(r.chunk_offsets, r.chunk_tokens) if t_warm <= r.t_send + o < t_stop)
+    window_tokens = sum(
+        k
+        for r in done
+        for o, k in zip(r.chunk_offsets, r.chunk_tokens, strict=False)
+        if t_warm <= r.t_send + o < t_stop
+    )
     measured = [r for r in done if r.ok and r.t_send >= t_warm and r.t_end < t_stop]
     logs: dict = {}
     ids = [r.request_id for r in measured]
     for i in range(0, len(ids), 500):
-        logs.update(requests.post(url + "/ref/logs", json={"ids": ids[i:i + 500]}, timeout=60).json()["logs"])
+        logs.update(requests.post(url + "/ref/logs", json={"ids": ids[i : i + 500]}, timeout=60).json()["logs"])
     ttft_err, tpot_err, lag = [], [], []
     for r in measured:
         sent = [c[0] for c in logs[r.request_id]["chunks"] if c[1] > 0]
@@ -128,28 +140,45 @@ def run_level(url: str, server: psutil.Process, users: int, gap: float, tokens: 
         if len(sent) != len(received) or len(sent) < 2:
             failed.append(r)
             continue
-        lag += [a - b for a, b in zip(received, sent)]
+        lag += [a - b for a, b in zip(received, sent, strict=False)]
         ttft_err.append(abs(received[0] - sent[0]))
         tpot_err.append(abs((received[-1] - received[0]) - (sent[-1] - sent[0])) / (len(sent) - 1))
     return {
-        "users": users, "gap_ms": gap * 1e3, "offered_tps": users / gap, "achieved_tps": window_tokens / window_s,
-        "requests": len(measured), "failed": len(failed),
-        "ttft_p50": quantile(ttft_err, 0.5) * 1e3, "ttft_p99": quantile(ttft_err, 0.99) * 1e3,
-        "tpot_p50": quantile(tpot_err, 0.5) * 1e3, "tpot_p99": quantile(tpot_err, 0.99) * 1e3,
+        "users": users,
+        "gap_ms": gap * 1e3,
+        "offered_tps": users / gap,
+        "achieved_tps": window_tokens / window_s,
+        "requests": len(measured),
+        "failed": len(failed),
+        "ttft_p50": quantile(ttft_err, 0.5) * 1e3,
+        "ttft_p99": quantile(ttft_err, 0.99) * 1e3,
+        "tpot_p50": quantile(tpot_err, 0.5) * 1e3,
+        "tpot_p99": quantile(tpot_err, 0.99) * 1e3,
         "lag_p99": quantile(lag, 0.99) * 1e3,
-        "client_cpu_pct": cpu / window_s * 100, "cpu_s_per_1k": cpu / window_tokens * 1e3 if window_tokens else math.nan,
+        "client_cpu_pct": cpu / window_s * 100,
+        "cpu_s_per_1k": cpu / window_tokens * 1e3 if window_tokens else math.nan,
         "server_cpu_pct": server_cpu / window_s * 100,
         "pressure_ms_per_s": pressure / 1e3 / window_s,
     }
 
 
-COLUMNS = [("users", "users", "{:>5d}"), ("gap_ms", "gap ms", "{:>6.1f}"), ("offered_tps", "offered tok/s", "{:>13.0f}"),
-           ("achieved_tps", "achieved tok/s", "{:>14.0f}"), ("requests", "reqs", "{:>5d}"), ("failed", "fail", "{:>4d}"),
-           ("ttft_p50", "TTFT err p50", "{:>12.3f}"), ("ttft_p99", "TTFT err p99", "{:>12.3f}"),
-           ("tpot_p50", "TPOT err p50", "{:>12.4f}"), ("tpot_p99", "TPOT err p99", "{:>12.4f}"),
-           ("lag_p99", "chunk lag p99", "{:>13.3f}"), ("client_cpu_pct", "client CPU %", "{:>12.0f}"),
-           ("cpu_s_per_1k", "CPU s/1k tok", "{:>12.4f}"), ("server_cpu_pct", "server CPU %", "{:>12.0f}"),
-           ("pressure_ms_per_s", "CPU wait ms/s", "{:>13.0f}")]
+COLUMNS = [
+    ("users", "users", "{:>5d}"),
+    ("gap_ms", "gap ms", "{:>6.1f}"),
+    ("offered_tps", "offered tok/s", "{:>13.0f}"),
+    ("achieved_tps", "achieved tok/s", "{:>14.0f}"),
+    ("requests", "reqs", "{:>5d}"),
+    ("failed", "fail", "{:>4d}"),
+    ("ttft_p50", "TTFT err p50", "{:>12.3f}"),
+    ("ttft_p99", "TTFT err p99", "{:>12.3f}"),
+    ("tpot_p50", "TPOT err p50", "{:>12.4f}"),
+    ("tpot_p99", "TPOT err p99", "{:>12.4f}"),
+    ("lag_p99", "chunk lag p99", "{:>13.3f}"),
+    ("client_cpu_pct", "client CPU %", "{:>12.0f}"),
+    ("cpu_s_per_1k", "CPU s/1k tok", "{:>12.4f}"),
+    ("server_cpu_pct", "server CPU %", "{:>12.0f}"),
+    ("pressure_ms_per_s", "CPU wait ms/s", "{:>13.0f}"),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,9 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window-s", type=float, default=4.0)
     parser.add_argument("--bound-ms", type=float, default=1.0)
     parser.add_argument("--json", help="also write the rows here")
-    parser.add_argument("--priority", action="store_true",
-                        help="renice this process and the server to -10 (root) so other work on a shared machine "
-                             "preempts them less")
+    parser.add_argument(
+        "--priority",
+        action="store_true",
+        help="renice this process and the server to -10 (root) so other work on a shared machine preempts them less",
+    )
     args = parser.parse_args(argv)
     levels = [(int(u), float(g)) for u, g in (x.split(":") for x in args.levels.split(","))]
 
@@ -179,9 +210,11 @@ def main(argv: list[str] | None = None) -> int:
                     process.nice(-10)
                 except psutil.Error as exc:
                     print(f"--priority: {exc}", file=sys.stderr)
-        print(f"refserver {url} (pid {proc.pid}); client pid {os.getpid()}; {os.cpu_count()} CPUs; "
-              f"{args.tokens} tokens/request, one token per chunk; errors in ms; window {args.window_s:g} s per level",
-              flush=True)
+        print(
+            f"refserver {url} (pid {proc.pid}); client pid {os.getpid()}; {os.cpu_count()} CPUs; "
+            f"{args.tokens} tokens/request, one token per chunk; errors in ms; window {args.window_s:g} s per level",
+            flush=True,
+        )
         print("  ".join(title for _, title, _ in COLUMNS), flush=True)
         for users, gap in levels:
             row = run_level(url, server, users, gap, args.tokens, args.warmup_s, args.window_s)
@@ -194,10 +227,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"total {time.monotonic() - started:.0f} s")
     if holding:
         best = max(holding, key=lambda r: r["achieved_tps"])
-        print(f"highest level with p99 TTFT and TPOT error < {args.bound_ms:g} ms: {best['users']} users x "
-              f"{best['gap_ms']:g} ms gap = {best['achieved_tps']:.0f} tok/s achieved "
-              f"(TTFT p99 {best['ttft_p99']:.3f} ms, TPOT p99 {best['tpot_p99']:.4f} ms, "
-              f"{best['cpu_s_per_1k']:.4f} client CPU s per 1k tokens)")
+        print(
+            f"highest level with p99 TTFT and TPOT error < {args.bound_ms:g} ms: {best['users']} users x "
+            f"{best['gap_ms']:g} ms gap = {best['achieved_tps']:.0f} tok/s achieved "
+            f"(TTFT p99 {best['ttft_p99']:.3f} ms, TPOT p99 {best['tpot_p99']:.4f} ms, "
+            f"{best['cpu_s_per_1k']:.4f} client CPU s per 1k tokens)"
+        )
     else:
         print(f"no level held p99 TTFT and TPOT error < {args.bound_ms:g} ms")
     if args.json:

@@ -47,14 +47,39 @@ def run_case(work: Path, name: str, ladder: str) -> dict:
         scenario = work / f"{name}.yaml"
         text = DEFAULT.read_text().replace("  mode: closed\n", "  mode: closed\n  contention_cores: 1000\n")
         scenario.write_text(text)
-    burner = subprocess.Popen([sys.executable, "-m", "locust_llm.testing.burner", "--max-s", "1800"], cwd=REPO,
-                              start_new_session=True) if busy else None
+    burner = (
+        subprocess.Popen(
+            [sys.executable, "-m", "locust_llm.testing.burner", "--max-s", "1800"], cwd=REPO, start_new_session=True
+        )
+        if busy
+        else None
+    )
     started = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, "-m", "locust", "-f", "locustfiles/spec_decode.py", "--headless",
-                               "--skip-log", "--scenario", str(scenario), "--ladder", ladder, "--order", order,
-                               "--report-dir", str(work), "--run-id", name], cwd=REPO, capture_output=True,
-                              text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                "locustfiles/spec_decode.py",
+                "--headless",
+                "--skip-log",
+                "--scenario",
+                str(scenario),
+                "--ladder",
+                ladder,
+                "--order",
+                order,
+                "--report-dir",
+                str(work),
+                "--run-id",
+                name,
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
     finally:
         if burner is not None:
             burner.kill()
@@ -81,8 +106,7 @@ def idle_server_cpu(seconds: float = 10.0) -> float:
             before = sum(proc.cpu_times()[:2])
             end = time.monotonic() + seconds
             while time.monotonic() < end:
-                requests.post(f"{busy.base_url}/v1/completions", json={"prompt": "hello", "max_tokens": 64},
-                              timeout=60)
+                requests.post(f"{busy.base_url}/v1/completions", json={"prompt": "hello", "max_tokens": 64}, timeout=60)
             return (sum(proc.cpu_times()[:2]) - before) / seconds
         finally:
             idle.stop()

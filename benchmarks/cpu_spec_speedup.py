@@ -57,15 +57,17 @@ def main() -> None:
     spec_records = results[variant]
     drafted = sum(r.draft_n or 0 for r in spec_records)
     accepted = sum(r.draft_accepted or 0 for r in spec_records)
-    print(f"scenario {scenario.name}: {args.rounds} alternating requests per variant, "
-          f"{args.max_tokens} output tokens, one stream at a time")
+    print(
+        f"scenario {scenario.name}: {args.rounds} alternating requests per variant, "
+        f"{args.max_tokens} output tokens, one stream at a time"
+    )
     for name, recs in results.items():
         values = sorted(decode_tps(r) for r in recs)
         print(f"  {name:<12} decode tok/s median {medians[name]:7.1f}   (min {values[0]:.1f}, max {values[-1]:.1f})")
     print(f"  speed-up {variant} / {baseline}: {medians[variant] / medians[baseline]:.2f}x")
     if drafted:
         print(f"  acceptance rate {accepted / drafted:.1%} ({accepted} of {drafted} draft tokens)")
-    same = all(a.output_tokens == b.output_tokens for a, b in zip(results[baseline], results[variant]))
+    same = all(a.output_tokens == b.output_tokens for a, b in zip(results[baseline], results[variant], strict=False))
     print(f"  output lengths identical: {same}")
 
 

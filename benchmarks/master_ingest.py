@@ -81,6 +81,7 @@ LADDER_FACTOR = 1.7
 
 # --- worker process --------------------------------------------------------------------------------------------
 
+
 class DictShipper(RecordShipper):
     """The records' path before issue 17: one dict per record in the message's ``records``."""
 
@@ -95,10 +96,19 @@ class DictShipper(RecordShipper):
     def ship(self, final: bool = False) -> None:
         batch, self.dicts = self.dicts, []
         self.sent_total += len(batch)
-        self.runner.send_message(RECORDS_MESSAGE, {
-            "worker": self.worker, "records": batch, "client": self.monitor.drain(), "sent_total": self.sent_total,
-            "users_running": 0 if final else self.runner.user_count, "final": final, "pid": os.getpid(),
-            "progress": dict(self.progress)})
+        self.runner.send_message(
+            RECORDS_MESSAGE,
+            {
+                "worker": self.worker,
+                "records": batch,
+                "client": self.monitor.drain(),
+                "sent_total": self.sent_total,
+                "users_running": 0 if final else self.runner.user_count,
+                "final": final,
+                "pid": os.getpid(),
+                "progress": dict(self.progress),
+            },
+        )
 
 
 class CountingRunner:
@@ -111,11 +121,13 @@ class CountingRunner:
 
     def send_message(self, msg_type: str, data: dict) -> None:
         self.runner.send_message(msg_type, data)
-        print(json.dumps({"step": self.step, "sent": data["sent_total"], "final": data["final"], "t": time.time()}),
-              flush=True)
+        print(
+            json.dumps({"step": self.step, "sent": data["sent_total"], "final": data["final"], "t": time.time()}),
+            flush=True,
+        )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def synthetic(tokens: int, worker: int) -> list[RequestRecord]:
     """Records as a run writes them: realistic offsets (float64 until the schema's float32), a few failures."""
     rng = random.Random(worker)
@@ -126,15 +138,32 @@ def synthetic(tokens: int, worker: int) -> list[RequestRecord]:
             offsets.append(t)
             t += rng.uniform(0.5, 1.5) * 0.02
         failed = i % 33 == 7  # an idle timeout part-way: its chunks are kept
-        pool.append(RequestRecord(
-            run_id="bench-ingest", variant=("baseline", "spec-k4")[i % 2], level=8.0, step=0, phase=Phase.STEADY,
-            mode="closed", worker=worker, bucket="default", prompt_tokens=rng.randint(64, 2048), max_tokens=tokens,
-            output_tokens=tokens, token_source="usage_deltas", chunk_offsets=offsets, chunk_tokens=[1] * tokens,
-            finish_reason=None if failed else "length", http_status=200,
-            error_class=ErrorClass.IDLE_TIMEOUT if failed else None,
-            error_message="no chunk for 30 s — délai dépassé" if failed else None,
-            draft_n=tokens if i % 2 else None, draft_accepted=tokens // 2 if i % 2 else None,
-            server_prefill_ms=rng.uniform(5, 50), server_decode_ms=t * 1000))
+        pool.append(
+            RequestRecord(
+                run_id="bench-ingest",
+                variant=("baseline", "spec-k4")[i % 2],
+                level=8.0,
+                step=0,
+                phase=Phase.STEADY,
+                mode="closed",
+                worker=worker,
+                bucket="default",
+                prompt_tokens=rng.randint(64, 2048),
+                max_tokens=tokens,
+                output_tokens=tokens,
+                token_source="usage_deltas",
+                chunk_offsets=offsets,
+                chunk_tokens=[1] * tokens,
+                finish_reason=None if failed else "length",
+                http_status=200,
+                error_class=ErrorClass.IDLE_TIMEOUT if failed else None,
+                error_message="no chunk for 30 s — délai dépassé" if failed else None,
+                draft_n=tokens if i % 2 else None,
+                draft_accepted=tokens // 2 if i % 2 else None,
+                server_prefill_ms=rng.uniform(5, 50),
+                server_decode_ms=t * 1000,
+            )
+        )
     return pool
 
 
@@ -173,6 +202,7 @@ def worker_main(port: int, sizes: list[int]) -> int:
 
 # --- master (this process) -------------------------------------------------------------------------------------
 
+
 def cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -195,8 +225,9 @@ class Master:
         self.runner.register_message(RECORDS_MESSAGE, plugin.on_records_message)
         self.sent: dict[tuple[int, int], list[tuple[float, int, bool]]] = {}  # (step, pid) -> (t, sent total, final)
         command = [sys.executable, __file__, "--worker-of", str(self.runner.server.port), "--tokens", sizes]
-        self.procs = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO)
-                      for _ in range(workers)]
+        self.procs = [
+            subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO) for _ in range(workers)
+        ]
         for proc in self.procs:
             gevent.spawn(self._read, proc)
         deadline = time.time() + 60
@@ -221,16 +252,26 @@ class Master:
             except subprocess.TimeoutExpired:
                 proc.kill()
 
-    def run_step(self, tokens: int, workers: int, rate: float, path: str, seconds: float,
-                 profile: cProfile.Profile | None = None) -> dict:
+    def run_step(
+        self, tokens: int, workers: int, rate: float, path: str, seconds: float, profile: cProfile.Profile | None = None
+    ) -> dict:
         self.step += 1
         step = self.step
         self.recorder = recorder = Recorder(self.work / f"step-{step}")
         start = time.time() + 0.3
         for i, client in enumerate(self.clients[:workers]):  # the workers' ship times spread over the second
-            self.runner.send_message(STEP_MESSAGE, {"step": step, "tokens": tokens, "path": path, "seconds": seconds,
-                                                    "rate": rate / workers, "start": start + i / workers},
-                                     client_id=client)
+            self.runner.send_message(
+                STEP_MESSAGE,
+                {
+                    "step": step,
+                    "tokens": tokens,
+                    "path": path,
+                    "seconds": seconds,
+                    "rate": rate / workers,
+                    "start": start + i / workers,
+                },
+                client_id=client,
+            )
         stall = [0.0]
 
         def probe() -> None:
@@ -289,23 +330,43 @@ class Master:
         recorder._loop.kill()  # no merge: the step's part files are thrown away
         shutil.rmtree(recorder.run_dir, ignore_errors=True)
         gc.collect()
-        return {"tokens": tokens, "workers": workers, "path": path, "offered": rate, "seconds": seconds,
-                "sent_rps": sent / seconds, "taken_rps": taken / seconds, "sent": sent, "taken": taken,
-                "max_wait_s": max(waits), "max_backlog": max(backlog),
-                "keeps_up": taken >= sent and max(waits) <= KEEP_UP_WAIT_S,
-                "master_cpu_s_per_1k": cpu / taken * 1e3 if taken else math.nan,
-                "master_cpu_pct": cpu / (samples[-1][0] - start) * 100,
-                "others_cpu_pct": max(others, 0.0) / (samples[-1][0] - start) * 100,
-                "workers_cpu_s_per_1k": busy / sent * 1e3 if sent else math.nan, "stall_ms": stall[0] * 1e3}
+        return {
+            "tokens": tokens,
+            "workers": workers,
+            "path": path,
+            "offered": rate,
+            "seconds": seconds,
+            "sent_rps": sent / seconds,
+            "taken_rps": taken / seconds,
+            "sent": sent,
+            "taken": taken,
+            "max_wait_s": max(waits),
+            "max_backlog": max(backlog),
+            "keeps_up": taken >= sent and max(waits) <= KEEP_UP_WAIT_S,
+            "master_cpu_s_per_1k": cpu / taken * 1e3 if taken else math.nan,
+            "master_cpu_pct": cpu / (samples[-1][0] - start) * 100,
+            "others_cpu_pct": max(others, 0.0) / (samples[-1][0] - start) * 100,
+            "workers_cpu_s_per_1k": busy / sent * 1e3 if sent else math.nan,
+            "stall_ms": stall[0] * 1e3,
+        }
 
 
-COLUMNS = [("tokens", "tokens", "{:>6d}"), ("workers", "workers", "{:>7d}"), ("path", "path", "{:>4s}"),
-           ("offered", "offered rec/s", "{:>13.0f}"), ("sent_rps", "sent rec/s", "{:>10.0f}"),
-           ("taken_rps", "taken in rec/s", "{:>14.0f}"), ("max_wait_s", "max wait s", "{:>10.2f}"),
-           ("max_backlog", "max backlog", "{:>11d}"), ("master_cpu_s_per_1k", "master CPU s/1k", "{:>15.4f}"),
-           ("master_cpu_pct", "master CPU %", "{:>12.0f}"), ("workers_cpu_s_per_1k", "workers CPU s/1k", "{:>16.4f}"),
-           ("stall_ms", "loop stall ms", "{:>13.0f}"), ("others_cpu_pct", "others' CPU %", "{:>13.0f}"),
-           ("keeps_up", "keeps up", "{!s:>8}")]
+COLUMNS = [
+    ("tokens", "tokens", "{:>6d}"),
+    ("workers", "workers", "{:>7d}"),
+    ("path", "path", "{:>4s}"),
+    ("offered", "offered rec/s", "{:>13.0f}"),
+    ("sent_rps", "sent rec/s", "{:>10.0f}"),
+    ("taken_rps", "taken in rec/s", "{:>14.0f}"),
+    ("max_wait_s", "max wait s", "{:>10.2f}"),
+    ("max_backlog", "max backlog", "{:>11d}"),
+    ("master_cpu_s_per_1k", "master CPU s/1k", "{:>15.4f}"),
+    ("master_cpu_pct", "master CPU %", "{:>12.0f}"),
+    ("workers_cpu_s_per_1k", "workers CPU s/1k", "{:>16.4f}"),
+    ("stall_ms", "loop stall ms", "{:>13.0f}"),
+    ("others_cpu_pct", "others' CPU %", "{:>13.0f}"),
+    ("keeps_up", "keeps up", "{!s:>8}"),
+]
 
 
 def show(row: dict) -> None:
@@ -324,8 +385,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", default="64,256,1024", help="output tokens per record, one chunk per token")
     parser.add_argument("--workers", default="1,4,8", help="numbers of synthetic workers")
     parser.add_argument("--seconds", type=float, default=2.0, help="load per step")
-    parser.add_argument("--probe-tok-s", type=float, default=1_000_000,
-                        help="tokens/s of each configuration's first steps (old and new path)")
+    parser.add_argument(
+        "--probe-tok-s",
+        type=float,
+        default=1_000_000,
+        help="tokens/s of each configuration's first steps (old and new path)",
+    )
     parser.add_argument("--max-steps", type=int, default=3, help="ladder steps per configuration and path")
     parser.add_argument("--ladder", default="new", help="the paths whose rates are walked up (old,new)")
     parser.add_argument("--quick", action="store_true", help="4 workers, one ladder step per size (~30 s)")
@@ -347,8 +412,11 @@ def main(argv: list[str] | None = None) -> int:
     master = Master(max(counts), args.tokens, work)
     rows, profiles = [], {}
     try:
-        print(f"master pid {os.getpid()}, {max(counts)} worker processes, {cores} CPUs; steps of {args.seconds:g} s; "
-              f"keeps up = every record taken in, none waiting > {KEEP_UP_WAIT_S:g} s", flush=True)
+        print(
+            f"master pid {os.getpid()}, {max(counts)} worker processes, {cores} CPUs; steps of {args.seconds:g} s; "
+            f"keeps up = every record taken in, none waiting > {KEEP_UP_WAIT_S:g} s",
+            flush=True,
+        )
         print("  ".join(title for _, title, _ in COLUMNS), flush=True)
         for tokens in sizes:
             for workers in counts:
@@ -382,20 +450,24 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(12)
         print(f"\n--- where the master's time went: {path} path, {tokens} tokens per record ---")
         lines = out.getvalue().splitlines()
-        print("\n".join(lines[next(i for i, line in enumerate(lines) if "ncalls" in line):]))
+        print("\n".join(lines[next(i for i, line in enumerate(lines) if "ncalls" in line) :]))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 
 
 def summary(rows: list[dict]) -> None:
-    print("\nper size and workers: master CPU per 1,000 records at the first (same) rate, old and new path; the "
-          "highest rate each ladder kept up with and the lowest where it fell behind")
+    print(
+        "\nper size and workers: master CPU per 1,000 records at the first (same) rate, old and new path; the "
+        "highest rate each ladder kept up with and the lowest where it fell behind"
+    )
     for tokens, workers in sorted({(r["tokens"], r["workers"]) for r in rows}):
         mine = [r for r in rows if (r["tokens"], r["workers"]) == (tokens, workers)]
         old, new = (next(r for r in mine if r["path"] == path) for path in PATHS)
-        line = (f"  {tokens:>5} tokens, {workers} workers: CPU s/1k old {old['master_cpu_s_per_1k']:.4f}, new "
-                f"{new['master_cpu_s_per_1k']:.4f} ({old['master_cpu_s_per_1k'] / new['master_cpu_s_per_1k']:.1f}x)")
+        line = (
+            f"  {tokens:>5} tokens, {workers} workers: CPU s/1k old {old['master_cpu_s_per_1k']:.4f}, new "
+            f"{new['master_cpu_s_per_1k']:.4f} ({old['master_cpu_s_per_1k'] / new['master_cpu_s_per_1k']:.1f}x)"
+        )
         for path in PATHS:
             steps = [r for r in mine if r["path"] == path]
             if len(steps) < 2:
@@ -406,9 +478,11 @@ def summary(rows: list[dict]) -> None:
             if held and held["sent_rps"] < 0.95 * held["offered"]:
                 line += f" (of {held['offered']:,.0f} offered: the workers could not send more)"
             if failed:
-                line += (f", not with {failed['offered']:,.0f} (took in {failed['taken_rps']:,.0f}/s, waits up to "
-                         f"{failed['max_wait_s']:.1f} s, master CPU {failed['master_cpu_pct']:.0f}%, other processes "
-                         f"{failed['others_cpu_pct']:.0f}%)")
+                line += (
+                    f", not with {failed['offered']:,.0f} (took in {failed['taken_rps']:,.0f}/s, waits up to "
+                    f"{failed['max_wait_s']:.1f} s, master CPU {failed['master_cpu_pct']:.0f}%, other processes "
+                    f"{failed['others_cpu_pct']:.0f}%)"
+                )
             else:
                 line += " (the highest rate tried)"
         print(line)

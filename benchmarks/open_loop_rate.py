@@ -33,24 +33,48 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory() as work:
             scenario = Path(work) / "open.yaml"
-            scenario.write_text(textwrap.dedent(f"""
+            scenario.write_text(
+                textwrap.dedent(f"""
                 name: open-rate
                 server: {{engine: external, url: "{server.url}"}}
                 variants: {{ref: {{}}}}
                 load: {{mode: open, arrival: constant, ladder: [{args.rates}], step_duration_s: {args.seconds},
                        warmup_s: 2, prompt_tokens: 8, max_tokens: 8, max_inflight: 1024}}
-            """))
-            subprocess.run([sys.executable, "-m", "locust", "-f", "locustfiles/spec_decode.py", "--headless",
-                            "--skip-log", "--host", server.url, "--scenario", str(scenario), "--report-dir", work,
-                            "--run-id", "rate"], cwd=REPO, check=False, capture_output=True)
+            """)
+            )
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "locust",
+                    "-f",
+                    "locustfiles/spec_decode.py",
+                    "--headless",
+                    "--skip-log",
+                    "--host",
+                    server.url,
+                    "--scenario",
+                    str(scenario),
+                    "--report-dir",
+                    work,
+                    "--run-id",
+                    "rate",
+                ],
+                cwd=REPO,
+                check=False,
+                capture_output=True,
+            )
             summary = json.loads((Path(work) / "rate" / "summary.json").read_text())
-            print(f"{'offered':>8} {'achieved':>9} {'lag P50 ms':>11} {'lag P99 ms':>11} {'errors':>7} "
-                  f"{'client CPU':>11}")
+            print(
+                f"{'offered':>8} {'achieved':>9} {'lag P50 ms':>11} {'lag P99 ms':>11} {'errors':>7} {'client CPU':>11}"
+            )
             for step in summary["variants"]["ref"]["steps"]:
                 lag = step["schedule_lag_ms"]
-                print(f"{step['offered_rate']:>8g} {step['achieved_rate']:>9.2f} {lag['p50']:>11.2f} "
-                      f"{lag['p99']:>11.2f} {step['errors']:>7} "
-                      f"{step['client_validity']['cpu_percent_max'] or 0:>10.0f}%")
+                print(
+                    f"{step['offered_rate']:>8g} {step['achieved_rate']:>9.2f} {lag['p50']:>11.2f} "
+                    f"{lag['p99']:>11.2f} {step['errors']:>7} "
+                    f"{step['client_validity']['cpu_percent_max'] or 0:>10.0f}%"
+                )
     finally:
         server.stop()
     return 0

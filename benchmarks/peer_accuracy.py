@@ -68,8 +68,12 @@ TOKENIZER_SCRIPT = textwrap.dedent("""
 class RefServer:
     def __init__(self, flags: list[str] | None = None):
         flags = flags or ["--ttft-s", str(TTFT_S), "--gap-s", str(GAP_S), "--tokens-per-chunk", str(PER_CHUNK)]
-        self.proc = subprocess.Popen([sys.executable, "-m", "locust_llm.refserver", "--port", "0", *flags],
-                                     cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "locust_llm.refserver", "--port", "0", *flags],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         line = b""
         while not line.endswith(b"\n"):
             select.select([self.proc.stdout], [], [], 10)
@@ -105,16 +109,35 @@ def run_measured(command: list[str], **kwargs) -> float:
 
 def run_locust_llm(server: RefServer, streams: int, seconds: float, work: Path) -> tuple:
     scenario = work / "peer.yaml"
-    scenario.write_text(textwrap.dedent(f"""
+    scenario.write_text(
+        textwrap.dedent(f"""
         name: peer
         server: {{engine: external, url: "{server.url}"}}
         variants: {{ref: {{}}}}
         load: {{mode: closed, ladder: [{streams}], step_duration_s: {seconds}, warmup_s: 0.5,
                prompt_tokens: 16, max_tokens: {TOKENS}}}
-    """))
-    cpu = run_measured([sys.executable, "-m", "locust", "-f", "locustfiles/spec_decode.py", "--headless",
-                        "--skip-log", "--host", server.url, "--scenario", str(scenario), "--report-dir", str(work),
-                        "--run-id", f"ll-{streams}"], cwd=REPO)
+    """)
+    )
+    cpu = run_measured(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            "locustfiles/spec_decode.py",
+            "--headless",
+            "--skip-log",
+            "--host",
+            server.url,
+            "--scenario",
+            str(scenario),
+            "--report-dir",
+            str(work),
+            "--run-id",
+            f"ll-{streams}",
+        ],
+        cwd=REPO,
+    )
     frame = pd.read_parquet(work / f"ll-{streams}" / "requests.parquet")
     ok = frame[frame["error_class"].isna()]
     ttft = (ok["t_first"] - ok["t_send"]) * 1000
@@ -135,21 +158,35 @@ def ensure_peer() -> Path:
     if not (tokenizer / "tokenizer.json").exists():
         script = PEER_HOME / "make_tokenizer.py"
         script.write_text(TOKENIZER_SCRIPT)
-        subprocess.run([str(PEER_HOME / "bin" / "python"), str(script), str(tokenizer)], check=True,
-                       env={**os.environ, **OFFLINE})
+        subprocess.run(
+            [str(PEER_HOME / "bin" / "python"), str(script), str(tokenizer)], check=True, env={**os.environ, **OFFLINE}
+        )
     return guidellm
 
 
 def run_guidellm(guidellm: Path, server: RefServer, streams: int, seconds: float, work: Path) -> tuple:
     out = work / f"guidellm-{streams}.json"
-    cpu = run_measured([
-        str(guidellm), "run",
-        "--backend", f"kind=openai_http,target={server.url},model=refserver-model,request_format=/v1/completions",
-        "--profile", f"kind=concurrent,streams={streams}",
-        "--constraint", f"kind=max_duration,seconds={seconds}",
-        "--data", f"kind=synthetic_text,prompt_tokens=16,output_tokens={TOKENS}",
-        "--tokenizer", f"kind=huggingface_auto,model={PEER_HOME / 'tiny-tokenizer'}",
-        "--output", f"kind=json,path={out}", "--disable-console"], cwd=work, env={**os.environ, **OFFLINE})
+    cpu = run_measured(
+        [
+            str(guidellm),
+            "run",
+            "--backend",
+            f"kind=openai_http,target={server.url},model=refserver-model,request_format=/v1/completions",
+            "--profile",
+            f"kind=concurrent,streams={streams}",
+            "--constraint",
+            f"kind=max_duration,seconds={seconds}",
+            "--data",
+            f"kind=synthetic_text,prompt_tokens=16,output_tokens={TOKENS}",
+            "--tokenizer",
+            f"kind=huggingface_auto,model={PEER_HOME / 'tiny-tokenizer'}",
+            "--output",
+            f"kind=json,path={out}",
+            "--disable-console",
+        ],
+        cwd=work,
+        env={**os.environ, **OFFLINE},
+    )
     ok = json.loads(out.read_text())["benchmarks"][0]["requests"]["successful"]
     ttft = np.array([r["time_to_first_token_ms"] for r in ok if r["time_to_first_token_ms"] is not None])
     tpot = np.array([r["inter_token_latency_ms"] for r in ok if r["inter_token_latency_ms"] is not None])
@@ -166,8 +203,11 @@ def main() -> int:
     if not args.skip_peer:
         guidellm = ensure_peer()
         tools["GuideLLM " + PEER_VERSION] = lambda *a: run_guidellm(guidellm, *a)
-    print(f"{'streams':>7} {'tool':<15} {'TTFT err P50/P99 ms':>21} {'TPOT err P50/P99 ms':>21} "
-          f"{'tokens/CPU-s':>13} {'steady':>9} {'requests':>9}", flush=True)
+    print(
+        f"{'streams':>7} {'tool':<15} {'TTFT err P50/P99 ms':>21} {'TPOT err P50/P99 ms':>21} "
+        f"{'tokens/CPU-s':>13} {'steady':>9} {'requests':>9}",
+        flush=True,
+    )
     for streams in [int(x) for x in args.levels.split(",")]:
         for name, run in tools.items():
             server = RefServer()
@@ -177,10 +217,16 @@ def main() -> int:
                 true_ttft, true_tpot = server.truth()
             finally:
                 server.stop()
-            err = [np.percentile(a, q) - np.percentile(b, q) for a, b in ((ttft, true_ttft), (tpot, true_tpot))
-                   for q in (50, 99)]
-            print(f"{streams:>7} {name:<15} {err[0]:>+9.2f} / {err[1]:>+9.2f} {err[2]:>+9.3f} / {err[3]:>+9.3f} "
-                  f"{tokens / cpu:>13,.0f} {f'{steady:,.0f}' if steady else 'n/m':>9} {requests:>9}", flush=True)
+            err = [
+                np.percentile(a, q) - np.percentile(b, q)
+                for a, b in ((ttft, true_ttft), (tpot, true_tpot))
+                for q in (50, 99)
+            ]
+            print(
+                f"{streams:>7} {name:<15} {err[0]:>+9.2f} / {err[1]:>+9.2f} {err[2]:>+9.3f} / {err[3]:>+9.3f} "
+                f"{tokens / cpu:>13,.0f} {f'{steady:,.0f}' if steady else 'n/m':>9} {requests:>9}",
+                flush=True,
+            )
     return 0
 
 

@@ -43,17 +43,36 @@ def measure(args, shared: bool, work: Path) -> dict:
     second = first if shared else RefServerProcess(*flags)
     try:
         scenario = work / "scale.yaml"
-        scenario.write_text(SCENARIO.format(level=2 * args.slots, step=args.step, tokens=args.tokens,
-                                            pairs=args.pairs))
+        scenario.write_text(SCENARIO.format(level=2 * args.slots, step=args.step, tokens=args.tokens, pairs=args.pairs))
         other = f"http://localhost:{first.port}" if shared else second.url
         run_id = "shared" if shared else "separate"
-        done = run_locust(work, "--host", first.url, "--scale-out-urls", other, "--scenario", str(scenario),
-                          "--run-id", run_id, "--processes", "2", timeout=3600)
+        done = run_locust(
+            work,
+            "--host",
+            first.url,
+            "--scale-out-urls",
+            other,
+            "--scenario",
+            str(scenario),
+            "--run-id",
+            run_id,
+            "--processes",
+            "2",
+            timeout=3600,
+        )
         (scale,) = json.loads((work / run_id / "summary.json").read_text())["scale_out"]["variants"]
-        return {"case": "one server, two URLs" if shared else "two servers", "exit": done.returncode,
-                "slope_truth": 1.0 if shared else 2.0, "slope": scale["slope"], "slope_ci95": scale["slope_ci95"],
-                "one_truth": args.slots / service_s(first), "one": scale["one_goodput_rps"],
-                "one_ci95": scale["one_goodput_rps_ci95"], "scaling": scale["scaling"], "pairs": scale["pairs"]}
+        return {
+            "case": "one server, two URLs" if shared else "two servers",
+            "exit": done.returncode,
+            "slope_truth": 1.0 if shared else 2.0,
+            "slope": scale["slope"],
+            "slope_ci95": scale["slope_ci95"],
+            "one_truth": args.slots / service_s(first),
+            "one": scale["one_goodput_rps"],
+            "one_ci95": scale["one_goodput_rps_ci95"],
+            "scaling": scale["scaling"],
+            "pairs": scale["pairs"],
+        }
     finally:
         first.stop()
         if second is not first:
@@ -73,10 +92,12 @@ def main() -> None:
         rows = [measure(args, shared, Path(tmp)) for shared in (False, True)]
     for row in rows:
         ci, one_ci = row["slope_ci95"] or [float("nan")] * 2, row["one_ci95"] or [float("nan")] * 2
-        print(f"{row['case']:<22} exit {row['exit']}  slope {row['slope']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] truth "
-              f"{row['slope_truth']:.1f} ({row['scaling']}, {row['pairs']} pairs); one server {row['one']:.3f} req/s "
-              f"[{one_ci[0]:.3f}, {one_ci[1]:.3f}] truth {row['one_truth']:.3f} "
-              f"({100 * (row['one'] / row['one_truth'] - 1):+.1f}%)")
+        print(
+            f"{row['case']:<22} exit {row['exit']}  slope {row['slope']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] truth "
+            f"{row['slope_truth']:.1f} ({row['scaling']}, {row['pairs']} pairs); one server {row['one']:.3f} req/s "
+            f"[{one_ci[0]:.3f}, {one_ci[1]:.3f}] truth {row['one_truth']:.3f} "
+            f"({100 * (row['one'] / row['one_truth'] - 1):+.1f}%)"
+        )
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     if (code := _not_run_dirs([args.run_dir])) is not None:
         return code
     target = baseline_library(args.library) / args.name
-    if (error := _save_error(args, target) if valid_name(args.name) else not_plain("--name", args.name)):
+    if error := _save_error(args, target) if valid_name(args.name) else not_plain("--name", args.name):
         print(f"error: {error}", file=sys.stderr)
         return 2
     # Copied beside the old baseline first, so a failed copy (a full disk) leaves the old one as it was; the name
@@ -152,8 +152,11 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         if staging.exists() and not staging.is_symlink():
             shutil.rmtree(staging)  # a save that died half-way
         # The analysis re-reads the raw files, so a baseline keeps them all (logs excluded).
-        shutil.copytree(args.run_dir, staging, ignore=shutil.ignore_patterns(
-            "*.log", "*.tmp", layout.REQUEST_PARTS, layout.TELEMETRY_PARTS))
+        shutil.copytree(
+            args.run_dir,
+            staging,
+            ignore=shutil.ignore_patterns("*.log", "*.tmp", layout.REQUEST_PARTS, layout.TELEMETRY_PARTS),
+        )
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
@@ -179,11 +182,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     tiny = sub.add_parser("tiny-model", help="write a seeded tiny llama target/draft GGUF pair")
     tiny.add_argument("--out", required=True, type=Path, help="output folder (target.gguf, draft.gguf)")
-    tiny.add_argument("--preset", choices=["test", "demo"], default="demo",
-                      help="test: loads in a blink; demo: shows a real speed-up on a CPU")
+    tiny.add_argument(
+        "--preset",
+        choices=["test", "demo"],
+        default="demo",
+        help="test: loads in a blink; demo: shows a real speed-up on a CPU",
+    )
     tiny.add_argument("--seed", type=int, default=0)
-    tiny.add_argument("--residual-scale", type=float, default=None,
-                      help="strength of the target's extra layers; smaller means the draft agrees more often")
+    tiny.add_argument(
+        "--residual-scale",
+        type=float,
+        default=None,
+        help="strength of the target's extra layers; smaller means the draft agrees more often",
+    )
     tiny.set_defaults(func=cmd_tiny_model)
 
     serve = sub.add_parser("serve", help="run one variant's server in the foreground until Ctrl-C")
@@ -193,18 +204,24 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-dir", type=Path, default=Path("reports/serve"))
     serve.set_defaults(func=cmd_serve)
 
-    report = sub.add_parser("report", help="recompute summary, verdict and report from run directories "
-                                           "(several: one comparison)")
+    report = sub.add_parser(
+        "report", help="recompute summary, verdict and report from run directories (several: one comparison)"
+    )
     report.add_argument("run_dirs", nargs="+", type=Path)
-    report.add_argument("--out", type=Path, default=None,
-                        help="where a merged comparison goes (default: reports/merged-<time>)")
+    report.add_argument(
+        "--out", type=Path, default=None, help="where a merged comparison goes (default: reports/merged-<time>)"
+    )
     report.set_defaults(func=cmd_report)
 
     compare = sub.add_parser("compare", help="compare two runs level by level; exit 4 on a regression")
     compare.add_argument("old", type=Path)
     compare.add_argument("new", type=Path)
-    compare.add_argument("--max-regression-pct", type=float, default=5.0,
-                         help="a change outside the noise and worse than this many percent is a regression")
+    compare.add_argument(
+        "--max-regression-pct",
+        type=float,
+        default=5.0,
+        help="a change outside the noise and worse than this many percent is a regression",
+    )
     compare.add_argument("--out", type=Path, default=None, help="where compare.json goes (default: NEW)")
     compare.set_defaults(func=cmd_compare)
 

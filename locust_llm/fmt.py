@@ -10,8 +10,22 @@ import math
 import re
 from collections.abc import Callable
 
-__all__ = ["NOT_MEASURED", "ci_text", "lvl", "md", "ms", "num", "ok", "pct", "pct_ci", "points", "points_ci", "speedup",
-           "text", "times"]
+__all__ = [
+    "NOT_MEASURED",
+    "ci_text",
+    "lvl",
+    "md",
+    "ms",
+    "num",
+    "ok",
+    "pct",
+    "pct_ci",
+    "points",
+    "points_ci",
+    "speedup",
+    "text",
+    "times",
+]
 
 NOT_MEASURED = "n/m"
 DASH = "\u2013"

@@ -20,7 +20,8 @@ import logging
 import sys
 import threading
 import time
-from typing import Any, Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import psutil
 import pyarrow as pa
@@ -31,16 +32,18 @@ log = logging.getLogger(__name__)
 
 __all__ = ["HOST_SCHEMA", "HostScanner", "Proc", "main"]
 
-HOST_SCHEMA = pa.schema([
-    ("t", pa.float64()),  # epoch seconds at the end of the interval
-    ("interval_s", pa.float64()),
-    ("busy_cores", pa.float64()),  # all CPUs, not idle / iowait / steal
-    ("own_cores", pa.float64()),
-    ("foreign_cores", pa.float64()),  # max(busy - own, 0)
-    ("steal_cores", pa.float64()),
-    ("foreign_gpu_processes", pa.int32()),
-    ("top_foreign", pa.string()),  # JSON [{"pid", "name", "cores"}], busiest first
-])
+HOST_SCHEMA = pa.schema(
+    [
+        ("t", pa.float64()),  # epoch seconds at the end of the interval
+        ("interval_s", pa.float64()),
+        ("busy_cores", pa.float64()),  # all CPUs, not idle / iowait / steal
+        ("own_cores", pa.float64()),
+        ("foreign_cores", pa.float64()),  # max(busy - own, 0)
+        ("steal_cores", pa.float64()),
+        ("foreign_gpu_processes", pa.int32()),
+        ("top_foreign", pa.string()),  # JSON [{"pid", "name", "cores"}], busiest first
+    ]
+)
 
 TOP_FOREIGN = 5
 TOP_FOREIGN_MIN_CORES = 0.02  # below this a process is noise, not a neighbour worth naming
@@ -101,8 +104,14 @@ class HostScanner:
             log.debug("NVML process list: %s", exc)
             return []
 
-    def sample(self, now_t: float, cpu_times: Any, processes: Iterable[Proc], gpu_pids: Iterable[int] = (),
-               own_pids: Iterable[int] = ()) -> dict | None:
+    def sample(
+        self,
+        now_t: float,
+        cpu_times: Any,
+        processes: Iterable[Proc],
+        gpu_pids: Iterable[int] = (),
+        own_pids: Iterable[int] = (),
+    ) -> dict | None:
         """The row for the interval from the previous call to this one; the first call only primes."""
         current = {proc.pid: proc for proc in processes}
         prev, self._prev = self._prev, (now_t, cpu_times, current)  # one assignment: a racing scan sees either
@@ -125,17 +134,24 @@ class HostScanner:
             elif used / interval > TOP_FOREIGN_MIN_CORES:
                 foreign.append((used, pid, proc.name))
         foreign.sort(reverse=True)
-        top = [{"pid": pid, "name": name, "cores": round(used / interval, 3)}
-               for used, pid, name in foreign[:TOP_FOREIGN]]
+        top = [
+            {"pid": pid, "name": name, "cores": round(used / interval, 3)} for used, pid, name in foreign[:TOP_FOREIGN]
+        ]
 
         busy = max(_busy_s(cpu_times) - _busy_s(prev_times), 0.0) / interval
         own_cores = own_s / interval
         steal = max(getattr(cpu_times, "steal", 0.0) - getattr(prev_times, "steal", 0.0), 0.0) / interval
-        return {"t": now_t, "interval_s": interval, "busy_cores": busy, "own_cores": own_cores,
-                "foreign_cores": max(busy - own_cores, 0.0), "steal_cores": steal,
-                # Only pids this scan sees: in a container NVML may list host pids, our own server's among them.
-                "foreign_gpu_processes": len({pid for pid in gpu_pids if pid in current} - own),
-                "top_foreign": json.dumps(top)}
+        return {
+            "t": now_t,
+            "interval_s": interval,
+            "busy_cores": busy,
+            "own_cores": own_cores,
+            "foreign_cores": max(busy - own_cores, 0.0),
+            "steal_cores": steal,
+            # Only pids this scan sees: in a container NVML may list host pids, our own server's among them.
+            "foreign_gpu_processes": len({pid for pid in gpu_pids if pid in current} - own),
+            "top_foreign": json.dumps(top),
+        }
 
 
 def _processes() -> Iterable[Proc]:
@@ -143,8 +159,13 @@ def _processes() -> Iterable[Proc]:
         try:
             info = proc.info  # attributes psutil could not read are None here
             times = info["cpu_times"]
-            yield Proc(proc.pid, info["ppid"], info["name"] or "", info["create_time"],
-                       times.user + times.system if times is not None else None)
+            yield Proc(
+                proc.pid,
+                info["ppid"],
+                info["name"] or "",
+                info["create_time"],
+                times.user + times.system if times is not None else None,
+            )
         except _PROCESS_ERRORS:
             continue
 

@@ -20,8 +20,16 @@ from pydantic import Field, field_validator, model_validator
 
 from .speculative import Strict
 
-__all__ = ["IMAGE_SUFFIXES", "Image", "ImagesSpec", "as_image", "escapes", "image_files", "image_header",
-           "synthetic_png"]
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "Image",
+    "ImagesSpec",
+    "as_image",
+    "escapes",
+    "image_files",
+    "image_header",
+    "synthetic_png",
+]
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -55,7 +63,7 @@ def synthetic_png(width: int, height: int, seed: str) -> bytes:
     rows = []
     for top in range(0, height, TILE):
         colours = rng.randbytes(3 * across)
-        row = b"\x00" + b"".join(colours[3 * i:3 * i + 3] * TILE for i in range(across))[:3 * width]
+        row = b"\x00" + b"".join(colours[3 * i : 3 * i + 3] * TILE for i in range(across))[: 3 * width]
         rows += [row] * min(TILE, height - top)  # filter byte 0 (none), then the pixels
 
     def chunk(kind: bytes, body: bytes) -> bytes:
@@ -75,14 +83,14 @@ def image_header(data: bytes, source: str = "image") -> tuple[str, int, int]:
         while i + 4 <= len(data) and data[i] == 0xFF:
             marker = data[i + 1]
             if marker in _SOF and i + 9 <= len(data):
-                height, width = struct.unpack(">HH", data[i + 5:i + 9])
+                height, width = struct.unpack(">HH", data[i + 5 : i + 9])
                 return "image/jpeg", width, height
             if marker == 0xFF:  # fill byte before a marker
                 i += 1
             elif 0xD0 <= marker <= 0xD9 or marker == 0x01:  # markers without a length
                 i += 2
             else:
-                i += 2 + struct.unpack(">H", data[i + 2:i + 4])[0]
+                i += 2 + struct.unpack(">H", data[i + 2 : i + 4])[0]
         raise ValueError(f"{source}: a JPEG without a readable frame header (no width and height found)")
     raise ValueError(f"{source}: not a PNG or JPEG image (it starts with {data[:8]!r})")
 
@@ -128,15 +136,18 @@ class ImagesSpec(Strict):
     def _inside(cls, files: list[str]) -> list[str]:
         out = [f for f in files if escapes(f)]
         if out:
-            raise ValueError(f"{out[0]!r} leads out of the scenario's folder; give an absolute path, or put the "
-                             "images in the scenario's folder tree")
+            raise ValueError(
+                f"{out[0]!r} leads out of the scenario's folder; give an absolute path, or put the "
+                "images in the scenario's folder tree"
+            )
         return files
 
     @model_validator(mode="after")
-    def _one_source(self) -> "ImagesSpec":
+    def _one_source(self) -> ImagesSpec:
         # Compared with the defaults, not the keys given: a plan re-validates the scenario's dumped values.
-        synthetic = [key for key in ("width", "height", "format")
-                     if getattr(self, key) != type(self).model_fields[key].default]
+        synthetic = [
+            key for key in ("width", "height", "format") if getattr(self, key) != type(self).model_fields[key].default
+        ]
         if self.files and synthetic:
             raise ValueError(f"{', '.join(synthetic)} describe synthetic images; remove them, or 'files'")
         return self

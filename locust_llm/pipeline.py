@@ -35,15 +35,18 @@ class Outcome:
     inp: ReportInput  # what the report presents (the web UI shows its verdict cards)
 
 
-def _regression(run: RunData, run_dir: Path, gates: GatesSpec, baseline_dir: Path | None,
-                max_regression_pct: float | None) -> tuple[RunComparison | None, list[str]]:
+def _regression(
+    run: RunData, run_dir: Path, gates: GatesSpec, baseline_dir: Path | None, max_regression_pct: float | None
+) -> tuple[RunComparison | None, list[str]]:
     """The comparison this run's verdict includes, and any bad-input reason (a named baseline that is missing)."""
     threshold = gates.max_regression_pct if max_regression_pct is None else max_regression_pct
     if baseline_dir is None and gates.baseline_run:
         baseline_dir = Path(gates.library) / gates.baseline_run
         if not is_run_dir(baseline_dir):
-            return None, [f"baseline run {gates.baseline_run!r} not found in {gates.library}/ "
-                          "(save one with `locust-llm baseline save`)"]
+            return None, [
+                f"baseline run {gates.baseline_run!r} not found in {gates.library}/ "
+                "(save one with `locust-llm baseline save`)"
+            ]
     if baseline_dir is None:
         previous = layout.read_json(run_dir / layout.RUN_COMPARISON)
         old_dir = previous.get("old_dir") if isinstance(previous, dict) else None
@@ -54,8 +57,13 @@ def _regression(run: RunData, run_dir: Path, gates: GatesSpec, baseline_dir: Pat
     return compare_runs(load_run(baseline_dir), run, threshold), []
 
 
-def finish_run(run_dir: Path, run: RunData | None = None, gates: GatesSpec | None = None,
-               baseline_dir: Path | None = None, max_regression_pct: float | None = None) -> Outcome:
+def finish_run(
+    run_dir: Path,
+    run: RunData | None = None,
+    gates: GatesSpec | None = None,
+    baseline_dir: Path | None = None,
+    max_regression_pct: float | None = None,
+) -> Outcome:
     """Recompute every derived file of ``run_dir`` from its raw files (or from ``run``, e.g. merged runs).
 
     ``gates`` default to the ones the run recorded; ``baseline_dir`` compares with that run instead of the
@@ -71,8 +79,14 @@ def finish_run(run_dir: Path, run: RunData | None = None, gates: GatesSpec | Non
         layout.write_text(run_dir / layout.RUN_COMPARISON, regression.model_dump_json(indent=2))
     verdict = evaluate(summary, gates, regression, bad_input)
     layout.write_text(run_dir / layout.VERDICT, verdict.model_dump_json(indent=2))
-    inp = ReportInput(summary=summary, env=run.env, verdict=verdict, regression=regression, run_name=run_dir.name,
-                      timeline=build_timeline(run, RunView.variant_order(summary, run.env)))
+    inp = ReportInput(
+        summary=summary,
+        env=run.env,
+        verdict=verdict,
+        regression=regression,
+        run_name=run_dir.name,
+        timeline=build_timeline(run, RunView.variant_order(summary, run.env)),
+    )
     report = None
     try:
         report = write_report(run_dir, inp)

@@ -3,6 +3,7 @@ process behind a server URL on this machine (``listener_pids``)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -35,14 +36,10 @@ def start_child(nice: int = 0) -> None:
 
 def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
     """SIGTERM the child's process group, SIGKILL it after ``grace_s``, and wait until no member is left."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        pass
     try:
         # The leader may be gone while children of its group (e.g. vLLM's engine core) linger.
         os.killpg(proc.pid, signal.SIGKILL)
@@ -105,5 +102,12 @@ def listener_pids(base_url: str) -> set[int]:
         sockets = psutil.net_connections(kind="tcp")
     except (OSError, ValueError, psutil.Error):
         return set()
-    return {c.pid for c in sockets if c.status == psutil.CONN_LISTEN and c.pid and c.laddr
-            and c.laddr.port == port and (c.laddr.ip in wanted or c.laddr.ip in WILDCARDS)}
+    return {
+        c.pid
+        for c in sockets
+        if c.status == psutil.CONN_LISTEN
+        and c.pid
+        and c.laddr
+        and c.laddr.port == port
+        and (c.laddr.ip in wanted or c.laddr.ip in WILDCARDS)
+    }

@@ -39,14 +39,15 @@ class TaskItem(Strict):
     id: str | None = None
 
     @model_validator(mode="after")
-    def _reference_fits_match(self) -> "TaskItem":
+    def _reference_fits_match(self) -> TaskItem:
         ref = self.reference
         if ref == BASELINE_REFERENCE and self.match != "exact":
             raise ValueError(f"reference {BASELINE_REFERENCE!r} (the baseline's greedy answer) needs match 'exact'")
         if self.match == "json_keys":
             if not isinstance(ref, list) or not ref:
-                raise ValueError("match 'json_keys' needs reference: a non-empty list of the keys the answer's JSON "
-                                 "object must have")
+                raise ValueError(
+                    "match 'json_keys' needs reference: a non-empty list of the keys the answer's JSON object must have"
+                )
         elif isinstance(ref, list):
             raise ValueError(f"a list reference is for match 'json_keys', not {self.match!r}")
         if self.match == "number":
@@ -81,8 +82,10 @@ class QualitySpec(Strict):
     @classmethod
     def _inside(cls, tasks: str | None) -> str | None:
         if tasks is not None and escapes(tasks):
-            raise ValueError(f"{tasks!r} leads out of the scenario's folder; give an absolute path, or put the task "
-                             "set in the scenario's folder tree")
+            raise ValueError(
+                f"{tasks!r} leads out of the scenario's folder; give an absolute path, or put the task "
+                "set in the scenario's folder tree"
+            )
         return tasks
 
     def tasks_path(self, base_dir: Path) -> Path:
@@ -93,8 +96,10 @@ class QualitySpec(Strict):
 
 
 def _item_error(exc: ValidationError) -> str:
-    return "; ".join((".".join(str(p) for p in e["loc"]) + ": " if e["loc"] else "")
-                     + e["msg"].removeprefix("Value error, ") for e in exc.errors())
+    return "; ".join(
+        (".".join(str(p) for p in e["loc"]) + ": " if e["loc"] else "") + e["msg"].removeprefix("Value error, ")
+        for e in exc.errors()
+    )
 
 
 def read_tasks(path: Path) -> list[TaskItem]:
@@ -124,8 +129,9 @@ def read_tasks(path: Path) -> list[TaskItem]:
             raise ValueError(f"{path} line {number}: {_item_error(exc)}") from None
         items.append(item if item.id else item.model_copy(update={"id": f"line {number}"}))
     if not items:
-        raise ValueError(f"{path}: no task in it; add lines such as "
-                         '{"prompt": "2 + 2 =", "reference": 4, "match": "number"}')
+        raise ValueError(
+            f'{path}: no task in it; add lines such as {{"prompt": "2 + 2 =", "reference": 4, "match": "number"}}'
+        )
     if len(items) > MAX_ITEMS:
         raise ValueError(f"{path}: {len(items)} tasks, at most {MAX_ITEMS}")
     twice = sorted(i for i, n in Counter(item.id for item in items).items() if n > 1)

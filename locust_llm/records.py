@@ -109,8 +109,15 @@ class RequestRecord:
 
 # Column types by annotation. Counts are int64 so that no value a server or a user can send overflows a
 # column; offsets are float32 (microsecond resolution over ten minutes) to keep long runs small.
-_ARROW = {"str": pa.string(), "str | None": pa.string(), "int": pa.int64(), "int | None": pa.int64(),
-          "float": pa.float64(), "float | None": pa.float64(), "list[float]": pa.list_(pa.float32()),
-          "list[int]": pa.list_(pa.int32())}
+_ARROW = {
+    "str": pa.string(),
+    "str | None": pa.string(),
+    "int": pa.int64(),
+    "int | None": pa.int64(),
+    "float": pa.float64(),
+    "float | None": pa.float64(),
+    "list[float]": pa.list_(pa.float32()),
+    "list[int]": pa.list_(pa.int32()),
+}
 
 REQUESTS_SCHEMA = pa.schema([(f.name, _ARROW[f.type]) for f in fields(RequestRecord)])

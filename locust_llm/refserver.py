@@ -12,11 +12,12 @@ wait shows up in their TTFT, so a saturated server can be played; 0 (the default
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
-from .testing.refconfig import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, USAGE_MODES, BadRequest
 from .testing.refauth import require_key
+from .testing.refconfig import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, USAGE_MODES, BadRequest
 from .testing.refcrash import exit_on
 from .testing.refserver import make_server
 
@@ -26,8 +27,11 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m locust_llm.refserver", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8000, help="port on --bind; 0 picks a free one")
-    parser.add_argument("--bind", default="127.0.0.1",
-                        help="address to listen on (a test's private network namespace; never a public one)")
+    parser.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        help="address to listen on (a test's private network namespace; never a public one)",
+    )
     parser.add_argument("--ttft-s", type=float, default=DEFAULTS["ttft_s"])
     parser.add_argument("--gap-s", type=float, default=DEFAULTS["gap_s"])
     parser.add_argument("--tokens-per-chunk", default="1", help="an int or a comma list cycled, e.g. 1,3,2,4")
@@ -37,19 +41,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stall-once-s", type=float, default=0.0)
     parser.add_argument("--pause-once-s", type=float, default=0.0)
     parser.add_argument("--headers-late", action="store_true", help="send headers with the first chunk, not at once")
-    parser.add_argument("--framing", choices=FRAMINGS, default="chunked",
-                        help="chunked (one HTTP chunk per event) or close (the body ends with the connection)")
+    parser.add_argument(
+        "--framing",
+        choices=FRAMINGS,
+        default="chunked",
+        help="chunked (one HTTP chunk per event) or close (the body ends with the connection)",
+    )
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--patch-last", default="{}", help="JSON: dotted paths set in each stream's last token chunk")
-    parser.add_argument("--models-answer", choices=MODELS_ANSWERS, default="object",
-                        help="how /v1/models answers: OpenAI's object, a bare list, or garbage")
-    parser.add_argument("--image-ms-per-kpx", type=float, default=DEFAULTS["image_ms_per_kpx"],
-                        help="prefill time added per thousand pixels of the images in a chat request (ms)")
-    parser.add_argument("--slots", type=int, default=0,
-                        help="at most this many streams generate at once; the others wait, FIFO, and the wait "
-                             "adds to their TTFT (llama.cpp's -np); 0: unlimited")
-    parser.add_argument("--api-key", default="", help="refuse (401) requests without 'Authorization: Bearer KEY'; "
-                                                       "GET /ref/auth counts who had it")
+    parser.add_argument(
+        "--models-answer",
+        choices=MODELS_ANSWERS,
+        default="object",
+        help="how /v1/models answers: OpenAI's object, a bare list, or garbage",
+    )
+    parser.add_argument(
+        "--image-ms-per-kpx",
+        type=float,
+        default=DEFAULTS["image_ms_per_kpx"],
+        help="prefill time added per thousand pixels of the images in a chat request (ms)",
+    )
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=0,
+        help="at most this many streams generate at once; the others wait, FIFO, and the wait "
+        "adds to their TTFT (llama.cpp's -np); 0: unlimited",
+    )
+    parser.add_argument(
+        "--api-key",
+        default="",
+        help="refuse (401) requests without 'Authorization: Bearer KEY'; GET /ref/auth counts who had it",
+    )
     parser.add_argument("--exit-on", default="", help="exit at once (a crash) when a request body holds this text")
     parser.add_argument("--access-log", action="store_true")
     args = parser.parse_args(argv)
@@ -59,14 +82,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--tokens-per-chunk: not an int list: {args.tokens_per_chunk!r}")
     if args.slots < 0:
         parser.error(f"--slots must be >= 0 (0: unlimited), got {args.slots}")
-    defaults = {"ttft_s": args.ttft_s, "gap_s": args.gap_s, "tokens_per_chunk": tpc if len(tpc) > 1 else tpc[0],
-                "usage": args.usage, "llamacpp": args.llamacpp, "fault": args.fault,
-                "stall_once_s": args.stall_once_s, "pause_once_s": args.pause_once_s,
-                "headers_early": not args.headers_late, "framing": args.framing,
-                "patch_last": json.loads(args.patch_last), "image_ms_per_kpx": args.image_ms_per_kpx}
+    defaults = {
+        "ttft_s": args.ttft_s,
+        "gap_s": args.gap_s,
+        "tokens_per_chunk": tpc if len(tpc) > 1 else tpc[0],
+        "usage": args.usage,
+        "llamacpp": args.llamacpp,
+        "fault": args.fault,
+        "stall_once_s": args.stall_once_s,
+        "pause_once_s": args.pause_once_s,
+        "headers_early": not args.headers_late,
+        "framing": args.framing,
+        "patch_last": json.loads(args.patch_last),
+        "image_ms_per_kpx": args.image_ms_per_kpx,
+    }
     try:
-        server = make_server(args.port, defaults, args.model, args.access_log, args.models_answer, args.bind,
-                             slots=args.slots)
+        server = make_server(
+            args.port, defaults, args.model, args.access_log, args.models_answer, args.bind, slots=args.slots
+        )
     except BadRequest as exc:
         parser.error(str(exc))
     if args.exit_on:
@@ -75,10 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         server.application = require_key(server.application, args.api_key)
     server.init_socket()
     print(f"refserver listening on {args.bind}:{server.server_port}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -68,8 +68,9 @@ class ScaleOutPlan:
         return asdict(self)
 
 
-def scale_out_plan(spec: ScaleOutSpec, servers_option: int | None, urls_option: str, ladder: list[float],
-                   external_url: str | None) -> ScaleOutPlan | None:
+def scale_out_plan(
+    spec: ScaleOutSpec, servers_option: int | None, urls_option: str, ladder: list[float], external_url: str | None
+) -> ScaleOutPlan | None:
     """The scenario's section with ``--scale-out N`` (None: the scenario's; 0: off) and ``--scale-out-urls``
     (a comma list; implies N = 1 + its length) applied; None when it is off. ``ValueError`` names the fix."""
     urls = [_check_url(u.strip(), "--scale-out-urls") for u in urls_option.split(",") if u.strip()] or spec.urls
@@ -81,16 +82,24 @@ def scale_out_plan(spec: ScaleOutSpec, servers_option: int | None, urls_option: 
     if not 2 <= servers <= MAX_SERVERS:
         raise ValueError(f"--scale-out must be 0 (off) or 2..{MAX_SERVERS} servers, found {servers}")
     if external_url is None and urls:
-        raise ValueError("scale_out.urls / --scale-out-urls are the other replicas of an external server (--host); "
-                         "launched servers get their replicas started by locust-llm: leave the URLs out")
+        raise ValueError(
+            "scale_out.urls / --scale-out-urls are the other replicas of an external server (--host); "
+            "launched servers get their replicas started by locust-llm: leave the URLs out"
+        )
     if external_url is not None:
         if len(urls) != servers - 1:
-            raise ValueError(f"a scale-out over {servers} external servers needs {servers - 1} URL(s) besides --host "
-                             f"in --scale-out-urls (or scale_out.urls), found {len(urls)}")
+            raise ValueError(
+                f"a scale-out over {servers} external servers needs {servers - 1} URL(s) besides --host "
+                f"in --scale-out-urls (or scale_out.urls), found {len(urls)}"
+            )
         known = [external_url.rstrip("/")] + urls
         repeated = sorted({u for u in known if known.count(u) > 1})
         if repeated:
-            raise ValueError(f"--scale-out-urls repeats {', '.join(repeated)}: each server once (--host is the "
-                             "first)")
-    return ScaleOutPlan(servers=servers, level=spec.level or max(ladder), pairs=spec.pairs,
-                        min_efficiency=spec.min_efficiency, urls=urls if external_url is not None else [])
+            raise ValueError(f"--scale-out-urls repeats {', '.join(repeated)}: each server once (--host is the first)")
+    return ScaleOutPlan(
+        servers=servers,
+        level=spec.level or max(ladder),
+        pairs=spec.pairs,
+        min_efficiency=spec.min_efficiency,
+        urls=urls if external_url is not None else [],
+    )

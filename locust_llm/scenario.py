@@ -19,8 +19,22 @@ from .scalespec import ScaleOutSpec
 from .soakspec import SoakSpec
 from .speculative import SPECULATIVE_MODELS, Strict, Sweep, expand_sweeps
 
-__all__ = ["Bucket", "CostSpec", "GatesSpec", "LoadSpec", "NAME_PATTERN", "Scenario", "ScenarioError", "TelemetrySpec",
-           "Timeouts", "describe_value", "format_errors", "load_scenario", "not_plain", "valid_name"]
+__all__ = [
+    "Bucket",
+    "CostSpec",
+    "GatesSpec",
+    "LoadSpec",
+    "NAME_PATTERN",
+    "Scenario",
+    "ScenarioError",
+    "TelemetrySpec",
+    "Timeouts",
+    "describe_value",
+    "format_errors",
+    "load_scenario",
+    "not_plain",
+    "valid_name",
+]
 
 Engine = Literal["llamacpp", "vllm", "sglang", "external"]
 
@@ -103,10 +117,12 @@ class ServerSpec(Strict):
         return self.engine in ("llamacpp", "external") and self.port is None
 
     @model_validator(mode="after")
-    def _engine_fields(self) -> "ServerSpec":
+    def _engine_fields(self) -> ServerSpec:
         if self.interleave == "together" and self.port is not None and self.engine != "external":
-            raise ValueError("'interleave: together' runs one server per variant at once; remove the fixed 'port' "
-                             "(each server then gets a free one) or use 'interleave: restart'")
+            raise ValueError(
+                "'interleave: together' runs one server per variant at once; remove the fixed 'port' "
+                "(each server then gets a free one) or use 'interleave: restart'"
+            )
         if self.engine == "external":
             if not self.url:
                 raise ValueError("engine 'external' needs 'url' (e.g. http://127.0.0.1:8000)")
@@ -185,25 +201,28 @@ class LoadSpec(Strict):
     @field_validator("context_tokens")
     @classmethod
     def _contexts(cls, contexts: list[int]) -> list[int]:
-        if len(contexts) > 64 or len(set(contexts)) != len(contexts) or any(not 1 <= n <= MAX_TOKENS
-                                                                           for n in contexts):
+        if len(contexts) > 64 or len(set(contexts)) != len(contexts) or any(not 1 <= n <= MAX_TOKENS for n in contexts):
             raise ValueError(f"context_tokens must be at most 64 distinct prompt lengths from 1 to {MAX_TOKENS}")
         return contexts
 
     @model_validator(mode="after")
-    def _contexts_need_generated_prompts(self) -> "LoadSpec":
+    def _contexts_need_generated_prompts(self) -> LoadSpec:
         if self.context_tokens and self.dataset:
-            raise ValueError("context_tokens measures generated prompts of exact lengths; remove 'dataset' or "
-                             "'context_tokens'")
+            raise ValueError(
+                "context_tokens measures generated prompts of exact lengths; remove 'dataset' or 'context_tokens'"
+            )
         if self.context_levels is not None and not self.context_tokens:
             raise ValueError("context_levels without context_tokens: add the prompt lengths to measure")
         for name, bucket in self.buckets.items():
             if bucket.images and self.api != "chat":
-                raise ValueError(f"buckets.{name}.images: images travel in chat messages; set 'api: chat' "
-                                 "(or remove 'images')")
+                raise ValueError(
+                    f"buckets.{name}.images: images travel in chat messages; set 'api: chat' (or remove 'images')"
+                )
             if bucket.images and self.dataset:
-                raise ValueError(f"buckets.{name}.images: a dataset replaces the buckets' prompts, so the images "
-                                 "would never be sent; remove 'dataset' or 'images'")
+                raise ValueError(
+                    f"buckets.{name}.images: a dataset replaces the buckets' prompts, so the images "
+                    "would never be sent; remove 'dataset' or 'images'"
+                )
         return self
 
     @field_validator("ladder", "context_levels")
@@ -212,8 +231,10 @@ class LoadSpec(Strict):
         if ladder is None:
             return None
         if not ladder or len(ladder) > 1000 or any(not 0 < level <= MAX_LEVEL for level in ladder):
-            raise ValueError(f"ladder must be a non-empty list of at most 1000 finite numbers > 0 and "
-                             f"<= {MAX_LEVEL} (users or req/s)")
+            raise ValueError(
+                f"ladder must be a non-empty list of at most 1000 finite numbers > 0 and "
+                f"<= {MAX_LEVEL} (users or req/s)"
+            )
         return ladder
 
 
@@ -265,10 +286,12 @@ class CostSpec(Strict):
     target_rps: float | None = Field(default=None, gt=0)  # offered load of the capacity answer (omitted: none)
 
     @model_validator(mode="after")
-    def _a_price(self) -> "CostSpec":
+    def _a_price(self) -> CostSpec:
         if self.gpu_hour_usd is None and self.cpu_hour_usd is None:
-            raise ValueError("set gpu_hour_usd (per GPU) or, on a CPU host, cpu_hour_usd (the whole host): "
-                             "there is no built-in price list")
+            raise ValueError(
+                "set gpu_hour_usd (per GPU) or, on a CPU host, cpu_hour_usd (the whole host): "
+                "there is no built-in price list"
+            )
         return self
 
     @property
@@ -316,11 +339,13 @@ class Scenario(Strict):
         return {**data, "variants": variants, "sweeps": {**(data.get("sweeps") or {}), **sweeps}}
 
     @model_validator(mode="after")
-    def _check_variants(self) -> "Scenario":
+    def _check_variants(self) -> Scenario:
         bad = [name for name in self.variants if not valid_name(name)]
         if bad:
-            raise ValueError(f"variant names must be plain names ({NAME_PATTERN}: letters, digits, '.', '_', '-'); "
-                             f"found {', '.join(map(repr, bad))}")
+            raise ValueError(
+                f"variant names must be plain names ({NAME_PATTERN}: letters, digits, '.', '_', '-'); "
+                f"found {', '.join(map(repr, bad))}"
+            )
         tiny = [name for name, v in self.variants.items() if v.tiny_model]
         if tiny and self.server.engine != "llamacpp":
             raise ValueError(f"variants.{tiny[0]}.tiny_model: generated models are only for engine 'llamacpp'")
@@ -361,7 +386,7 @@ _SHORT_REPR.maxlevel, _SHORT_REPR.maxdict, _SHORT_REPR.maxlist, _SHORT_REPR.maxs
 def describe_value(value: Any, limit: int = 80) -> str:
     """A value as an error message quotes it: a bounded repr (never the whole of a huge value), cut to ``limit``."""
     text = _SHORT_REPR.repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
@@ -418,8 +443,10 @@ def _validate_speculative(scenario: Scenario, path: Path) -> None:
             continue
         prefix = ("variants", name, "speculative")
         if model is None:
-            raise ScenarioError(f"{path}: {'.'.join(prefix)}: engine 'external' is not launched by locust-llm, "
-                                "so it takes no speculative settings; remove the key")
+            raise ScenarioError(
+                f"{path}: {'.'.join(prefix)}: engine 'external' is not launched by locust-llm, "
+                "so it takes no speculative settings; remove the key"
+            )
         try:
             model.model_validate(variant.speculative)
         except ValidationError as exc:
@@ -437,7 +464,7 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
         children = node.value if isinstance(node.value, list) else []
         total = 1
         for child in children:
-            for part in (child if isinstance(child, tuple) else (child,)):
+            for part in child if isinstance(child, tuple) else (child,):
                 total += _expanded_size(part, memo)
         memo[id(node)] = total
     return memo[id(node)]
@@ -458,8 +485,10 @@ def read_yaml(path: Path):
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         if node is not None and _expanded_size(node, {}) > MAX_YAML_VALUES:
-            raise ScenarioError(f"{path}: the YAML expands to more than {MAX_YAML_VALUES} values (aliases of "
-                                "aliases?); a scenario needs a few hundred")
+            raise ScenarioError(
+                f"{path}: the YAML expands to more than {MAX_YAML_VALUES} values (aliases of "
+                "aliases?); a scenario needs a few hundred"
+            )
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ScenarioError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
@@ -469,8 +498,7 @@ def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
-        raise ScenarioError(f"{path}: expected a mapping with keys name, server, variants; "
-                            f"found {type(data).__name__}")
+        raise ScenarioError(f"{path}: expected a mapping with keys name, server, variants; found {type(data).__name__}")
     try:
         scenario = Scenario.model_validate({**data, "source": path})
     except ValidationError as exc:

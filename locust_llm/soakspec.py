@@ -60,8 +60,9 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def soak_plan(duration: str, level: float, spec: SoakSpec, ladder: list[float], variants: list[str],
-              chosen: str) -> SoakPlan | None:
+def soak_plan(
+    duration: str, level: float, spec: SoakSpec, ladder: list[float], variants: list[str], chosen: str
+) -> SoakPlan | None:
     """``--soak`` and ``--soak-level`` -> the plan (None without ``--soak``). The level is ``--soak-level``, else
     the ladder's highest; the variant is the one run (the baseline unless ``--variant`` names another): a soak
     asks whether one deployment holds up over time, and switching variants would confound time with variant."""
@@ -73,7 +74,13 @@ def soak_plan(duration: str, level: float, spec: SoakSpec, ladder: list[float], 
     if len([name for name in chosen.split(",") if name.strip()]) > 1:
         raise ValueError(f"--soak holds one variant: give --variant one name, found {chosen!r}")
     windows = max(MIN_WINDOWS, round(seconds / spec.window_s))
-    return SoakPlan(variant=variants[0], level=float(level or max(ladder)), duration_s=seconds, windows=windows,
-                    window_s=seconds / windows, max_drift_pct_per_hour=spec.max_drift_pct_per_hour,
-                    max_error_rate=spec.max_error_rate,
-                    max_memory_growth_mib_per_hour=spec.max_memory_growth_mib_per_hour)
+    return SoakPlan(
+        variant=variants[0],
+        level=float(level or max(ladder)),
+        duration_s=seconds,
+        windows=windows,
+        window_s=seconds / windows,
+        max_drift_pct_per_hour=spec.max_drift_pct_per_hour,
+        max_error_rate=spec.max_error_rate,
+        max_memory_growth_mib_per_hour=spec.max_memory_growth_mib_per_hour,
+    )

@@ -11,8 +11,15 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["SPECULATIVE_MODELS", "LlamaCppSpeculative", "SglangSpeculative", "Strict", "Sweep", "VllmSpeculative",
-           "expand_sweeps"]
+__all__ = [
+    "SPECULATIVE_MODELS",
+    "LlamaCppSpeculative",
+    "SglangSpeculative",
+    "Strict",
+    "Sweep",
+    "VllmSpeculative",
+    "expand_sweeps",
+]
 
 
 class Strict(BaseModel):
@@ -27,8 +34,18 @@ class LlamaCppSpeculative(Strict):
     p_min above ~0.1 means no drafts at all; the tiny scenarios set 0.
     """
 
-    type: Literal["draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark", "ngram-simple",
-                  "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"] = "draft-simple"
+    type: Literal[
+        "draft-simple",
+        "draft-eagle3",
+        "draft-mtp",
+        "draft-dflash",
+        "draft-dspark",
+        "ngram-simple",
+        "ngram-map-k",
+        "ngram-map-k4v",
+        "ngram-mod",
+        "ngram-cache",
+    ] = "draft-simple"
     # Path to the draft GGUF; omitted with a tiny_model, the generated draft is used.
     draft_model: str | None = None
     n_max: int | None = Field(default=None, ge=1)
@@ -36,19 +53,36 @@ class LlamaCppSpeculative(Strict):
     p_min: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
-    def _flags_exist_for_type(self) -> "LlamaCppSpeculative":
+    def _flags_exist_for_type(self) -> LlamaCppSpeculative:
         if not self.type.startswith("draft-"):
             if self.draft_model or self.p_min is not None:
                 raise ValueError(f"type {self.type!r} drafts from n-grams: draft_model and p_min do not apply")
             if self.type != "ngram-mod" and (self.n_max is not None or self.n_min is not None):
-                raise ValueError(f"type {self.type!r} has no n_max/n_min flags; pass its --spec-ngram-* "
-                                 "flags in the variant's args")
+                raise ValueError(
+                    f"type {self.type!r} has no n_max/n_min flags; pass its --spec-ngram-* flags in the variant's args"
+                )
         return self
 
 
-VLLM_METHODS = ("ngram", "ngram_gpu", "medusa", "mlp_speculator", "draft_model", "suffix", "eagle", "eagle3",
-                "mtp", "deepseek_mtp", "qwen3_next_mtp", "ernie_mtp", "glm4_moe_mtp", "longcat_flash_mtp",
-                "extract_hidden_states", "dflash", "custom_class")
+VLLM_METHODS = (
+    "ngram",
+    "ngram_gpu",
+    "medusa",
+    "mlp_speculator",
+    "draft_model",
+    "suffix",
+    "eagle",
+    "eagle3",
+    "mtp",
+    "deepseek_mtp",
+    "qwen3_next_mtp",
+    "ernie_mtp",
+    "glm4_moe_mtp",
+    "longcat_flash_mtp",
+    "extract_hidden_states",
+    "dflash",
+    "custom_class",
+)
 VLLM_NEEDS_MODEL = ("draft_model", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
 
 
@@ -80,7 +114,7 @@ class VllmSpeculative(Strict):
     suffix_decoding_min_token_prob: float | None = None
 
     @model_validator(mode="after")
-    def _model_when_needed(self) -> "VllmSpeculative":
+    def _model_when_needed(self) -> VllmSpeculative:
         if self.method in VLLM_NEEDS_MODEL and not self.model:
             raise ValueError(f"method {self.method!r} needs 'model' (the draft or head checkpoint)")
         return self
@@ -96,7 +130,7 @@ class SglangSpeculative(Strict):
     num_draft_tokens: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
-    def _all_or_none(self) -> "SglangSpeculative":
+    def _all_or_none(self) -> SglangSpeculative:
         given = [self.num_steps, self.eagle_topk, self.num_draft_tokens]
         if any(v is not None for v in given) and not all(v is not None for v in given):
             raise ValueError("set all of num_steps, eagle_topk and num_draft_tokens, or none (SGLang's rule)")
@@ -106,7 +140,9 @@ class SglangSpeculative(Strict):
 
 
 SPECULATIVE_MODELS: dict[str, type[Strict]] = {
-    "llamacpp": LlamaCppSpeculative, "vllm": VllmSpeculative, "sglang": SglangSpeculative,
+    "llamacpp": LlamaCppSpeculative,
+    "vllm": VllmSpeculative,
+    "sglang": SglangSpeculative,
 }
 
 
@@ -142,28 +178,41 @@ def expand_sweeps(engine: Any, variants: Any) -> tuple[dict, dict]:
     sweeps: dict[str, dict] = {}
     for name, variant in variants.items():
         spec = variant.get("speculative") if isinstance(variant, dict) else None
-        lists = [k for k, v in (spec or {}).items() if isinstance(v, list) and k in model.model_fields
-                 and get_origin(model.model_fields[k].annotation) is not list
-                 and list not in [get_origin(a) for a in get_args(model.model_fields[k].annotation)]]
+        lists = [
+            k
+            for k, v in (spec or {}).items()
+            if isinstance(v, list)
+            and k in model.model_fields
+            and get_origin(model.model_fields[k].annotation) is not list
+            and list not in [get_origin(a) for a in get_args(model.model_fields[k].annotation)]
+        ]
         if not lists:
             expanded[name] = variant
             continue
         where = f"variants.{name}.speculative"
         if len(lists) > 1:
-            raise ValueError(f"{where}: lists for {' and '.join(lists)}; a variant sweeps one setting; make the "
-                             "others single values or write one variant per combination")
+            raise ValueError(
+                f"{where}: lists for {' and '.join(lists)}; a variant sweeps one setting; make the "
+                "others single values or write one variant per combination"
+            )
         key, values = lists[0], spec[lists[0]]
         if not 1 <= len(values) <= MAX_SWEEP_VALUES or len(set(map(repr, values))) != len(values):
-            raise ValueError(f"{where}.{key}: a sweep needs 1 to {MAX_SWEEP_VALUES} distinct values; "
-                             f"found {reprlib.repr(values)}")
+            raise ValueError(
+                f"{where}.{key}: a sweep needs 1 to {MAX_SWEEP_VALUES} distinct values; found {reprlib.repr(values)}"
+            )
         names = []
         for value in values:
             child = _sweep_name(name, key, value)
             if child in variants or child in expanded:
-                raise ValueError(f"{where}.{key}: the sweep's variant {child!r} clashes with another variant; "
-                                 f"rename {name!r}")
+                raise ValueError(
+                    f"{where}.{key}: the sweep's variant {child!r} clashes with another variant; rename {name!r}"
+                )
             expanded[child] = {**variant, "speculative": {**spec, key: value}}
             names.append(child)
-        sweeps[name] = {"setting": key, "label": "k" if key in DRAFT_LENGTH_KEYS else key, "values": values,
-                        "variants": names}
+        sweeps[name] = {
+            "setting": key,
+            "label": "k" if key in DRAFT_LENGTH_KEYS else key,
+            "values": values,
+            "variants": names,
+        }
     return expanded, sweeps

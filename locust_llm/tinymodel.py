@@ -47,11 +47,13 @@ class TinyModelConfig:
 
 PRESETS: dict[str, TinyModelConfig] = {
     # Loads and answers in well under a second; for tests.
-    "test": TinyModelConfig(n_embd=128, n_layer=4, n_head=4, n_ff=256, n_vocab=512, n_ctx=2048,
-                            residual_scale=0.05, f16=False),
+    "test": TinyModelConfig(
+        n_embd=128, n_layer=4, n_head=4, n_ff=256, n_vocab=512, n_ctx=2048, residual_scale=0.05, f16=False
+    ),
     # Big enough that decode is memory-bound on a laptop CPU, so speculation shows a real gain.
-    "demo": TinyModelConfig(n_embd=768, n_layer=12, n_head=12, n_ff=2048, n_vocab=2048, n_ctx=4096,
-                            residual_scale=0.02, f16=True),
+    "demo": TinyModelConfig(
+        n_embd=768, n_layer=12, n_head=12, n_ff=2048, n_vocab=2048, n_ctx=4096, residual_scale=0.02, f16=True
+    ),
 }
 
 
@@ -103,8 +105,14 @@ def _block_tensors(rng: np.random.Generator, cfg: TinyModelConfig, scale: float)
     }
 
 
-def _write_gguf(path: Path, name: str, cfg: TinyModelConfig, n_layer: int,
-                tensors: dict[str, np.ndarray], vocab: tuple[list[str], list[float], list[int]]) -> None:
+def _write_gguf(
+    path: Path,
+    name: str,
+    cfg: TinyModelConfig,
+    n_layer: int,
+    tensors: dict[str, np.ndarray],
+    vocab: tuple[list[str], list[float], list[int]],
+) -> None:
     import gguf
 
     def write(tmp: Path) -> None:
@@ -159,8 +167,9 @@ def model_paths(out_dir: Path) -> tuple[Path, Path]:
     return out_dir / "target.gguf", out_dir / "draft.gguf"
 
 
-def generate(out_dir: str | Path, preset: str = "test", seed: int = 0,
-             residual_scale: float | None = None) -> TinyModelPair:
+def generate(
+    out_dir: str | Path, preset: str = "test", seed: int = 0, residual_scale: float | None = None
+) -> TinyModelPair:
     """Write ``target.gguf`` and ``draft.gguf`` into ``out_dir``; same arguments, same bytes."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
@@ -179,8 +188,11 @@ def generate(out_dir: str | Path, preset: str = "test", seed: int = 0,
     # so generated text stays printable ASCII and never stops early on EOS.
     n_special = 3 + 256
     head[:n_special] = 0.0
-    shared = {"token_embd.weight": embd, "output_norm.weight": np.ones(cfg.n_embd, dtype=np.float32),
-              "output.weight": head}
+    shared = {
+        "token_embd.weight": embd,
+        "output_norm.weight": np.ones(cfg.n_embd, dtype=np.float32),
+        "output.weight": head,
+    }
     blocks = [_block_tensors(rng, cfg, 1.0 if i == 0 else cfg.residual_scale) for i in range(cfg.n_layer)]
 
     def layer_tensors(n: int) -> dict[str, np.ndarray]:
@@ -206,7 +218,6 @@ def ensure(out_dir: str | Path, preset: str, seed: int, residual_scale: float | 
     cfg = PRESETS[preset] if residual_scale is None else replace(PRESETS[preset], residual_scale=residual_scale)
     wanted = TinyModelPair(target=target, draft=draft, config=cfg, seed=seed)
     manifest = out / MANIFEST
-    if manifest.exists() and target.exists() and draft.exists():
-        if json.loads(manifest.read_text()) == wanted.recipe():
-            return wanted
+    if manifest.exists() and target.exists() and draft.exists() and json.loads(manifest.read_text()) == wanted.recipe():
+        return wanted
     return generate(out, preset=preset, seed=seed, residual_scale=residual_scale)

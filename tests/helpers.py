@@ -54,7 +54,12 @@ class RefServerProcess:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "locust_llm.refserver", "--port", "0", *self.args],
-            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr)
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+        )
         try:
             self.port = self._read_port()
             self.url = f"http://127.0.0.1:{self.port}"
@@ -112,8 +117,12 @@ def assert_run_completed(done) -> None:
     """A headless run that measured everything: exit 0, or 5 when the shared machine left no step clean (the
     client was the bottleneck, a short window drifted or saw too few requests: an honest verdict on a loaded
     2-core box, not a failure of what is tested)."""
-    unclean = ("the client was the bottleneck" in done.stderr or "was measured cleanly" in done.stderr
-               or "measured on a quiet host" in done.stderr or "no pair of steps measured cleanly" in done.stderr)
+    unclean = (
+        "the client was the bottleneck" in done.stderr
+        or "was measured cleanly" in done.stderr
+        or "measured on a quiet host" in done.stderr
+        or "no pair of steps measured cleanly" in done.stderr
+    )
     ok = done.returncode == 0 or (done.returncode == 5 and unclean)
     assert ok, f"exit {done.returncode}\n{done.stderr[-3000:]}"
 
@@ -121,10 +130,22 @@ def assert_run_completed(done) -> None:
 LOCUSTFILE = str(REPO / "locustfiles" / "spec_decode.py")
 
 
-def run_locust(report_dir: Path, *args: str, env: dict | None = None,
-               timeout: float = 300) -> subprocess.CompletedProcess:
+def run_locust(
+    report_dir: Path, *args: str, env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """A headless run of the project's locustfile in a subprocess, from the repository root."""
-    command = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--skip-log",
-               "--report-dir", str(report_dir), *args]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    command = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILE,
+        "--headless",
+        "--skip-log",
+        "--report-dir",
+        str(report_dir),
+        *args,
+    ]
+    return subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )

@@ -77,6 +77,11 @@ def request_acceptance(samples: LevelSamples) -> dict | None:
         length = ratio_of_sums(tokens - first, chunks - 1)
     if rate is None and length is None:
         return None
-    return {"rate": (rate or {}).get("value"), "rate_ci95": (rate or {}).get("ci95"),
-            "mean_length": (length or {}).get("value"), "mean_length_ci95": (length or {}).get("ci95"),
-            "requests": max((rate or {}).get("requests", 0), (length or {}).get("requests", 0)), "source": source}
+    return {
+        "rate": (rate or {}).get("value"),
+        "rate_ci95": (rate or {}).get("ci95"),
+        "mean_length": (length or {}).get("value"),
+        "mean_length_ci95": (length or {}).get("ci95"),
+        "requests": max((rate or {}).get("requests", 0), (length or {}).get("requests", 0)),
+        "source": source,
+    }

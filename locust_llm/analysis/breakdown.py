@@ -31,12 +31,17 @@ def level_breakdown(samples: LevelSamples, steps: list[dict]) -> dict | None:
     """The phases of the level's clean requests (``samples``) or clean steps' server histograms (``steps``)."""
     prefill = finite(samples.values("server_prefill_ms"))
     if prefill.size:
-        return {"source": "server per-request timings", "statistic": "median", "queue_ms": None,
-                "prefill_ms": percentile_of(prefill, 50),
-                "decode_ms": percentile_of(samples.values("server_decode_ms"), 50),
-                "outside_ms": percentile_of(samples.values("outside_ms"), 50),
-                "e2e_ms": percentile_of(samples.values("e2e_ms"), 50),
-                "n": int(prefill.size), "note": LLAMACPP_NOTE}
+        return {
+            "source": "server per-request timings",
+            "statistic": "median",
+            "queue_ms": None,
+            "prefill_ms": percentile_of(prefill, 50),
+            "decode_ms": percentile_of(samples.values("server_decode_ms"), 50),
+            "outside_ms": percentile_of(samples.values("outside_ms"), 50),
+            "e2e_ms": percentile_of(samples.values("e2e_ms"), 50),
+            "n": int(prefill.size),
+            "note": LLAMACPP_NOTE,
+        }
     latency = [(s.get("server") or {}).get("server_latency") or {} for s in steps if s.get("status") == "clean"]
     phases = {}
     for name in ("queue_ms", "prefill_ms", "decode_ms", "e2e_ms", "ttft_ms"):
@@ -54,9 +59,17 @@ def level_breakdown(samples: LevelSamples, steps: list[dict]) -> dict | None:
     outside = client_mean - server if client_mean is not None and server is not None else None
     if outside is None:
         notes.append("the server exports no E2E time: outside_ms unknown")
-    return {"source": "server histograms", "statistic": "mean", "queue_ms": phases["queue_ms"],
-            "prefill_ms": phases["prefill_ms"], "decode_ms": phases["decode_ms"], "outside_ms": outside,
-            "e2e_ms": client_mean, "n": int(client.size), "note": "; ".join(notes) or None}
+    return {
+        "source": "server histograms",
+        "statistic": "mean",
+        "queue_ms": phases["queue_ms"],
+        "prefill_ms": phases["prefill_ms"],
+        "decode_ms": phases["decode_ms"],
+        "outside_ms": outside,
+        "e2e_ms": client_mean,
+        "n": int(client.size),
+        "note": "; ".join(notes) or None,
+    }
 
 
 def estimate_phases(phases: dict) -> list[str]:
@@ -75,7 +88,7 @@ def estimate_phases(phases: dict) -> list[str]:
 
 
 def _change(ratio: dict | None, name: str) -> tuple[str, int]:
-    """"TPOT -45%" (or "unchanged" when the interval holds 1) and the direction: -1 faster, 1 slower, 0 unclear.
+    """ "TPOT -45%" (or "unchanged" when the interval holds 1) and the direction: -1 faster, 1 slower, 0 unclear.
     ``ratio`` is a speed-up (baseline / variant, > 1 favours the variant)."""
     if not ratio or ratio.get("value") is None:
         return f"{name} not measured", 0
@@ -131,12 +144,17 @@ def level_acceptance(steps: list[dict]) -> dict | None:
             positions[i] += p * acc["drafts"]
     if not drafts:
         return None
-    return {"rate": accepted / drafted if drafted else None, "mean_length": 1.0 + accepted / drafts,
-            "per_position": [p / drafts for p in positions], "drafts": int(drafts)}
+    return {
+        "rate": accepted / drafted if drafted else None,
+        "mean_length": 1.0 + accepted / drafts,
+        "per_position": [p / drafts for p in positions],
+        "drafts": int(drafts),
+    }
 
 
-def add_breakdowns(comparisons: list[dict], variants: dict[str, dict],
-                   samples: dict[str, dict[float, LevelSamples]]) -> None:
+def add_breakdowns(
+    comparisons: list[dict], variants: dict[str, dict], samples: dict[str, dict[float, LevelSamples]]
+) -> None:
     """Fill each compared level with both sides' phases, the words, and tokens per forward pass."""
     for comp in comparisons:
         base_name, var_name = comp["baseline"], comp["variant"]
@@ -157,7 +175,10 @@ def add_breakdowns(comparisons: list[dict], variants: dict[str, dict],
                 # Each forward pass of the target yields per_pass tokens; the rest is what verification,
                 # drafting and scheduling cost.
                 step["pass_efficiency"] = speedup / per_pass
-                step["pass_gap"] = (f"{per_pass:.2f} tokens per target pass would allow {per_pass:.2f}x; "
-                                    f"measured {speedup:.2f}x: {1 - speedup / per_pass:.0%} lost to drafting, "
-                                    "verification and scheduling" if speedup <= per_pass else
-                                    f"measured {speedup:.2f}x exceeds {per_pass:.2f} tokens per target pass")
+                step["pass_gap"] = (
+                    f"{per_pass:.2f} tokens per target pass would allow {per_pass:.2f}x; "
+                    f"measured {speedup:.2f}x: {1 - speedup / per_pass:.0%} lost to drafting, "
+                    "verification and scheduling"
+                    if speedup <= per_pass
+                    else f"measured {speedup:.2f}x exceeds {per_pass:.2f} tokens per target pass"
+                )

@@ -62,13 +62,22 @@ def estimate(samples: list[ClockSample]) -> dict[int, dict]:
         mine = [s for s in samples if s.worker == worker]
         best = min(mine, key=lambda s: s.rtt)
         offsets = [s.offset for s in track(mine)]
-        out[worker] = {"offset_s": best.offset, "uncertainty_s": max(best.rtt, 0.0) / 2.0, "rtt_s": best.rtt,
-                       "drift_s": max(offsets) - min(offsets), "exchanges": len(mine)}
+        out[worker] = {
+            "offset_s": best.offset,
+            "uncertainty_s": max(best.rtt, 0.0) / 2.0,
+            "rtt_s": best.rtt,
+            "drift_s": max(offsets) - min(offsets),
+            "exchanges": len(mine),
+        }
     return out
 
 
-def align(frame: pd.DataFrame, samples: list[ClockSample], columns=TIME_COLUMNS, worker_column="worker",
-          ) -> pd.DataFrame:
+def align(
+    frame: pd.DataFrame,
+    samples: list[ClockSample],
+    columns=TIME_COLUMNS,
+    worker_column="worker",
+) -> pd.DataFrame:
     """``frame`` with every time column of each measured worker's rows moved onto the master's clock (its
     offset at that time subtracted); rows of workers without samples are left as they are."""
     if not samples or frame.empty or worker_column not in frame:

@@ -21,20 +21,28 @@ N_BOOT = 1000
 HEADLINE = {"closed": "output_tps", "open": "e2e_sched_p95"}
 HEADLINE_NAMES = {"output_tps": "aggregate output tok/s", "e2e_sched_p95": "E2E P95 from the intended send time"}
 # What an open-loop level's verdict rests on, in the order a reason names them.
-OPEN_LOOP_BASIS = (("e2e_sched_p95_speedup", "E2E_sched P95"), ("tpot_p50_speedup", "TPOT P50"),
-                   ("goodput_speedup", "goodput"))
+OPEN_LOOP_BASIS = (
+    ("e2e_sched_p95_speedup", "E2E_sched P95"),
+    ("tpot_p50_speedup", "TPOT P50"),
+    ("goodput_speedup", "goodput"),
+)
 
 
 def latency_keys(mode: str) -> dict[str, str]:
     """The TTFT and E2E figures that are the headline (gates, goodput, knee, speed-ups) in this mode."""
     if mode == "open":
-        return {"ttft": "ttft_sched_ms", "e2e": "e2e_sched_ms", "ttft_all": "ttft_sched_all_ms",
-                "e2e_all": "e2e_sched_all_ms"}
+        return {
+            "ttft": "ttft_sched_ms",
+            "e2e": "e2e_sched_ms",
+            "ttft_all": "ttft_sched_all_ms",
+            "e2e_all": "e2e_sched_all_ms",
+        }
     return {"ttft": "ttft_ms", "e2e": "e2e_ms", "ttft_all": "ttft_all_ms", "e2e_all": "e2e_all_ms"}
 
 
-def _latency_speedup(v: LevelSamples, b: LevelSamples, column: str, statistic, higher_is_better: bool,
-                     seed: int) -> dict:
+def _latency_speedup(
+    v: LevelSamples, b: LevelSamples, column: str, statistic, higher_is_better: bool, seed: int
+) -> dict:
     """Paired by request when the runs carry the pairing key; otherwise the two samples independently."""
     pairs = paired(v, b, column)
     if pairs is not None:
@@ -42,21 +50,32 @@ def _latency_speedup(v: LevelSamples, b: LevelSamples, column: str, statistic, h
     return {**ratio_ci(v.values(column), b.values(column), statistic, higher_is_better, N_BOOT, seed), "pairs": 0}
 
 
-def level_comparison(level: float, b: LevelSamples, v: LevelSamples, baseline: str, variant: str, mode: str,
-                     seed: int) -> dict:
+def level_comparison(
+    level: float, b: LevelSamples, v: LevelSamples, baseline: str, variant: str, mode: str, seed: int
+) -> dict:
     """One level: the speed-ups from the clean blocks of both sides, or why the level was not judged."""
     worst, excluded = not_judged((baseline, b), (variant, v))
     if not (b.clean and v.clean):
         empty = {"value": None, "ci95": None}
-        step = {"level": level, "status": worst or "insufficient", "excluded": excluded,
-                "output_tps_speedup": empty, "decode_tps_speedup": empty, "tpot_p50_speedup": empty,
-                "tpot_p95_speedup": empty, "ttft_p50_speedup": empty, "ttft_p95_speedup": empty}
+        step = {
+            "level": level,
+            "status": worst or "insufficient",
+            "excluded": excluded,
+            "output_tps_speedup": empty,
+            "decode_tps_speedup": empty,
+            "tpot_p50_speedup": empty,
+            "tpot_p95_speedup": empty,
+            "ttft_p50_speedup": empty,
+            "ttft_p95_speedup": empty,
+        }
         if mode == "open":
             step["e2e_sched_p95_speedup"] = step["goodput_speedup"] = empty
         return step
     ttft = latency_keys(mode)["ttft"]
     step = {
-        "level": level, "status": "clean", "excluded": excluded,
+        "level": level,
+        "status": "clean",
+        "excluded": excluded,
         "output_tps_speedup": block_ratio_ci(v.token_blocks, b.token_blocks),
         "decode_tps_speedup": _latency_speedup(v, b, "decode_tps", np.mean, True, seed),
         "tpot_p50_speedup": _latency_speedup(v, b, "tpot_ms", percentile_stat(50), False, seed),
@@ -104,22 +123,39 @@ def _headline(step: dict, metric: str) -> dict:
     if step["verdict"] == "worse" and metric != "output_tps":
         key, basis = next((k, name) for k, name in OPEN_LOOP_BASIS if speedup_state(step.get(k) or {}) == "worse")
     ratio = step[key] if step["status"] == "clean" else {"value": step[key]["value"], "ci95": None}
-    return {"level": step["level"], "speedup": ratio, "state": step["verdict"],
-            "basis": basis if key != f"{metric}_speedup" else None}
+    return {
+        "level": step["level"],
+        "speedup": ratio,
+        "state": step["verdict"],
+        "basis": basis if key != f"{metric}_speedup" else None,
+    }
 
 
-def comparison(baseline: str, variant: str, base: dict[float, LevelSamples], other: dict[float, LevelSamples],
-               mode: str) -> dict:
-    steps = [level_comparison(level, base[level], other[level], baseline, variant, mode, seed)
-             for seed, level in enumerate(sorted(set(base) & set(other)))]
+def comparison(
+    baseline: str, variant: str, base: dict[float, LevelSamples], other: dict[float, LevelSamples], mode: str
+) -> dict:
+    steps = [
+        level_comparison(level, base[level], other[level], baseline, variant, mode, seed)
+        for seed, level in enumerate(sorted(set(base) & set(other)))
+    ]
     metric = HEADLINE.get(mode, "output_tps")
     headline = [_headline(s, metric) for s in steps if s["status"] in ("clean", "inconclusive")]
     crossover = crossover_level(headline)
     unit = "req/s" if mode == "open" else "concurrent streams"
-    sentence = recommendation(variant, baseline, headline, crossover, unit) if headline else \
-        f"no verdict on {variant}: no level was measured cleanly on both sides"
+    sentence = (
+        recommendation(variant, baseline, headline, crossover, unit)
+        if headline
+        else f"no verdict on {variant}: no level was measured cleanly on both sides"
+    )
     skipped = [s for s in steps if s["status"] not in ("clean", "inconclusive")]
     if skipped:
         sentence += "; not judged: " + ", ".join(f"{lvl(s['level'])} ({s['status']})" for s in skipped)
-    return {"baseline": baseline, "variant": variant, "metric": metric, "metric_name": HEADLINE_NAMES[metric],
-            "steps": steps, "crossover_level": crossover, "recommendation": sentence}
+    return {
+        "baseline": baseline,
+        "variant": variant,
+        "metric": metric,
+        "metric_name": HEADLINE_NAMES[metric],
+        "steps": steps,
+        "crossover_level": crossover,
+        "recommendation": sentence,
+    }

@@ -44,8 +44,10 @@ __all__ = ["LevelRates", "cost_summary", "level_cost", "servers_needed", "usd_pe
 
 HOUR_S = 3600.0
 MILLION = 1e6
-ASSUMPTION = ("linear scaling: n servers, each run at the chosen level, serve n times one server's goodput (no "
-              "shared bottleneck such as a load balancer, the network or a shared cache)")
+ASSUMPTION = (
+    "linear scaling: n servers, each run at the chosen level, serve n times one server's goodput (no "
+    "shared bottleneck such as a load balancer, the network or a shared cache)"
+)
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,9 @@ def _scaled(ci: list[float] | None, factor: float) -> list[float] | None:
     return [bound * factor for bound in ci] if ci else None
 
 
-def level_rates(level: float, samples: LevelSamples, steps: list[StepFigures], gate_failures: list[str],
-                variant: str) -> LevelRates:
+def level_rates(
+    level: float, samples: LevelSamples, steps: list[StepFigures], gate_failures: list[str], variant: str
+) -> LevelRates:
     """A level's clean steps pooled: output tok/s and goodput over their per-second bins, with the intervals the
     rest of the analysis uses, and the mean output tokens of a successful request sent in their windows."""
     worst, excluded = not_judged((variant, samples))
@@ -101,9 +104,17 @@ def level_rates(level: float, samples: LevelSamples, steps: list[StepFigures], g
     completed = sum(s.requests - s.errors for s in clean)
     tokens = sum(s.output_tokens for s in clean)
     good = samples.good_rates
-    return LevelRates(level, CLEAN, excluded, float(samples.token_rates.mean()), series_mean_ci(samples.token_rates),
-                      float(good.mean()) if good.size else None, series_mean_ci(good),
-                      tokens / completed if completed else None, gate_failures)
+    return LevelRates(
+        level,
+        CLEAN,
+        excluded,
+        float(samples.token_rates.mean()),
+        series_mean_ci(samples.token_rates),
+        float(good.mean()) if good.size else None,
+        series_mean_ci(good),
+        tokens / completed if completed else None,
+        gate_failures,
+    )
 
 
 def level_cost(rates: LevelRates, price: CostSpec) -> dict:
@@ -115,105 +126,165 @@ def level_cost(rates: LevelRates, price: CostSpec) -> dict:
         effective = rates.goodput_rps * rates.tokens_per_request
         effective_ci = _scaled(rates.goodput_rps_ci95, rates.tokens_per_request)
     effective_cost = usd_per_mtok(hourly, effective)
-    return {"level": rates.level, "status": rates.status, "excluded": rates.excluded,
-            "output_tps": rates.output_tps, "output_tps_ci95": rates.output_tps_ci95,
-            "usd_per_mtok": usd_per_mtok(hourly, rates.output_tps),
-            "usd_per_mtok_ci95": usd_per_mtok_ci(hourly, rates.output_tps_ci95),
-            "tps_per_gpu": rates.output_tps / gpus if gpus and ok(rates.output_tps) else None,
-            "tps_per_gpu_ci95": _scaled(rates.output_tps_ci95, 1.0 / gpus) if gpus else None,
-            "goodput_rps": rates.goodput_rps, "goodput_rps_ci95": rates.goodput_rps_ci95,
-            "tokens_per_request": rates.tokens_per_request, "effective_tps": effective,
-            "effective_tps_ci95": effective_ci, "usd_per_effective_mtok": effective_cost,
-            "usd_per_effective_mtok_ci95": usd_per_mtok_ci(hourly, effective_ci),
-            "gate_failures": rates.gate_failures,
-            "eligible": rates.status == CLEAN and not rates.gate_failures and effective_cost is not None}
+    return {
+        "level": rates.level,
+        "status": rates.status,
+        "excluded": rates.excluded,
+        "output_tps": rates.output_tps,
+        "output_tps_ci95": rates.output_tps_ci95,
+        "usd_per_mtok": usd_per_mtok(hourly, rates.output_tps),
+        "usd_per_mtok_ci95": usd_per_mtok_ci(hourly, rates.output_tps_ci95),
+        "tps_per_gpu": rates.output_tps / gpus if gpus and ok(rates.output_tps) else None,
+        "tps_per_gpu_ci95": _scaled(rates.output_tps_ci95, 1.0 / gpus) if gpus else None,
+        "goodput_rps": rates.goodput_rps,
+        "goodput_rps_ci95": rates.goodput_rps_ci95,
+        "tokens_per_request": rates.tokens_per_request,
+        "effective_tps": effective,
+        "effective_tps_ci95": effective_ci,
+        "usd_per_effective_mtok": effective_cost,
+        "usd_per_effective_mtok_ci95": usd_per_mtok_ci(hourly, effective_ci),
+        "gate_failures": rates.gate_failures,
+        "eligible": rates.status == CLEAN and not rates.gate_failures and effective_cost is not None,
+    }
 
 
-def measured_servers(target_rps: float, goodput_rps: float, goodput_ci: list[float] | None,
-                     scaling: ScaleOutVariant) -> dict:
+def measured_servers(
+    target_rps: float, goodput_rps: float, goodput_ci: list[float] | None, scaling: ScaleOutVariant
+) -> dict:
     """The capacity answer again with the scale-out's measured efficiency instead of 1: ceil(target / (goodput x
     efficiency)), efficiency capped at 1 (a measurement above linear is noise, never fewer servers than linear).
     The interval takes both bounds together (the high goodput with the high efficiency)."""
     eff_ci = scaling.efficiency_ci95
     capped = min(scaling.efficiency, 1.0)
     servers = servers_needed(target_rps, goodput_rps * capped)
-    servers_ci = [servers_needed(target_rps, goodput_ci[1] * min(eff_ci[1], 1.0)),
-                  servers_needed(target_rps, goodput_ci[0] * min(eff_ci[0], 1.0))] \
-        if goodput_ci and eff_ci and ok(goodput_ci[0]) and goodput_ci[0] > 0 and eff_ci[0] > 0 else None
-    return {"measured_efficiency": scaling.efficiency, "measured_efficiency_ci95": eff_ci,
-            "servers_measured": servers, "servers_measured_ci95": servers_ci,
-            "scaling_text": f"measured with {scaling.servers} servers at {lvl(scaling.server_level)} each: efficiency "
-                            f"{num(scaling.efficiency)} (95% CI {ci_text(eff_ci) or 'none'}, {scaling.scaling}), so "
-                            f"{servers} server(s) (95% CI {ci_text(servers_ci, str) or 'unbounded'})"}
+    servers_ci = (
+        [
+            servers_needed(target_rps, goodput_ci[1] * min(eff_ci[1], 1.0)),
+            servers_needed(target_rps, goodput_ci[0] * min(eff_ci[0], 1.0)),
+        ]
+        if goodput_ci and eff_ci and ok(goodput_ci[0]) and goodput_ci[0] > 0 and eff_ci[0] > 0
+        else None
+    )
+    return {
+        "measured_efficiency": scaling.efficiency,
+        "measured_efficiency_ci95": eff_ci,
+        "servers_measured": servers,
+        "servers_measured_ci95": servers_ci,
+        "scaling_text": f"measured with {scaling.servers} servers at {lvl(scaling.server_level)} each: efficiency "
+        f"{num(scaling.efficiency)} (95% CI {ci_text(eff_ci) or 'none'}, {scaling.scaling}), so "
+        f"{servers} server(s) (95% CI {ci_text(servers_ci, str) or 'unbounded'})",
+    }
 
 
-def capacity(target_rps: float, variant: str, levels: list[dict], gpus: int | None, unit: str,
-             scaling: ScaleOutVariant | None = None) -> dict:
+def capacity(
+    target_rps: float,
+    variant: str,
+    levels: list[dict],
+    gpus: int | None,
+    unit: str,
+    scaling: ScaleOutVariant | None = None,
+) -> dict:
     """How many servers ``target_rps`` needs: from the eligible level with the most goodput per server, assuming
     linear scaling, and (with a judged scale-out of the variant) again with the measured efficiency."""
     candidates = [row for row in levels if row["eligible"] and ok(row["goodput_rps"]) and row["goodput_rps"] > 0]
     if not candidates:
-        return {"target_rps": target_rps, "text": f"{num(target_rps)} req/s: no level of {variant} was measured "
-                                                  "cleanly with good requests and every gate holding"}
+        return {
+            "target_rps": target_rps,
+            "text": f"{num(target_rps)} req/s: no level of {variant} was measured "
+            "cleanly with good requests and every gate holding",
+        }
     best = max(candidates, key=lambda row: row["goodput_rps"])
     ci = best["goodput_rps_ci95"]
     servers = servers_needed(target_rps, best["goodput_rps"])
-    servers_ci = [servers_needed(target_rps, ci[1]), servers_needed(target_rps, ci[0])] \
-        if ci and ok(ci[0]) and ci[0] > 0 else None
+    servers_ci = (
+        [servers_needed(target_rps, ci[1]), servers_needed(target_rps, ci[0])]
+        if ci and ok(ci[0]) and ci[0] > 0
+        else None
+    )
     gpu_text = f", {servers * gpus} GPUs" if gpus else ""
-    measured = measured_servers(target_rps, best["goodput_rps"], ci, scaling) \
-        if scaling is not None and scaling.efficiency is not None else {}
-    return {**measured, "target_rps": target_rps, "level": best["level"], "goodput_rps": best["goodput_rps"],
-            "goodput_rps_ci95": ci, "servers": servers, "servers_ci95": servers_ci,
-            "gpus": servers * gpus if gpus else None, "gpus_ci95": _scaled(servers_ci, gpus) if gpus else None,
-            "text": f"{num(target_rps)} req/s at the SLO needs {servers} server(s){gpu_text} "
-                    f"(95% CI {ci_text(servers_ci, str) or 'unbounded'}) of {variant} at {lvl(best['level'])} {unit}, "
-                    f"{num(best['goodput_rps'])} good req/s each, assuming linear scaling"
-                    + (f"; {measured['scaling_text']}" if measured else "")}
+    measured = (
+        measured_servers(target_rps, best["goodput_rps"], ci, scaling)
+        if scaling is not None and scaling.efficiency is not None
+        else {}
+    )
+    return {
+        **measured,
+        "target_rps": target_rps,
+        "level": best["level"],
+        "goodput_rps": best["goodput_rps"],
+        "goodput_rps_ci95": ci,
+        "servers": servers,
+        "servers_ci95": servers_ci,
+        "gpus": servers * gpus if gpus else None,
+        "gpus_ci95": _scaled(servers_ci, gpus) if gpus else None,
+        "text": f"{num(target_rps)} req/s at the SLO needs {servers} server(s){gpu_text} "
+        f"(95% CI {ci_text(servers_ci, str) or 'unbounded'}) of {variant} at {lvl(best['level'])} {unit}, "
+        f"{num(best['goodput_rps'])} good req/s each, assuming linear scaling"
+        + (f"; {measured['scaling_text']}" if measured else ""),
+    }
 
 
 def _cost_text(row: dict) -> str:
     ci = ci_text(row["usd_per_effective_mtok_ci95"])
-    return (f"{num(row['usd_per_effective_mtok'])} USD per million effective tokens"
-            + (f" (95% CI {ci})" if ci else " (no CI)") + f", {num(row['usd_per_mtok'])} per million output tokens")
+    return (
+        f"{num(row['usd_per_effective_mtok'])} USD per million effective tokens"
+        + (f" (95% CI {ci})" if ci else " (no CI)")
+        + f", {num(row['usd_per_mtok'])} per million output tokens"
+    )
 
 
-def variant_cost(variant: str, rates: list[LevelRates], price: CostSpec, unit: str,
-                 scaling: ScaleOutVariant | None = None) -> dict:
+def variant_cost(
+    variant: str, rates: list[LevelRates], price: CostSpec, unit: str, scaling: ScaleOutVariant | None = None
+) -> dict:
     """Every level's cost, the cheapest eligible level and (with a target) the capacity answer."""
     levels = [level_cost(r, price) for r in sorted(rates, key=lambda r: r.level)]
     eligible = [row for row in levels if row["eligible"]]
     best = min(eligible, key=lambda row: row["usd_per_effective_mtok"]) if eligible else None
-    return {"variant": variant, "levels": levels, "best_level": best["level"] if best else None,
-            "text": f"{variant} at {lvl(best['level'])} {unit}: {_cost_text(best)}" if best else
-                    f"{variant}: no level was measured cleanly with every gate (SLO, quality) holding",
-            "capacity": capacity(price.target_rps, variant, levels, price.priced_gpus, unit, scaling)
-            if price.target_rps else None}
+    return {
+        "variant": variant,
+        "levels": levels,
+        "best_level": best["level"] if best else None,
+        "text": f"{variant} at {lvl(best['level'])} {unit}: {_cost_text(best)}"
+        if best
+        else f"{variant}: no level was measured cleanly with every gate (SLO, quality) holding",
+        "capacity": capacity(price.target_rps, variant, levels, price.priced_gpus, unit, scaling)
+        if price.target_rps
+        else None,
+    }
 
 
 def _price(spec: CostSpec) -> dict:
     if spec.priced_gpus:
-        return {"basis": "gpu", "hourly_usd": spec.hourly_usd, "gpus": spec.gpus,
-                "text": f"{spec.gpus} x {num(spec.gpu_hour_usd)} USD/h per GPU + {num(spec.other_hour_usd)} USD/h "
-                        f"other = {num(spec.hourly_usd)} USD/h per server"}
-    return {"basis": "cpu", "hourly_usd": spec.hourly_usd,
-            "text": f"CPU host {num(spec.cpu_hour_usd)} USD/h + {num(spec.other_hour_usd)} USD/h other = "
-                    f"{num(spec.hourly_usd)} USD/h per server"}
+        return {
+            "basis": "gpu",
+            "hourly_usd": spec.hourly_usd,
+            "gpus": spec.gpus,
+            "text": f"{spec.gpus} x {num(spec.gpu_hour_usd)} USD/h per GPU + {num(spec.other_hour_usd)} USD/h "
+            f"other = {num(spec.hourly_usd)} USD/h per server",
+        }
+    return {
+        "basis": "cpu",
+        "hourly_usd": spec.hourly_usd,
+        "text": f"CPU host {num(spec.cpu_hour_usd)} USD/h + {num(spec.other_hour_usd)} USD/h other = "
+        f"{num(spec.hourly_usd)} USD/h per server",
+    }
 
 
 def _limits(named: dict, keys) -> str:
     return ", ".join(f"{key} <= {named[key]:g}" for key in keys if named.get(key) is not None)
 
 
-def cost_summary(summary: Summary, samples: dict[str, dict[float, LevelSamples]], spec: CostSpec,
-                 gates: GatesSpec) -> CostSummary:
+def cost_summary(
+    summary: Summary, samples: dict[str, dict[float, LevelSamples]], spec: CostSpec, gates: GatesSpec
+) -> CostSummary:
     """Cost per variant and level of the ladder (context-axis steps are not priced), the cheapest eligible
     level over all variants, and the capacity answer when ``spec.target_rps`` is given."""
     failures: dict[tuple[str, float], list[str]] = {}
     for check in slo_checks(summary, gates):
         if check.context is None and not check.ok:
             failures.setdefault((check.variant, check.level), []).append(
-                f"{check.gate} {text(check.value)} > {check.limit:g}")
+                f"{check.gate} {text(check.value)} > {check.limit:g}"
+            )
     blocked = not_eligible(summary.quality)  # a variant that failed the quality gate is priced, never chosen
     variants = []
     for name, entry in summary.variants.items():
@@ -222,30 +293,51 @@ def cost_summary(summary: Summary, samples: dict[str, dict[float, LevelSamples]]
             continue
         unit = "req/s" if ladder[0].mode == "open" else "concurrent streams"
         quality = [f"not eligible: {blocked[name]}"] if name in blocked else []
-        rates = [level_rates(level, level_samples, [s for s in ladder if s.level == level],
-                             failures.get((name, level), []) + quality, name)
-                 for level, level_samples in samples[name].items()]
-        scaling = next((v for v in summary.scale_out.variants if v.variant == name), None) \
-            if summary.scale_out is not None else None
+        rates = [
+            level_rates(
+                level,
+                level_samples,
+                [s for s in ladder if s.level == level],
+                failures.get((name, level), []) + quality,
+                name,
+            )
+            for level, level_samples in samples[name].items()
+        ]
+        scaling = (
+            next((v for v in summary.scale_out.variants if v.variant == name), None)
+            if summary.scale_out is not None
+            else None
+        )
         variants.append(variant_cost(name, rates, spec, unit, scaling))
     best = [(v, row) for v in variants for row in v["levels"] if row["level"] == v["best_level"]]
     cheapest = min(best, key=lambda pair: pair[1]["usd_per_effective_mtok"]) if best else None
     if cheapest:
-        sentence = f"cheapest: {cheapest[0]['text']}" + (f"; {cheapest[0]['capacity']['text']}"
-                                                         if cheapest[0]["capacity"] else "")
+        sentence = f"cheapest: {cheapest[0]['text']}" + (
+            f"; {cheapest[0]['capacity']['text']}" if cheapest[0]["capacity"] else ""
+        )
     else:
-        sentence = ("no level of any variant was measured cleanly with every gate (SLO, quality) holding: no cost "
-                    "to recommend")
+        sentence = (
+            "no level of any variant was measured cleanly with every gate (SLO, quality) holding: no cost to recommend"
+        )
     gate_limits = _limits(gates.model_dump(), SLO_GATES)
     slo = _limits(summary.slo, ("ttft_ms", "tpot_ms", "e2e_ms"))
-    return CostSummary.model_validate({
-        "price": _price(spec),
-        "rule": "A level may be chosen when a step of it is clean (its clean steps pooled), every SLO gate held "
-                "at each judged step of it (" + (gate_limits or "no SLO gate set") + ") and its variant passed the "
-                "quality gate (when the scenario has one)",
-        "effective": "Effective tokens: output tokens of requests that succeeded and met every per-request SLO ("
-                     + (slo or "none set: every successful request counts") + "), computed as goodput (good req/s) "
-                     "x the mean output tokens of a successful request; the interval is goodput's",
-        "assumption": ASSUMPTION + ("; the scale-out measured below replaces it where it was judged"
-                                    if summary.scale_out is not None else ""),
-        "variants": variants, "text": sentence})
+    return CostSummary.model_validate(
+        {
+            "price": _price(spec),
+            "rule": "A level may be chosen when a step of it is clean (its clean steps pooled), every SLO gate held "
+            "at each judged step of it (" + (gate_limits or "no SLO gate set") + ") and its variant passed the "
+            "quality gate (when the scenario has one)",
+            "effective": "Effective tokens: output tokens of requests that succeeded and met every per-request SLO ("
+            + (slo or "none set: every successful request counts")
+            + "), computed as goodput (good req/s) "
+            "x the mean output tokens of a successful request; the interval is goodput's",
+            "assumption": ASSUMPTION
+            + (
+                "; the scale-out measured below replaces it where it was judged"
+                if summary.scale_out is not None
+                else ""
+            ),
+            "variants": variants,
+            "text": sentence,
+        }
+    )

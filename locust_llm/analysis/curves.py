@@ -21,8 +21,9 @@ def _ok(x) -> bool:
 SATURATION_MIN_GAIN = 0.05
 
 
-def saturation_level(levels: Sequence[float], throughput_ci: Sequence[tuple],
-                     min_gain: float = SATURATION_MIN_GAIN) -> float | None:
+def saturation_level(
+    levels: Sequence[float], throughput_ci: Sequence[tuple], min_gain: float = SATURATION_MIN_GAIN
+) -> float | None:
     """The load level beyond which more load no longer buys throughput beyond the noise; None if none.
 
     ``throughput_ci[i]`` is ``(value, lo, hi)`` for ``levels[i]``: a throughput point estimate and its CI (e.g.
@@ -41,7 +42,7 @@ def saturation_level(levels: Sequence[float], throughput_ci: Sequence[tuple],
     if len(levels) != len(throughput_ci):
         raise ValueError(f"{len(levels)} levels but {len(throughput_ci)} throughput figures")
     points = []
-    for level, figure in zip(levels, throughput_ci):
+    for level, figure in zip(levels, throughput_ci, strict=False):
         if figure is None or not _ok(level):
             continue
         value, lo, hi = (tuple(figure) + (None, None))[:3]
@@ -52,7 +53,7 @@ def saturation_level(levels: Sequence[float], throughput_ci: Sequence[tuple],
         points.append((float(level), float(value), float(lo), float(hi)))
     points.sort(key=lambda p: p[0])
     for i, (level, value, _lo, hi) in enumerate(points[:-1]):
-        gains = any(lo_j > hi and value_j >= (1.0 + min_gain) * value for _l, value_j, lo_j, _h in points[i + 1:])
+        gains = any(lo_j > hi and value_j >= (1.0 + min_gain) * value for _l, value_j, lo_j, _h in points[i + 1 :])
         if not gains:
             return level
     return None
@@ -77,7 +78,11 @@ def knee_level(levels: Sequence[float], latency_p95: Sequence[float], threshold:
     """
     if len(levels) != len(latency_p95):
         raise ValueError(f"{len(levels)} levels but {len(latency_p95)} latency figures")
-    points = sorted((float(l), float(p)) for l, p in zip(levels, latency_p95) if _ok(l) and _ok(p) and l > 0 and p > 0)
+    points = sorted(
+        (float(lv), float(p))
+        for lv, p in zip(levels, latency_p95, strict=False)
+        if _ok(lv) and _ok(p) and lv > 0 and p > 0
+    )
     for (l0, p0), (l1, p1) in pairwise(points):
         if l1 <= l0:
             continue

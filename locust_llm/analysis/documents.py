@@ -22,6 +22,7 @@ from .speedup_documents import ContextLevel, LevelBreakdown, Ratio, SweepSchedul
 
 __all__ = ["Distribution", "RunComparison", "StepFigures", "Summary", "Verdict", "summary_schema"]
 
+
 class DistributionCI(Doc):
     p50: Interval = None
     """95% bootstrap interval of the P50."""
@@ -373,6 +374,7 @@ class Comparison(Doc):
 
 class ContextComparison(Doc):
     """A prompt length measured on its own: per variant and level the figures, and the A/B comparisons."""
+
     context_tokens: int
     """Prompt tokens of this length."""
     ladder: bool = False

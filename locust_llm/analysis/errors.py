@@ -25,9 +25,15 @@ def error_samples(frame: pd.DataFrame) -> list[dict]:
     for (variant, error_class), group in failed.groupby(["variant", "error_class"], sort=False):
         messages = group["error_message"].dropna()
         status = group["http_status"].dropna()
-        out.append({"variant": variant, "error_class": error_class, "count": len(group),
-                    "steady": int((group["phase"] == "steady").sum()),
-                    "levels": sorted(float(x) for x in group["level"].dropna().unique()),
-                    "http_status": [int(x) for x in sorted(status.unique())[:5]],
-                    "message": clip(messages.iloc[0], MESSAGE_MAX) if len(messages) else None})
+        out.append(
+            {
+                "variant": variant,
+                "error_class": error_class,
+                "count": len(group),
+                "steady": int((group["phase"] == "steady").sum()),
+                "levels": sorted(float(x) for x in group["level"].dropna().unique()),
+                "http_status": [int(x) for x in sorted(status.unique())[:5]],
+                "message": clip(messages.iloc[0], MESSAGE_MAX) if len(messages) else None,
+            }
+        )
     return out

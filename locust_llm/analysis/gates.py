@@ -24,8 +24,18 @@ from ..fmt import lvl
 from ..scenario import GatesSpec
 from .documents import GateCheck, RunComparison, Summary, Verdict
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_REGRESSION", "EXIT_SERVER",
-           "EXIT_SLO", "evaluate", "gates_of", "slo_checks"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_INTERRUPTED",
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "EXIT_REGRESSION",
+    "EXIT_SERVER",
+    "EXIT_SLO",
+    "evaluate",
+    "gates_of",
+    "slo_checks",
+]
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -35,17 +45,24 @@ EXIT_INVALID = 5
 EXIT_SERVER = 6
 EXIT_INTERRUPTED = 7
 SEVERITY = (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, EXIT_INVALID, EXIT_REGRESSION, EXIT_SLO)
-SERVER_EVENTS = ("server_start_failed", "server_exited", "probe_server_failed", "server_restart_failed",
-                 "scale_out_failed")
+SERVER_EVENTS = (
+    "server_start_failed",
+    "server_exited",
+    "probe_server_failed",
+    "server_restart_failed",
+    "scale_out_failed",
+)
 # A fault injected on purpose, a level not held, or a busy host says nothing about the server's normal latency.
 UNJUDGED = ("fault-injected", "worker-lost", "contended")
 UNTRUSTED = ("worker-lost", "contended", "client-invalid")  # the run or the machine may have made these numbers
 INVALID_EVENTS = ("records_missing", "records_lost", "drain_timeout")
 # gate -> (step figure per mode, percentile key or None). Gates judge every request, failures included (at the time
 # they failed); in an open loop TTFT runs from the intended send time.
-SLO_GATES = {"ttft_p99_ms": ({"closed": "ttft_all_ms", "open": "ttft_sched_all_ms"}, "p99"),
-             "tpot_p99_ms": ({"closed": "tpot_all_ms", "open": "tpot_all_ms"}, "p99"),
-             "error_rate": ({"closed": "error_rate", "open": "error_rate"}, None)}
+SLO_GATES = {
+    "ttft_p99_ms": ({"closed": "ttft_all_ms", "open": "ttft_sched_all_ms"}, "p99"),
+    "tpot_p99_ms": ({"closed": "tpot_all_ms", "open": "tpot_all_ms"}, "p99"),
+    "error_rate": ({"closed": "error_rate", "open": "error_rate"}, None),
+}
 
 
 def gates_of(env: dict) -> GatesSpec:
@@ -67,8 +84,17 @@ def slo_checks(summary: Summary, gates: GatesSpec) -> list[GateCheck]:
                 value = getattr(step, figures.get(step.mode, figures["closed"]))
                 if key is not None:
                     value = getattr(value, key) if value is not None else None
-                checks.append(GateCheck(gate=gate, variant=variant, level=step.level, context=step.context,
-                                        value=value, limit=limit, ok=value is not None and value <= limit))
+                checks.append(
+                    GateCheck(
+                        gate=gate,
+                        variant=variant,
+                        level=step.level,
+                        context=step.context,
+                        value=value,
+                        limit=limit,
+                        ok=value is not None and value <= limit,
+                    )
+                )
     return checks
 
 
@@ -88,8 +114,9 @@ def unclean(summary: Summary) -> list[str]:
     if not summary.comparisons:
         for variant, entry in summary.variants.items():
             if entry.steps and all(s.status in UNTRUSTED for s in entry.steps):
-                problems.append(f"no step of {variant} was measured on a quiet host by a capable client: "
-                                f"{_why(entry.steps)}")
+                problems.append(
+                    f"no step of {variant} was measured on a quiet host by a capable client: {_why(entry.steps)}"
+                )
     for scaling in summary.scale_out.variants if summary.scale_out is not None else []:
         if scaling.slope is None:
             problems.append(f"scale-out: {scaling.text}")
@@ -102,14 +129,22 @@ def scale_out_checks(summary: Summary) -> list[GateCheck]:
     scale = summary.scale_out
     if scale is None or scale.min_efficiency is None:
         return []
-    return [GateCheck(gate="scale_out_min_efficiency", variant=v.variant, level=v.server_level, value=v.efficiency,
-                      limit=scale.min_efficiency,
-                      ok=v.efficiency_ci95 is None or v.efficiency_ci95[1] >= scale.min_efficiency)
-            for v in scale.variants]
+    return [
+        GateCheck(
+            gate="scale_out_min_efficiency",
+            variant=v.variant,
+            level=v.server_level,
+            value=v.efficiency,
+            limit=scale.min_efficiency,
+            ok=v.efficiency_ci95 is None or v.efficiency_ci95[1] >= scale.min_efficiency,
+        )
+        for v in scale.variants
+    ]
 
 
-def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | None = None,
-             bad_input: list[str] = ()) -> Verdict:
+def evaluate(
+    summary: Summary, gates: GatesSpec, regression: RunComparison | None = None, bad_input: list[str] = ()
+) -> Verdict:
     """The exit code and its reasons for a summary (and a comparison with a baseline run, if made)."""
     reasons: dict[int, list[str]] = {}
     if bad_input:
@@ -119,18 +154,23 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event["t"])) if event.get("t") else "?"
             reasons.setdefault(EXIT_INTERRUPTED, []).append(
                 f"interrupted by {event.get('signal')} at {when} during {event.get('variant')} step "
-                f"{event.get('step')}: the figures cover what was measured until then")
+                f"{event.get('step')}: the figures cover what was measured until then"
+            )
         elif event.get("kind") == "unfinished":
             reasons.setdefault(EXIT_INTERRUPTED, []).append(
                 f"the run did not finish (it is still running, or was killed): {event.get('variant')} step(s) "
-                f"{event.get('steps')} end at the last record; the figures cover what was recorded until then")
+                f"{event.get('steps')} end at the last record; the figures cover what was recorded until then"
+            )
         elif event.get("kind") in SERVER_EVENTS:
-            reasons.setdefault(EXIT_SERVER, []).append(f"{event['kind']}: variant {event.get('variant')}" + (
-                f" at probe {event['probe']}: {event.get('reason')}" if event.get("probe") else ""))
+            reasons.setdefault(EXIT_SERVER, []).append(
+                f"{event['kind']}: variant {event.get('variant')}"
+                + (f" at probe {event['probe']}: {event.get('reason')}" if event.get("probe") else "")
+            )
         elif event.get("kind") == "worker_lost" and event.get("stopped"):
             reasons.setdefault(EXIT_INVALID, []).append(
                 f"load process {event.get('worker')} lost during {event.get('variant')} step {event.get('step')} "
-                f"(it had sent {event.get('records_sent')} records): the run stopped (load.on_worker_loss: stop)")
+                f"(it had sent {event.get('records_sent')} records): the run stopped (load.on_worker_loss: stop)"
+            )
         elif event.get("kind") in INVALID_EVENTS:
             detail = {k: v for k, v in event.items() if k not in ("kind", "t")}
             reasons.setdefault(EXIT_INVALID, []).append(f"{event['kind']}: {detail}")
@@ -144,7 +184,8 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
     for row in regression.regressions if regression else []:
         reasons.setdefault(EXIT_REGRESSION, []).append(
             f"{row.variant} @ {lvl(row.level)}: {row.metric} x{row.ratio:.3f} (CI {row.ci95[0]:.3f}"
-            f"-{row.ci95[1]:.3f}) vs {regression.old}")
+            f"-{row.ci95[1]:.3f}) vs {regression.old}"
+        )
     if summary.quality is not None:  # a variant whose answers got worse than the baseline's beyond the gate
         for name, quality in summary.quality.variants.items():
             if not quality.eligible:
@@ -152,15 +193,23 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
     checks = slo_checks(summary, gates)
     for check in checks:
         if not check.ok:
-            value = "not measured in the steady window" if check.value is None \
-                else f"{check.value:.4g}"
+            value = "not measured in the steady window" if check.value is None else f"{check.value:.4g}"
             where = f"{lvl(check.level)}" + (f" with {check.context}-token prompts" if check.context else "")
-            reasons.setdefault(EXIT_SLO, []).append(f"{check.variant} @ {where}: {check.gate} {value} > "
-                                                    f"{check.limit:g}")
+            reasons.setdefault(EXIT_SLO, []).append(
+                f"{check.variant} @ {where}: {check.gate} {value} > {check.limit:g}"
+            )
     soak = summary.soak
     for soak_check in soak.checks if soak is not None else []:
-        checks.append(GateCheck(gate=f"{soak_check.gate}:{soak_check.figure}", variant=soak.variant,
-                                level=soak.level, value=soak_check.value, limit=soak_check.limit, ok=soak_check.ok))
+        checks.append(
+            GateCheck(
+                gate=f"{soak_check.gate}:{soak_check.figure}",
+                variant=soak.variant,
+                level=soak.level,
+                value=soak_check.value,
+                limit=soak_check.limit,
+                ok=soak_check.ok,
+            )
+        )
         if not soak_check.ok:
             reasons.setdefault(EXIT_SLO, []).append(f"soak {soak.variant} @ {lvl(soak.level)}: {soak_check.text}")
     for check in scale_out_checks(summary):
@@ -168,6 +217,7 @@ def evaluate(summary: Summary, gates: GatesSpec, regression: RunComparison | Non
         if not check.ok:
             reasons.setdefault(EXIT_SLO, []).append(
                 f"scale-out {check.variant} @ {lvl(check.level)} per server: efficiency {check.value:.3g}, its whole "
-                f"CI below scale_out.min_efficiency {check.limit:g}")
+                f"CI below scale_out.min_efficiency {check.limit:g}"
+            )
     code = next((c for c in SEVERITY if c in reasons), EXIT_OK)
     return Verdict(exit_code=code, reasons={str(k): v for k, v in sorted(reasons.items())}, checks=checks)

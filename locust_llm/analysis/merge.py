@@ -25,7 +25,7 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
 
     frames, lists, steps, events, clients, hosts, telemetry, consistency = [], [], [], [], [], [], [], {}
     meta: dict = {"attachments": [], "gaps": [], "notes": []}
-    for run, run_id in zip(runs, run_ids):
+    for run, run_id in zip(runs, run_ids, strict=False):
         if len(run.requests):
             frame = run.requests.copy()
             frame["variant"] = frame["variant"].map(lambda v, r=run_id: rename(r, v))
@@ -43,20 +43,29 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
             rows["variant"] = rows["variant"].map(lambda v, r=run_id: rename(r, v))
             telemetry.append(rows)
         for key in ("attachments", "gaps"):
-            meta[key] += [{**item, "variant": rename(run_id, item.get("variant", ""))}
-                          for item in run.telemetry_meta.get(key, [])]
+            meta[key] += [
+                {**item, "variant": rename(run_id, item.get("variant", ""))} for item in run.telemetry_meta.get(key, [])
+            ]
         meta["notes"] += run.telemetry_meta.get("notes", [])
     first = runs[0]
-    env = {**first.env, "run_id": "+".join(run_ids), "baseline": rename(run_ids[0], first.env.get("baseline", "")),
-           "merged_from": run_ids}
+    env = {
+        **first.env,
+        "run_id": "+".join(run_ids),
+        "baseline": rename(run_ids[0], first.env.get("baseline", "")),
+        "merged_from": run_ids,
+    }
     for key in ("interval_s", "timeout_s", "gpu"):
         if key in first.telemetry_meta:
             meta[key] = first.telemetry_meta[key]
-    return RunData(requests=pd.concat(frames, ignore_index=True) if frames else first.requests.iloc[0:0],
-                   lists=ChunkLists.concat(lists) if lists and all(t is not None for t in lists) else None,
-                   steps=steps, events=events, env=env,
-                   client=pd.concat(clients, ignore_index=True) if clients else pd.DataFrame(),
-                   host=pd.concat(hosts, ignore_index=True) if hosts else pd.DataFrame(),
-                   consistency=consistency,
-                   telemetry=pd.concat(telemetry, ignore_index=True) if telemetry else first.telemetry.iloc[0:0],
-                   telemetry_meta=meta)
+    return RunData(
+        requests=pd.concat(frames, ignore_index=True) if frames else first.requests.iloc[0:0],
+        lists=ChunkLists.concat(lists) if lists and all(t is not None for t in lists) else None,
+        steps=steps,
+        events=events,
+        env=env,
+        client=pd.concat(clients, ignore_index=True) if clients else pd.DataFrame(),
+        host=pd.concat(hosts, ignore_index=True) if hosts else pd.DataFrame(),
+        consistency=consistency,
+        telemetry=pd.concat(telemetry, ignore_index=True) if telemetry else first.telemetry.iloc[0:0],
+        telemetry_meta=meta,
+    )

@@ -73,16 +73,22 @@ def request_metrics(frame: pd.DataFrame, first_token_timeout_s: float = np.nan) 
     return out
 
 
-def chunk_split(rows: pd.DataFrame, chunks: "Chunks") -> pd.DataFrame:
+def chunk_split(rows: pd.DataFrame, chunks: Chunks) -> pd.DataFrame:
     """Per request of ``rows`` (the rows ``chunks`` was built from): its token-carrying chunks and the first
     chunk's tokens; NaN where the per-chunk split is approximate."""
     count = np.bincount(chunks.request, minlength=len(rows)).astype(float)
-    starts = np.flatnonzero(np.r_[True, chunks.request[1:] != chunks.request[:-1]]) if chunks.request.size \
+    starts = (
+        np.flatnonzero(np.r_[True, chunks.request[1:] != chunks.request[:-1]])
+        if chunks.request.size
         else np.empty(0, dtype=int)
+    )
     first = np.full(len(rows), np.nan)
     first[chunks.request[starts]] = chunks.tokens[starts]
-    exact = ~rows["token_source"].isin(APPROXIMATE_SOURCES).to_numpy() if "token_source" in rows \
+    exact = (
+        ~rows["token_source"].isin(APPROXIMATE_SOURCES).to_numpy()
+        if "token_source" in rows
         else np.ones(len(rows), dtype=bool)
+    )
     count[~exact | (count == 0)] = np.nan
     first[~exact] = np.nan
     return pd.DataFrame({"chunks": count, "first_chunk_tokens": first}, index=rows.index)
@@ -97,7 +103,7 @@ class Chunks:
     tokens: np.ndarray
 
     @classmethod
-    def of(cls, frame: pd.DataFrame, lists: ChunkLists | None = None) -> "Chunks":
+    def of(cls, frame: pd.DataFrame, lists: ChunkLists | None = None) -> Chunks:
         """The chunks of ``frame``'s rows: from ``lists`` (indexed by the frame's index) when given, else from
         the frame's own list columns. Flattened in Arrow, never a Python loop per request."""
         if lists is not None:

@@ -83,11 +83,18 @@ def fault_text(fault: dict) -> str:
 
 
 def step_latency(step: dict) -> StepLatency:
-    ttft, e2e = ("ttft_sched_all_ms", "e2e_sched_all_ms") if step.get("mode") == "open" else ("ttft_all_ms",
-                                                                                                 "e2e_all_ms")
-    return StepLatency(step=step["step"], level=step["level"], status=step.get("status", ""),
-                       requests=step.get("requests", 0), errors=step.get("errors", 0),
-                       ttft_p99_ms=(step.get(ttft) or {}).get("p99"), e2e_p99_ms=(step.get(e2e) or {}).get("p99"))
+    ttft, e2e = (
+        ("ttft_sched_all_ms", "e2e_sched_all_ms") if step.get("mode") == "open" else ("ttft_all_ms", "e2e_all_ms")
+    )
+    return StepLatency(
+        step=step["step"],
+        level=step["level"],
+        status=step.get("status", ""),
+        requests=step.get("requests", 0),
+        errors=step.get("errors", 0),
+        ttft_p99_ms=(step.get(ttft) or {}).get("p99"),
+        e2e_p99_ms=(step.get(e2e) or {}).get("p99"),
+    )
 
 
 def max_ms(values: pd.Series) -> float | None:
@@ -102,7 +109,7 @@ def fault_figures(run: RunData, steps: list[dict], row: ProbeResult) -> FaultFig
     at = next((i for i, s in enumerate(order) if s["step"] == row.step), None)
     if at is not None:
         figures.step = step_latency(order[at])
-        figures.neighbours = [step_latency(s) for s in order[max(at - 1, 0):at] + order[at + 1:at + 2]]
+        figures.neighbours = [step_latency(s) for s in order[max(at - 1, 0) : at] + order[at + 1 : at + 2]]
     if len(frame) and row.t_start is not None and row.t_end is not None:
         mine = frame[frame["variant"] == row.variant]
         done = mine["t_done"].fillna(mine["t_end"])
@@ -122,8 +129,9 @@ def probe_summary(run: RunData, variants: dict[str, dict]) -> dict | None:
     rows = []
     for raw in run.probes:
         row = ProbeResult.model_validate(raw)
-        figures = fault_figures(run, (variants.get(row.variant) or {}).get("steps", []), row) \
-            if row.kind == "fault" else None
+        figures = (
+            fault_figures(run, (variants.get(row.variant) or {}).get("steps", []), row) if row.kind == "fault" else None
+        )
         rows.append(ProbeRow(**row.model_dump(), figures=figures))
     counts = {verdict: sum(r.verdict == verdict for r in rows) for verdict in VERDICTS}
     failed = list(dict.fromkeys(r.variant for r in rows if r.verdict == "server-failed"))

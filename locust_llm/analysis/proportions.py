@@ -32,8 +32,9 @@ def wilson_interval(successes: int, n: int, alpha: float = 0.05) -> list[float] 
     return [0.0 if successes == 0 else centre - half, 1.0 if successes == n else centre + half]
 
 
-def paired_difference_interval(both: int, first_only: int, second_only: int, neither: int,
-                               alpha: float = 0.05) -> list[float] | None:
+def paired_difference_interval(
+    both: int, first_only: int, second_only: int, neither: int, alpha: float = 0.05
+) -> list[float] | None:
     """Interval of p1 - p2 for paired outcomes (pair i: the first side's and the second side's answer to the same
     question): p1 = (both + first_only) / n, p2 = (both + second_only) / n. Newcombe's square-and-add of the two
     Wilson intervals, with the correlation of the pairs; None without pairs."""

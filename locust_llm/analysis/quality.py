@@ -27,11 +27,13 @@ __all__ = ["METHOD", "mark_not_eligible", "not_eligible", "quality_state", "qual
 
 FAILING_LISTED = 40  # per variant; the total is given
 TEXT_MAX = 240
-METHOD = ("Pass rates with Wilson score 95% intervals. The difference from the baseline pairs each answer with the "
-          "baseline's (greedy: same task; sampled: same task and seed) and takes Newcombe's hybrid score 95% "
-          "interval for paired proportions. A variant fails the gate, and is not eligible for any recommendation, "
-          "when the interval of its drop in pass rate lies entirely beyond max_drop_pct (in percentage points), "
-          "for greedy or for sampled answers. An answer the server failed to give counts as failed.")
+METHOD = (
+    "Pass rates with Wilson score 95% intervals. The difference from the baseline pairs each answer with the "
+    "baseline's (greedy: same task; sampled: same task and seed) and takes Newcombe's hybrid score 95% "
+    "interval for paired proportions. A variant fails the gate, and is not eligible for any recommendation, "
+    "when the interval of its drop in pass rate lies entirely beyond max_drop_pct (in percentage points), "
+    "for greedy or for sampled answers. An answer the server failed to give counts as failed."
+)
 
 Scores = dict[tuple, tuple[bool, dict]]  # (task index, seed or None) -> (passed, the answer)
 
@@ -54,21 +56,34 @@ def pass_rate(own: Scores, base: Scores | None, limit_pct: float) -> dict:
     """One variant's rate over ``own``, and (``base`` given) its difference from the baseline over the pairs."""
     passed = sum(ok for ok, _ in own.values())
     n = len(own)
-    out = {"answers": n, "passed": passed, "errors": sum(bool(a.get("error")) for _, a in own.values()),
-           "rate": passed / n if n else None, "rate_ci95": wilson_interval(passed, n)}
+    out = {
+        "answers": n,
+        "passed": passed,
+        "errors": sum(bool(a.get("error")) for _, a in own.values()),
+        "rate": passed / n if n else None,
+        "rate_ci95": wilson_interval(passed, n),
+    }
     if base is None:
         return out
     pairs = [(own[key][0], base[key][0]) for key in own if key in base]
-    counts = {"both": sum(v and b for v, b in pairs), "variant_only": sum(v and not b for v, b in pairs),
-              "baseline_only": sum(b and not v for v, b in pairs), "neither": sum(not (v or b) for v, b in pairs)}
-    ci = paired_difference_interval(counts["both"], counts["variant_only"], counts["baseline_only"],
-                                    counts["neither"])
-    out.update({"pairs": len(pairs), "pair_counts": counts,
-                "baseline_rate": (counts["both"] + counts["baseline_only"]) / len(pairs) if pairs else None,
-                "difference": (counts["variant_only"] - counts["baseline_only"]) / len(pairs) if pairs else None,
-                "difference_ci95": ci,
-                # The drop is -difference: its whole interval beyond the limit means its upper bound is below -limit.
-                "beyond_limit": ci is not None and -100 * ci[1] > limit_pct})
+    counts = {
+        "both": sum(v and b for v, b in pairs),
+        "variant_only": sum(v and not b for v, b in pairs),
+        "baseline_only": sum(b and not v for v, b in pairs),
+        "neither": sum(not (v or b) for v, b in pairs),
+    }
+    ci = paired_difference_interval(counts["both"], counts["variant_only"], counts["baseline_only"], counts["neither"])
+    out.update(
+        {
+            "pairs": len(pairs),
+            "pair_counts": counts,
+            "baseline_rate": (counts["both"] + counts["baseline_only"]) / len(pairs) if pairs else None,
+            "difference": (counts["variant_only"] - counts["baseline_only"]) / len(pairs) if pairs else None,
+            "difference_ci95": ci,
+            # The drop is -difference: its whole interval beyond the limit means its upper bound is below -limit.
+            "beyond_limit": ci is not None and -100 * ci[1] > limit_pct,
+        }
+    )
     return out
 
 
@@ -82,24 +97,37 @@ def failing(items: list[dict], references: list, scores: dict[str, Scores]) -> l
             expected = expectation(item["match"], references[index])
             if item["reference"] == BASELINE_REFERENCE:
                 expected = f"the baseline's greedy answer: {expected!r}"
-            out.append({"item": item["id"], "kind": kind, "seed": seed, "prompt": clip(item["prompt"], TEXT_MAX),
-                        "expected": clip(expected, TEXT_MAX), "got": clip(answer.get("text"), TEXT_MAX),
-                        "error": clip(answer.get("error"), TEXT_MAX)})
+            out.append(
+                {
+                    "item": item["id"],
+                    "kind": kind,
+                    "seed": seed,
+                    "prompt": clip(item["prompt"], TEXT_MAX),
+                    "expected": clip(expected, TEXT_MAX),
+                    "got": clip(answer.get("text"), TEXT_MAX),
+                    "error": clip(answer.get("error"), TEXT_MAX),
+                }
+            )
     return out
 
 
 def _rate_text(kind: str, rate: dict) -> str:
-    text = (f"{kind} {rate['passed']}/{rate['answers']} passed ({pct(rate['rate']) or NOT_MEASURED}, 95% CI "
-            f"{pct_ci(rate['rate_ci95']) or 'no CI'})")
+    text = (
+        f"{kind} {rate['passed']}/{rate['answers']} passed ({pct(rate['rate']) or NOT_MEASURED}, 95% CI "
+        f"{pct_ci(rate['rate_ci95']) or 'no CI'})"
+    )
     if rate.get("pairs"):
-        text += (f", {points(rate['difference']) or NOT_MEASURED} points vs the baseline's "
-                 f"{pct(rate['baseline_rate']) or NOT_MEASURED} "
-                 f"(95% CI {points_ci(rate['difference_ci95']) or 'no CI'})")
+        text += (
+            f", {points(rate['difference']) or NOT_MEASURED} points vs the baseline's "
+            f"{pct(rate['baseline_rate']) or NOT_MEASURED} "
+            f"(95% CI {points_ci(rate['difference_ci95']) or 'no CI'})"
+        )
     return text
 
 
-def quality_state(name: str, baseline: str | None, rates: dict[str, dict], compared: bool,
-                  limit_pct: float) -> str | None:
+def quality_state(
+    name: str, baseline: str | None, rates: dict[str, dict], compared: bool, limit_pct: float
+) -> str | None:
     """Why ``name`` is not eligible; None when it is."""
     if name == baseline:
         return None
@@ -108,39 +136,61 @@ def quality_state(name: str, baseline: str | None, rates: dict[str, dict], compa
     for kind, rate in rates.items():
         if rate.get("beyond_limit"):
             low, high = rate["difference_ci95"]
-            return (f"quality gate failed: {kind} pass rate {pct(rate['rate'])} vs the baseline's "
-                    f"{pct(rate['baseline_rate'])}, a drop of {-100 * rate['difference']:.1f} points (95% CI "
-                    f"{-100 * high:.1f} to {-100 * low:.1f}) entirely beyond max_drop_pct {limit_pct:g}")
+            return (
+                f"quality gate failed: {kind} pass rate {pct(rate['rate'])} vs the baseline's "
+                f"{pct(rate['baseline_rate'])}, a drop of {-100 * rate['difference']:.1f} points (95% CI "
+                f"{-100 * high:.1f} to {-100 * low:.1f}) entirely beyond max_drop_pct {limit_pct:g}"
+            )
     return None
 
 
-def variant_quality(name: str, baseline: str | None, doc: dict, references: list,
-                    scores: dict[str, dict[str, Scores]]) -> dict:
+def variant_quality(
+    name: str, baseline: str | None, doc: dict, references: list, scores: dict[str, dict[str, Scores]]
+) -> dict:
     limit = float(doc.get("max_drop_pct", 0.0))
     if name not in scores:
-        return {"variant": name, "answered": False, "eligible": name == baseline,
-                "reason": None if name == baseline else "quality not measured: its server gave no answers",
-                "text": "quality not measured: no answers from its server"}
+        return {
+            "variant": name,
+            "answered": False,
+            "eligible": name == baseline,
+            "reason": None if name == baseline else "quality not measured: its server gave no answers",
+            "text": "quality not measured: no answers from its server",
+        }
     items = doc["items"]
     own, base = scores[name], scores.get(baseline) if name != baseline else None
-    rates = {kind: pass_rate(own[kind], base[kind] if base else None, limit)
-             for kind in ("greedy", "sampled") if own[kind] or kind == "greedy"}
+    rates = {
+        kind: pass_rate(own[kind], base[kind] if base else None, limit)
+        for kind in ("greedy", "sampled")
+        if own[kind] or kind == "greedy"
+    }
     base_greedy = (doc["variants"].get(baseline) or {}).get("greedy") or []
     greedy_agreement = None
     if base is not None:
         ids = {i: item["id"] for i, item in enumerate(items)}
-        greedy_agreement = agreement([{**a, "prompt_id": ids[a["item"]]} for a in base_greedy],
-                                     [{**a, "prompt_id": ids[a["item"]]} for a in doc["variants"][name]["greedy"]])
+        greedy_agreement = agreement(
+            [{**a, "prompt_id": ids[a["item"]]} for a in base_greedy],
+            [{**a, "prompt_id": ids[a["item"]]} for a in doc["variants"][name]["greedy"]],
+        )
     reason = quality_state(name, baseline, rates, rates["greedy"].get("pairs", 0) > 0, limit)
     failed = failing(items, references, own)
     parts = [_rate_text(kind, rate) for kind, rate in rates.items()]
     if greedy_agreement is not None:
-        parts.append(f"greedy output identical to the baseline's on {greedy_agreement['identical']}/"
-                     f"{greedy_agreement['compared']} tasks")
+        parts.append(
+            f"greedy output identical to the baseline's on {greedy_agreement['identical']}/"
+            f"{greedy_agreement['compared']} tasks"
+        )
     verdict_text = "the baseline" if name == baseline else (f"NOT ELIGIBLE: {reason}" if reason else "eligible")
-    return {"variant": name, "answered": True, "agreement": greedy_agreement, **rates,
-            "failing": failed[:FAILING_LISTED], "failing_total": len(failed), "eligible": reason is None,
-            "reason": reason, "text": "; ".join(parts) + f": {verdict_text}"}
+    return {
+        "variant": name,
+        "answered": True,
+        "agreement": greedy_agreement,
+        **rates,
+        "failing": failed[:FAILING_LISTED],
+        "failing_total": len(failed),
+        "eligible": reason is None,
+        "reason": reason,
+        "text": "; ".join(parts) + f": {verdict_text}",
+    }
 
 
 def references_of(doc: dict, baseline: str | None) -> tuple[list, list[str]]:
@@ -167,21 +217,40 @@ def quality_summary(doc: dict, baseline: str | None, measured: list[str]) -> Qua
         return None
     doc = {**doc, "variants": doc.get("variants") or {}}
     references, unscored = references_of(doc, baseline)
-    scores = {name: {"greedy": score(doc["items"], references, answers.get("greedy") or [], sampled=False),
-                     "sampled": score(doc["items"], references, answers.get("sampled") or [], sampled=True)}
-              for name, answers in doc["variants"].items()}
+    scores = {
+        name: {
+            "greedy": score(doc["items"], references, answers.get("greedy") or [], sampled=False),
+            "sampled": score(doc["items"], references, answers.get("sampled") or [], sampled=True),
+        }
+        for name, answers in doc["variants"].items()
+    }
     names = [n for n in [baseline] if n in scores or n in measured]
     names += [n for n in list(scores) + list(measured) if n not in names]
     variants = {name: variant_quality(name, baseline, doc, references, scores) for name in dict.fromkeys(names)}
     limit = float(doc.get("max_drop_pct", 0.0))
-    verdicts = [f"{name} eligible" if v["eligible"] else f"{name} NOT ELIGIBLE"
-                for name, v in variants.items() if name != baseline]
-    text = (f"quality gate (no pass-rate drop beyond {limit:g} points): " + "; ".join(verdicts) if verdicts
-            else f"quality of the baseline only ({len(doc['items'])} tasks): nothing to compare")
-    return QualitySummary.model_validate({
-        "tasks": doc.get("tasks") or "", "items": len(doc["items"]), "seeds": doc.get("seeds") or [],
-        "temperature": float(doc.get("temperature") or 0.0), "max_drop_pct": limit, "method": METHOD,
-        "unscored": unscored, "variants": variants, "text": text})
+    verdicts = [
+        f"{name} eligible" if v["eligible"] else f"{name} NOT ELIGIBLE"
+        for name, v in variants.items()
+        if name != baseline
+    ]
+    text = (
+        f"quality gate (no pass-rate drop beyond {limit:g} points): " + "; ".join(verdicts)
+        if verdicts
+        else f"quality of the baseline only ({len(doc['items'])} tasks): nothing to compare"
+    )
+    return QualitySummary.model_validate(
+        {
+            "tasks": doc.get("tasks") or "",
+            "items": len(doc["items"]),
+            "seeds": doc.get("seeds") or [],
+            "temperature": float(doc.get("temperature") or 0.0),
+            "max_drop_pct": limit,
+            "method": METHOD,
+            "unscored": unscored,
+            "variants": variants,
+            "text": text,
+        }
+    )
 
 
 def not_eligible(quality: QualitySummary | None) -> dict[str, str]:

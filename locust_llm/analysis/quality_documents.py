@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from .server_documents import Doc, Interval
 
-__all__ = ["Agreement", "FailedAnswer", "PairCounts", "PassRate", "PromptAgreement", "QualitySummary",
-           "VariantQuality"]
+__all__ = ["Agreement", "FailedAnswer", "PairCounts", "PassRate", "PromptAgreement", "QualitySummary", "VariantQuality"]
 
 
 class PromptAgreement(Doc):

@@ -103,12 +103,16 @@ def _pair(variant: SeriesMean, baseline: SeriesMean, higher_is_better: bool) -> 
         return None
     sign = 1.0 if higher_is_better else -1.0
     log_ratio = sign * math.log(variant.mean / baseline.mean)
-    variance = variant.variance / variant.mean ** 2 + baseline.variance / baseline.mean ** 2
+    variance = variant.variance / variant.mean**2 + baseline.variance / baseline.mean**2
     return log_ratio, variance, min(variant.df, baseline.df)
 
 
-def block_ratio_ci(variant_blocks: Mapping[int, np.ndarray], baseline_blocks: Mapping[int, np.ndarray],
-                   higher_is_better: bool = True, alpha: float = 0.05) -> dict:
+def block_ratio_ci(
+    variant_blocks: Mapping[int, np.ndarray],
+    baseline_blocks: Mapping[int, np.ndarray],
+    higher_is_better: bool = True,
+    alpha: float = 0.05,
+) -> dict:
     """Speed-up of a rate, > 1 favouring the variant: ``{"value", "ci95", "blocks", "blocks_agree", "block_values"}``.
 
     Blocks with the same key (the step number) are paired; without a common key, each side's blocks are
@@ -121,8 +125,10 @@ def block_ratio_ci(variant_blocks: Mapping[int, np.ndarray], baseline_blocks: Ma
     if keys:
         pairs = [(finite(variant_blocks[k]), finite(baseline_blocks[k])) for k in keys]
     else:
-        joined = [np.concatenate([finite(b) for b in blocks.values()]) if blocks else np.empty(0)
-                  for blocks in (variant_blocks, baseline_blocks)]
+        joined = [
+            np.concatenate([finite(b) for b in blocks.values()]) if blocks else np.empty(0)
+            for blocks in (variant_blocks, baseline_blocks)
+        ]
         pairs = [(joined[0], joined[1])]
     variant_all = np.concatenate([v for v, _ in pairs])
     baseline_all = np.concatenate([b for _, b in pairs])
@@ -153,11 +159,14 @@ def block_ratio_ci(variant_blocks: Mapping[int, np.ndarray], baseline_blocks: Ma
         fixed = float((w * y).sum() / w.sum())
         q = float((w * (y - fixed) ** 2).sum())
         k = len(logs)
-        tau2 = max(0.0, (q - (k - 1)) / float(w.sum() - (w ** 2).sum() / w.sum()))
+        tau2 = max(0.0, (q - (k - 1)) / float(w.sum() - (w**2).sum() / w.sum()))
         # Each pair's variance is itself estimated (t, not normal): the Q threshold grows with that uncertainty.
         smallest = min(p[2] for p in logs)
-        critical = (t_quantile(1.0 - alpha / 2.0, smallest) ** 2 if k == 2 else
-                    chi2_quantile(1.0 - alpha, k - 1) * (smallest / (smallest - 2.0) if smallest > 2.0 else math.inf))
+        critical = (
+            t_quantile(1.0 - alpha / 2.0, smallest) ** 2
+            if k == 2
+            else chi2_quantile(1.0 - alpha, k - 1) * (smallest / (smallest - 2.0) if smallest > 2.0 else math.inf)
+        )
         out["blocks_agree"] = bool(q <= critical)
         var = var + tau2
     w = 1.0 / var

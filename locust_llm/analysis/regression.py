@@ -35,8 +35,11 @@ def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) ->
     old_samples, new_samples = analyse(old).samples, analyse(new).samples
     rows, regressions = [], []
     for variant in sorted(set(old_samples) & set(new_samples)):
-        levels = [level for level in sorted(set(old_samples[variant]) & set(new_samples[variant]))
-                  if old_samples[variant][level].clean and new_samples[variant][level].clean]
+        levels = [
+            level
+            for level in sorted(set(old_samples[variant]) & set(new_samples[variant]))
+            if old_samples[variant][level].clean and new_samples[variant][level].clean
+        ]
         for i, level in enumerate(levels):
             new_level, old_level = new_samples[variant][level], old_samples[variant][level]
             ratios = {"output_tps": block_ratio_ci(new_level.token_blocks, old_level.token_blocks)}
@@ -49,11 +52,22 @@ def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) ->
                     change = "better"
                 elif ci is not None and ci[1] < 1:
                     change = "worse"
-                row = {"variant": variant, "level": level, "metric": metric, "ratio": ratio["value"], "ci95": ci,
-                       "change": change}
+                row = {
+                    "variant": variant,
+                    "level": level,
+                    "metric": metric,
+                    "ratio": ratio["value"],
+                    "ci95": ci,
+                    "change": change,
+                }
                 rows.append(row)
                 if change == "worse" and ratio["value"] < 1 - max_regression_pct / 100:
                     regressions.append(row)
-    return RunComparison(old=old.env.get("run_id"), old_dir=str(old.run_dir) if old.run_dir else None,
-                         new=new.env.get("run_id"), max_regression_pct=max_regression_pct, rows=rows,
-                         regressions=regressions)
+    return RunComparison(
+        old=old.env.get("run_id"),
+        old_dir=str(old.run_dir) if old.run_dir else None,
+        new=new.env.get("run_id"),
+        max_regression_pct=max_regression_pct,
+        rows=rows,
+        regressions=regressions,
+    )

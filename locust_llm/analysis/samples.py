@@ -28,15 +28,21 @@ class LevelSamples:
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)  # PAIR_KEY + per-request metrics
     excluded: dict[int, tuple[str, list[str]]] = field(default_factory=dict)  # step -> (status, reasons)
 
-    def add(self, step: int, status: str, reasons: list[str], token_rates: np.ndarray, good_rates: np.ndarray,
-            requests: pd.DataFrame) -> None:
+    def add(
+        self,
+        step: int,
+        status: str,
+        reasons: list[str],
+        token_rates: np.ndarray,
+        good_rates: np.ndarray,
+        requests: pd.DataFrame,
+    ) -> None:
         if status != "clean":
             self.excluded[step] = (status, reasons)
             return
         self.token_blocks[step] = token_rates
         self.good_blocks[step] = good_rates
-        self.requests = requests if not len(self.requests) else pd.concat([self.requests, requests],
-                                                                         ignore_index=True)
+        self.requests = requests if not len(self.requests) else pd.concat([self.requests, requests], ignore_index=True)
 
     @property
     def clean(self) -> bool:
@@ -72,8 +78,12 @@ def paired(variant: LevelSamples, baseline: LevelSamples, column: str) -> tuple[
 def not_judged(*named: tuple[str, LevelSamples]) -> tuple[str | None, list[str]]:
     """The most serious status among the steps left out of a level (None when none was), and one line per
     reason under each variant's name, most serious first: a busy host must not hide behind a short step."""
-    entries = [(status, f"{name} step {step}: {reason}") for name, samples in named
-               for step, (status, reasons) in sorted(samples.excluded.items()) for reason in reasons]
+    entries = [
+        (status, f"{name} step {step}: {reason}")
+        for name, samples in named
+        for step, (status, reasons) in sorted(samples.excluded.items())
+        for reason in reasons
+    ]
     entries.sort(key=lambda entry: STATUSES.index(entry[0]))
     statuses = [status for _, samples in named for status, _ in samples.excluded.values()]
     return min(statuses, key=STATUSES.index, default=None), [line for _, line in entries]

@@ -29,10 +29,12 @@ from .values import json_safe
 __all__ = ["ScaleBlock", "scale_out_summary", "scaling_verdict"]
 
 UNJUDGED = {"value": None, "ci95": None, "blocks": 0, "blocks_agree": None}
-METHOD = ("Per variant, pairs of steps in ABBA order: one server at the level, N servers at N x the level with the "
-          "requests spread round-robin. Slope: N servers' goodput (good requests/s, every request counted) over one "
-          "server's, pair r against pair r on per-second bins (AR(1)-aware intervals, pairs pooled with random "
-          "effects); efficiency = slope / N. Only clean steps count.")
+METHOD = (
+    "Per variant, pairs of steps in ABBA order: one server at the level, N servers at N x the level with the "
+    "requests spread round-robin. Slope: N servers' goodput (good requests/s, every request counted) over one "
+    "server's, pair r against pair r on per-second bins (AR(1)-aware intervals, pairs pooled with random "
+    "effects); efficiency = slope / N. Only clean steps count."
+)
 
 
 @dataclass(frozen=True)
@@ -64,22 +66,40 @@ def _shares(frame: pd.DataFrame, step: int) -> list[dict]:
     out = []
     for server, rows in sent.groupby(sent["server"].fillna(0).astype(int)):
         failed = rows["error_class"].notna()
-        out.append({"server": int(server), "requests": int(len(rows)), "errors": int(failed.sum()),
-                    "output_tokens": int(rows.loc[~failed, "output_tokens"].sum()), "share": len(rows) / len(sent)})
+        out.append(
+            {
+                "server": int(server),
+                "requests": int(len(rows)),
+                "errors": int(failed.sum()),
+                "output_tokens": int(rows.loc[~failed, "output_tokens"].sum()),
+                "share": len(rows) / len(sent),
+            }
+        )
     return out
 
 
 def _step(block: ScaleBlock, frame: pd.DataFrame) -> dict:
     row, figures = block.row, block.figures
     ttft = "ttft_sched_all_ms" if figures["mode"] == "open" else "ttft_all_ms"
-    return {"step": row["step"], "pair": row["pair"], "servers": row["servers"], "level": row["level"],
-            "server_level": row["server_level"], "status": figures["status"],
-            "status_reasons": figures["status_reasons"], "requests": figures["requests"],
-            "errors": figures["errors"], "goodput_rps": figures["goodput_rps"],
-            "goodput_rps_ci95": series_mean_ci(block.good_rates), "output_tps": figures["output_tps"],
-            "output_tps_ci95": figures["output_tps_ci95"], "ttft_p50_ms": _p(figures, ttft, "p50"),
-            "ttft_p99_ms": _p(figures, ttft, "p99"), "tpot_p50_ms": _p(figures, "tpot_all_ms", "p50"),
-            "per_server": _shares(frame, row["step"])}
+    return {
+        "step": row["step"],
+        "pair": row["pair"],
+        "servers": row["servers"],
+        "level": row["level"],
+        "server_level": row["server_level"],
+        "status": figures["status"],
+        "status_reasons": figures["status_reasons"],
+        "requests": figures["requests"],
+        "errors": figures["errors"],
+        "goodput_rps": figures["goodput_rps"],
+        "goodput_rps_ci95": series_mean_ci(block.good_rates),
+        "output_tps": figures["output_tps"],
+        "output_tps_ci95": figures["output_tps_ci95"],
+        "ttft_p50_ms": _p(figures, ttft, "p50"),
+        "ttft_p99_ms": _p(figures, ttft, "p99"),
+        "tpot_p50_ms": _p(figures, "tpot_all_ms", "p50"),
+        "per_server": _shares(frame, row["step"]),
+    }
 
 
 def _pooled(blocks: dict[int, np.ndarray]) -> tuple[float | None, list[float] | None]:
@@ -89,8 +109,7 @@ def _pooled(blocks: dict[int, np.ndarray]) -> tuple[float | None, list[float] | 
     return (float(joined.mean()) if joined.size else None), series_mean_ci(joined)
 
 
-def variant_scale_out(variant: str, blocks: list[ScaleBlock], servers: int, level: float,
-                      frame: pd.DataFrame) -> dict:
+def variant_scale_out(variant: str, blocks: list[ScaleBlock], servers: int, level: float, frame: pd.DataFrame) -> dict:
     """One variant's scale-out: its steps, the slope of goodput and tokens with their intervals, the verdict."""
     mode = blocks[0].row["mode"] if blocks else "closed"
     unit = "req/s" if mode == "open" else "concurrent streams"
@@ -99,8 +118,9 @@ def variant_scale_out(variant: str, blocks: list[ScaleBlock], servers: int, leve
     many = {b.row["pair"]: b for b in clean if b.row["servers"] == servers}
 
     def ratio(rates: str) -> dict:
-        return block_ratio_ci({p: getattr(b, rates) for p, b in many.items()},
-                              {p: getattr(b, rates) for p, b in one.items()})
+        return block_ratio_ci(
+            {p: getattr(b, rates) for p, b in many.items()}, {p: getattr(b, rates) for p, b in one.items()}
+        )
 
     # Pairs only: without a pair clean on both sides, a ratio would compare steps measured apart.
     paired = bool(set(one) & set(many))
@@ -114,27 +134,48 @@ def variant_scale_out(variant: str, blocks: list[ScaleBlock], servers: int, leve
         why = next((reason for b in blocks for reason in b.figures["status_reasons"]), "no step was measured")
         text = f"{head}: not judged, no pair of steps measured cleanly ({why})"
         if one and not many and any(b.row["servers"] == servers for b in blocks):
-            text += (f"; one server was measured cleanly and {servers} were not: they may have slowed each other "
-                     "down (servers on one host share its cores: give each fewer threads, e.g. llama.cpp -t)")
+            text += (
+                f"; one server was measured cleanly and {servers} were not: they may have slowed each other "
+                "down (servers on one host share its cores: give each fewer threads, e.g. llama.cpp -t)"
+            )
     else:
-        words = {"linear": "consistent with linear scaling",
-                 "sub-linear": "below linear: something the servers share limits them",
-                 "no gain": "no clear gain over one server: the servers share one capacity",
-                 "not judged": "no interval: too few seconds measured"}[verdict]
-        text = (f"{head} served {num(slope)}x one server's goodput (95% CI {ci_text(ci) or 'none'}; efficiency "
-                f"{num(slope / servers)}, CI {ci_text([c / servers for c in ci]) if ci else 'none'}): {words}")
-    return {"variant": variant, "servers": servers, "server_level": level, "unit": unit,
-            "steps": [_step(b, frame) for b in blocks],
-            "one_goodput_rps": one_good, "one_goodput_rps_ci95": one_ci,
-            "many_goodput_rps": many_good, "many_goodput_rps_ci95": many_ci,
-            "slope": slope, "slope_ci95": ci, "pairs": good["blocks"], "pairs_agree": good["blocks_agree"],
-            "efficiency": slope / servers if slope is not None else None,
-            "efficiency_ci95": [c / servers for c in ci] if ci else None,
-            "tokens_slope": tokens["value"], "tokens_slope_ci95": tokens["ci95"],
-            "scaling": verdict,
-            "excluded": [f"{variant} step {b.row['step']} ({b.row['servers']} server(s)): {reason}"
-                         for b in blocks if b.figures["status"] != CLEAN for reason in b.figures["status_reasons"]],
-            "text": text}
+        words = {
+            "linear": "consistent with linear scaling",
+            "sub-linear": "below linear: something the servers share limits them",
+            "no gain": "no clear gain over one server: the servers share one capacity",
+            "not judged": "no interval: too few seconds measured",
+        }[verdict]
+        text = (
+            f"{head} served {num(slope)}x one server's goodput (95% CI {ci_text(ci) or 'none'}; efficiency "
+            f"{num(slope / servers)}, CI {ci_text([c / servers for c in ci]) if ci else 'none'}): {words}"
+        )
+    return {
+        "variant": variant,
+        "servers": servers,
+        "server_level": level,
+        "unit": unit,
+        "steps": [_step(b, frame) for b in blocks],
+        "one_goodput_rps": one_good,
+        "one_goodput_rps_ci95": one_ci,
+        "many_goodput_rps": many_good,
+        "many_goodput_rps_ci95": many_ci,
+        "slope": slope,
+        "slope_ci95": ci,
+        "pairs": good["blocks"],
+        "pairs_agree": good["blocks_agree"],
+        "efficiency": slope / servers if slope is not None else None,
+        "efficiency_ci95": [c / servers for c in ci] if ci else None,
+        "tokens_slope": tokens["value"],
+        "tokens_slope_ci95": tokens["ci95"],
+        "scaling": verdict,
+        "excluded": [
+            f"{variant} step {b.row['step']} ({b.row['servers']} server(s)): {reason}"
+            for b in blocks
+            if b.figures["status"] != CLEAN
+            for reason in b.figures["status_reasons"]
+        ],
+        "text": text,
+    }
 
 
 def scale_out_summary(env: dict, scaled: dict[str, list[ScaleBlock]], frame: pd.DataFrame) -> ScaleOutSummary | None:
@@ -143,10 +184,21 @@ def scale_out_summary(env: dict, scaled: dict[str, list[ScaleBlock]], frame: pd.
     if not plan:
         return None
     servers, level = int(plan["servers"]), float(plan["level"])
-    variants = [variant_scale_out(name, blocks, servers, level,
-                                  frame[frame["variant"] == name] if len(frame) else frame)
-                for name, blocks in scaled.items()]
+    variants = [
+        variant_scale_out(name, blocks, servers, level, frame[frame["variant"] == name] if len(frame) else frame)
+        for name, blocks in scaled.items()
+    ]
     text = "; ".join(v["text"] for v in variants) or "no scale-out step was measured"
-    return ScaleOutSummary.model_validate(json_safe({
-        "servers": servers, "level": level, "pairs": plan["pairs"], "min_efficiency": plan.get("min_efficiency"),
-        "method": METHOD, "variants": variants, "text": text}))
+    return ScaleOutSummary.model_validate(
+        json_safe(
+            {
+                "servers": servers,
+                "level": level,
+                "pairs": plan["pairs"],
+                "min_efficiency": plan.get("min_efficiency"),
+                "method": METHOD,
+                "variants": variants,
+                "text": text,
+            }
+        )
+    )

@@ -13,8 +13,7 @@ from __future__ import annotations
 from ..fmt import lvl
 from .speedup import speedup_state
 
-__all__ = ["NOT_ELIGIBLE", "OFF", "UNJUDGED", "choose", "schedule", "sweep_schedule", "sweep_stops",
-           "vllm_schedule"]
+__all__ = ["NOT_ELIGIBLE", "OFF", "UNJUDGED", "choose", "schedule", "sweep_schedule", "sweep_stops", "vllm_schedule"]
 
 OFF = "off"
 UNJUDGED = "not judged"
@@ -38,11 +37,13 @@ def choose(candidates: list[dict]) -> dict:
     if not judged:
         return {"choice": UNJUDGED, "speedup": None, "all_slower": False, "why": "no setting measured cleanly"}
     faster = [c for c in judged if c["status"] == "clean" and _clearly(c, True)]
-    all_slower = len(judged) == len(candidates) and all(c["status"] == "clean" and _clearly(c, False)
-                                                        for c in judged)
+    all_slower = len(judged) == len(candidates) and all(c["status"] == "clean" and _clearly(c, False) for c in judged)
     if not faster:
-        why = "every setting clearly slower than the baseline" if all_slower else \
-            "no setting clearly faster than the baseline"
+        why = (
+            "every setting clearly slower than the baseline"
+            if all_slower
+            else "no setting clearly faster than the baseline"
+        )
         return {"choice": OFF, "speedup": None, "all_slower": all_slower, "why": why}
     best = max(faster, key=lambda c: c["speedup"]["value"])
     # A runner-up whose interval overlaps the best one's is as good within the noise: say so, keep the best.
@@ -70,12 +71,14 @@ def _label(choice: object, label: str) -> str:
 
 
 def schedule_text(ranges: list[dict], label: str) -> str:
-    """"concurrency <= 2: k = 6; 4-8: k = 2; >= 16: off" (the first range open below, the last open above)."""
+    """ "concurrency <= 2: k = 6; 4-8: k = 2; >= 16: off" (the first range open below, the last open above)."""
     if not ranges:
         return ""
     if len(ranges) == 1:
-        return f"every level measured ({lvl(ranges[0]['low'])}-{lvl(ranges[0]['high'])}): " \
-               f"{_label(ranges[0]['choice'], label)}"
+        return (
+            f"every level measured ({lvl(ranges[0]['low'])}-{lvl(ranges[0]['high'])}): "
+            f"{_label(ranges[0]['choice'], label)}"
+        )
     parts = []
     for i, r in enumerate(ranges):
         if i == 0:
@@ -108,13 +111,17 @@ def vllm_schedule(ranges: list[dict]) -> dict | None:
         previous = end
     if not rows:
         return None
-    return {"num_speculative_tokens": max(k for _, _, k in rows) or 1,
-            "num_speculative_tokens_per_batch_size": rows,
-            "note": (f"batch sizes above {rows[-1][1]} were not measured cleanly; extend the last range to your "
-                     "--max-num-seqs only after measuring there. Closed-loop concurrency is taken as the batch "
-                     "size (true while the server is not queueing). Dynamic SD is documented in vLLM 0.25.0 and "
-                     "later (tested with Eagle, Eagle-3 and DFlash); with --data-parallel-size > 1 vLLM ignores "
-                     "it and keeps num_speculative_tokens; full CUDA graphs need Model Runner V2.")}
+    return {
+        "num_speculative_tokens": max(k for _, _, k in rows) or 1,
+        "num_speculative_tokens_per_batch_size": rows,
+        "note": (
+            f"batch sizes above {rows[-1][1]} were not measured cleanly; extend the last range to your "
+            "--max-num-seqs only after measuring there. Closed-loop concurrency is taken as the batch "
+            "size (true while the server is not queueing). Dynamic SD is documented in vLLM 0.25.0 and "
+            "later (tested with Eagle, Eagle-3 and DFlash); with --data-parallel-size > 1 vLLM ignores "
+            "it and keeps num_speculative_tokens; full CUDA graphs need Model Runner V2."
+        ),
+    }
 
 
 def sweep_stops(sweep: dict, events: list[dict]) -> list[dict]:
@@ -125,20 +132,37 @@ def sweep_stops(sweep: dict, events: list[dict]) -> list[dict]:
         if event.get("kind") != "sweep_stopped" or event.get("sweep") != sweep["name"]:
             continue
         speedups = list(event.get("speedups") or [])
-        pairs = zip(sweep["values"], speedups) if len(speedups) == len(sweep["values"]) else \
-            ((None, v) for v in speedups)
-        each = ", ".join((f"{_label(value, sweep['label'])}: " if value is not None else "") +
-                         (f"{v:.2f}x" if isinstance(v, (int, float)) else "n/m") for value, v in pairs)
+        pairs = (
+            zip(sweep["values"], speedups, strict=False)
+            if len(speedups) == len(sweep["values"])
+            else ((None, v) for v in speedups)
+        )
+        each = ", ".join(
+            (f"{_label(value, sweep['label'])}: " if value is not None else "")
+            + (f"{v:.2f}x" if isinstance(v, (int, float)) else "n/m")
+            for value, v in pairs
+        )
         where = f"with {event['context']}-token prompts, " if event.get("context") else ""
-        out.append({"level": event.get("level"), "context": event.get("context"), "speedups": speedups,
-                    "text": f"{where}stopped after level {lvl(event.get('level'))}: every setting was clearly "
-                            f"slower than the baseline there (95% interval of the live output tok/s ratio below 1; "
-                            f"{each}), so higher levels were not measured"})
+        out.append(
+            {
+                "level": event.get("level"),
+                "context": event.get("context"),
+                "speedups": speedups,
+                "text": f"{where}stopped after level {lvl(event.get('level'))}: every setting was clearly "
+                f"slower than the baseline there (95% interval of the live output tok/s ratio below 1; "
+                f"{each}), so higher levels were not measured",
+            }
+        )
     return out
 
 
-def sweep_schedule(sweep: dict, comparisons: list[dict], acceptance: dict[str, dict[float, dict | None]],
-                   blocked: set[str] = frozenset(), events: list[dict] = ()) -> dict:
+def sweep_schedule(
+    sweep: dict,
+    comparisons: list[dict],
+    acceptance: dict[str, dict[float, dict | None]],
+    blocked: set[str] = frozenset(),
+    events: list[dict] = (),
+) -> dict:
     """``sweep``: ``{"name", "setting", "label", "values": [...], "variants": [...]}`` (variants in value order);
     ``comparisons``: the summary's comparisons; ``acceptance``: per variant and level the server's pooled
     acceptance; ``blocked``: variants that failed the quality gate (shown as ``not-eligible``, never chosen). Per
@@ -146,25 +170,36 @@ def sweep_schedule(sweep: dict, comparisons: list[dict], acceptance: dict[str, d
     lengths) in vLLM's shape, and where the run stopped climbing (``events``: the run's events)."""
     by_variant = {c["variant"]: c for c in comparisons}
     levels: dict[float, list[dict]] = {}
-    for value, variant in zip(sweep["values"], sweep["variants"]):
+    for value, variant in zip(sweep["values"], sweep["variants"], strict=False):
         comp = by_variant.get(variant) or {}
         # The comparison's headline: aggregate tok/s in a closed loop, E2E P95 from the intended send in an open
         # one (where the offered rate fixes tok/s), with the level's verdict deciding "clearly faster".
         metric = comp.get("metric") or "output_tps"
         for step in comp.get("steps", []):
             levels.setdefault(step["level"], []).append(
-                {"value": value, "variant": variant,
-                 "status": NOT_ELIGIBLE if variant in blocked else step["status"],
-                 "speedup": step.get(f"{metric}_speedup") or step["output_tps_speedup"],
-                 "state": step.get("verdict"),
-                 "acceptance": acceptance.get(variant, {}).get(step["level"])})
+                {
+                    "value": value,
+                    "variant": variant,
+                    "status": NOT_ELIGIBLE if variant in blocked else step["status"],
+                    "speedup": step.get(f"{metric}_speedup") or step["output_tps_speedup"],
+                    "state": step.get("verdict"),
+                    "acceptance": acceptance.get(variant, {}).get(step["level"]),
+                }
+            )
     rows = []
     for level in sorted(levels):
         picked = choose(levels[level])
         rows.append({"level": level, **picked, "candidates": levels[level]})
     ranges = schedule([(r["level"], r["choice"]) for r in rows])
-    return {"name": sweep["name"], "setting": sweep["setting"], "label": sweep["label"], "values": sweep["values"],
-            "variants": sweep["variants"], "levels": rows, "ranges": ranges,
-            "text": schedule_text(ranges, sweep["label"]),
-            "vllm": vllm_schedule(ranges) if sweep["label"] == "k" else None,
-            "stopped": sweep_stops(sweep, list(events))}
+    return {
+        "name": sweep["name"],
+        "setting": sweep["setting"],
+        "label": sweep["label"],
+        "values": sweep["values"],
+        "variants": sweep["variants"],
+        "levels": rows,
+        "ranges": ranges,
+        "text": schedule_text(ranges, sweep["label"]),
+        "vllm": vllm_schedule(ranges) if sweep["label"] == "k" else None,
+        "stopped": sweep_stops(sweep, list(events)),
+    }

@@ -31,29 +31,58 @@ from ..telemetry.maps import CANONICAL, COUNTER, HISTOGRAM, canonical_of, histog
 from .steady import drift
 from .values import json_safe, to_float
 
-__all__ = ["VariantTelemetry", "acceptance", "counter_increments", "cross_check", "hardware", "histograms",
-           "memory_trend", "server_figures", "step_figures"]
+__all__ = [
+    "VariantTelemetry",
+    "acceptance",
+    "counter_increments",
+    "cross_check",
+    "hardware",
+    "histograms",
+    "memory_trend",
+    "server_figures",
+    "step_figures",
+]
 
 # When two sources carry the same canonical metric, the first listed wins.
 SOURCE_PRIORITY = ("scrape", "prometheus", "nvml", "dcgm", "process")
 
-HISTOGRAM_FIGURES = {"ttft_ms": "ttft_seconds", "itl_ms": "itl_seconds", "tpot_ms": "tpot_seconds",
-                     "e2e_ms": "e2e_seconds", "queue_ms": "queue_seconds", "prefill_ms": "prefill_seconds",
-                     "decode_ms": "decode_seconds"}
+HISTOGRAM_FIGURES = {
+    "ttft_ms": "ttft_seconds",
+    "itl_ms": "itl_seconds",
+    "tpot_ms": "tpot_seconds",
+    "e2e_ms": "e2e_seconds",
+    "queue_ms": "queue_seconds",
+    "prefill_ms": "prefill_seconds",
+    "decode_ms": "decode_seconds",
+}
 # Figures SGLang gives only as a stage of its per-stage histogram: (stage label, how it is measured).
-STAGE_FIGURES = {"prefill_ms": ("prefill_forward", 'SGLang per_stage_req_latency_seconds{stage="prefill_forward"}: '
-                                                   "from forward entry to the end of prefill, chunks included")}
-GPU_FIGURES = {"util": "gpu_util", "mem_used_mib": "gpu_mem_used_mib", "power_w": "gpu_power_w",
-               "sm_clock_mhz": "gpu_sm_clock_mhz", "temp_c": "gpu_temp_c", "mem_copy_util": "gpu_mem_copy_util",
-               "gr_engine_active": "gpu_gr_engine_active", "sm_active": "gpu_sm_active",
-               "tensor_active": "gpu_tensor_active", "dram_active": "gpu_dram_active"}
+STAGE_FIGURES = {
+    "prefill_ms": (
+        "prefill_forward",
+        'SGLang per_stage_req_latency_seconds{stage="prefill_forward"}: '
+        "from forward entry to the end of prefill, chunks included",
+    )
+}
+GPU_FIGURES = {
+    "util": "gpu_util",
+    "mem_used_mib": "gpu_mem_used_mib",
+    "power_w": "gpu_power_w",
+    "sm_clock_mhz": "gpu_sm_clock_mhz",
+    "temp_c": "gpu_temp_c",
+    "mem_copy_util": "gpu_mem_copy_util",
+    "gr_engine_active": "gpu_gr_engine_active",
+    "sm_active": "gpu_sm_active",
+    "tensor_active": "gpu_tensor_active",
+    "dram_active": "gpu_dram_active",
+}
 OPTIONAL_GPU = {"mem_copy_util", "gr_engine_active", "sm_active", "tensor_active", "dram_active"}
 
-SGLANG_GAUGE_NOTE = ("SGLang exposes acceptance only as interval gauges (last decode-log window of batches): "
-                     "this is the mean of the samples in the window, not a counter delta; spec_accept_rate "
-                     "includes the bonus token and is not comparable with accepted/drafted")
-ITL_NOTE = ("vLLM's inter_token_latency is per engine step (several tokens under speculation); "
-            "SGLang's is per token")
+SGLANG_GAUGE_NOTE = (
+    "SGLang exposes acceptance only as interval gauges (last decode-log window of batches): "
+    "this is the mean of the samples in the window, not a counter delta; spec_accept_rate "
+    "includes the bonus token and is not comparable with accepted/drafted"
+)
+ITL_NOTE = "vLLM's inter_token_latency is per engine step (several tokens under speculation); SGLang's is per token"
 
 
 # -- small helpers ------------------------------------------------------------------------------
@@ -159,7 +188,7 @@ class VariantTelemetry:
                 return None, f"no sample within {self.edge_tolerance_s:.1f} s of the window end"
             if i1 <= i0:
                 return None, "the same sample is nearest both window edges (window shorter than the poll interval)"
-            increments = counter_increments(v[i0:i1 + 1])
+            increments = counter_increments(v[i0 : i1 + 1])
             key = _group_key(labels, group_by)
             out[key] = out.get(key, 0.0) + float(increments.sum())
             span.extend([t[i0], t[i1]])
@@ -173,8 +202,9 @@ class VariantTelemetry:
         return float(sum(deltas.values())), None
 
     # -- gauges ---------------------------------------------------------------------------
-    def gauge_values(self, metric: str, t0: float,
-                     t1: float) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
+    def gauge_values(
+        self, metric: str, t0: float, t1: float
+    ) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
         """Values per sampling instant in [t0, t1], series combined by the metric's rule."""
         if not self.has(metric):
             return None, None, self.absent()
@@ -225,13 +255,22 @@ def acceptance(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dic
         accepted, r_acc = vt.total_delta("spec_accepted_tokens", t0, t1)
         draft_tokens, r_dt = vt.total_delta("spec_draft_tokens", t0, t1)
         drafts, r_dr = vt.total_delta("spec_drafts", t0, t1)
-        out.update({"accepted_tokens": accepted, "draft_tokens": draft_tokens, "drafts": drafts,
-                    "rate": None, "mean_length": None, "per_position": None})
+        out.update(
+            {
+                "accepted_tokens": accepted,
+                "draft_tokens": draft_tokens,
+                "drafts": drafts,
+                "rate": None,
+                "mean_length": None,
+                "per_position": None,
+            }
+        )
         if accepted is None or draft_tokens is None:
             missing.append({"figure": "acceptance.rate", "reason": r_acc or r_dt})
         elif draft_tokens <= 0:
-            missing.append({"figure": "acceptance.rate",
-                            "reason": "no draft tokens in the window (speculation inactive)"})
+            missing.append(
+                {"figure": "acceptance.rate", "reason": "no draft tokens in the window (speculation inactive)"}
+            )
         else:
             out["rate"] = accepted / draft_tokens
         if accepted is None or drafts is None:
@@ -256,8 +295,13 @@ def acceptance(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dic
             out["t_from"], out["t_to"] = vt.spans["spec_accepted_tokens"]
         return out
     if vt.has("spec_accept_length_gauge") or vt.has("spec_accept_rate_gauge"):
-        out = {"source": "server", "method": "interval gauges (mean over the window)", "note": SGLANG_GAUGE_NOTE,
-               "rate": None, "per_position": None}
+        out = {
+            "source": "server",
+            "method": "interval gauges (mean over the window)",
+            "note": SGLANG_GAUGE_NOTE,
+            "rate": None,
+            "per_position": None,
+        }
         length, r_len = vt.gauge_stat("spec_accept_length_gauge", t0, t1)
         rate, r_rate = vt.gauge_stat("spec_accept_rate_gauge", t0, t1)
         out["mean_length"] = length["mean"] if length else None
@@ -273,8 +317,10 @@ def acceptance(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dic
         generated, _ = vt.total_delta("generation_tokens", t0, t1)
         if verify and generated is not None:
             out["mean_length_counters"] = generated / verify
-            out["mean_length_counters_note"] = ("Δgeneration_tokens / Δspec_verify_calls; both counted when requests "
-                                                "finish, the numerator includes each request's prefill token")
+            out["mean_length_counters_note"] = (
+                "Δgeneration_tokens / Δspec_verify_calls; both counted when requests "
+                "finish, the numerator includes each request's prefill token"
+            )
         return out
     for figure in ("acceptance.rate", "acceptance.mean_length", "acceptance.per_position"):
         missing.append({"figure": figure, "reason": "not exposed (no speculative-decoding metrics on this server)"})
@@ -363,14 +409,23 @@ def hardware(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> tuple
 
 def step_figures(vt: VariantTelemetry, window: dict) -> dict:
     t0, t1 = to_float(window.get("t_steady")), to_float(window.get("t_end"))
-    base = {"step": window.get("step"), "level": window.get("level"), "window": [_clean(t0), _clean(t1)],
-            "source": "server", "sources": sorted(set(vt.source_of.values()))}
+    base = {
+        "step": window.get("step"),
+        "level": window.get("level"),
+        "window": [_clean(t0), _clean(t1)],
+        "source": "server",
+        "sources": sorted(set(vt.source_of.values())),
+    }
     missing: list[dict] = []
     if not (math.isfinite(t0) and math.isfinite(t1) and t1 > t0):
         return {**base, "missing": [{"figure": "all", "reason": "the step has no steady window"}], "partial": []}
     figures: dict = {"acceptance": acceptance(vt, t0, t1, missing)}
-    for figure, metric in (("requests_running", "requests_running"), ("requests_waiting", "requests_waiting"),
-                           ("kv_cache_usage", "kv_cache_usage"), ("busy_slots_per_decode", "busy_slots_per_decode")):
+    for figure, metric in (
+        ("requests_running", "requests_running"),
+        ("requests_waiting", "requests_waiting"),
+        ("kv_cache_usage", "kv_cache_usage"),
+        ("busy_slots_per_decode", "busy_slots_per_decode"),
+    ):
         stat, reason = vt.gauge_stat(metric, t0, t1)
         figures[figure] = stat
         if stat is None:
@@ -397,8 +452,13 @@ def step_figures(vt: VariantTelemetry, window: dict) -> dict:
 
 
 def _gap_view(gap: dict) -> dict:
-    return {"source": gap.get("source"), "start": gap.get("start"), "end": gap.get("end"),
-            "recovered": gap.get("recovered"), "error": gap.get("error")}
+    return {
+        "source": gap.get("source"),
+        "start": gap.get("start"),
+        "end": gap.get("end"),
+        "recovered": gap.get("recovered"),
+        "error": gap.get("error"),
+    }
 
 
 def memory_trend(vt: VariantTelemetry) -> dict | None:
@@ -413,38 +473,58 @@ def memory_trend(vt: VariantTelemetry) -> dict | None:
         fit = drift(times, values)
         slope = fit["slope"]
         ci = fit["ci95"]
-        return {"metric": metric, "unit": "MiB/min", "source": vt.source_of[metric],
-                "slope": None if slope is None else 60.0 * slope,
-                "ci95": None if ci is None else [60.0 * ci[0], 60.0 * ci[1]],
-                "growing": None if ci is None else bool(ci[0] > 0),
-                "start_mib": float(values[0]), "end_mib": float(values[-1]), "peak_mib": float(values.max()),
-                "n": fit["n"], "window_s": fit["window_s"]}
+        return {
+            "metric": metric,
+            "unit": "MiB/min",
+            "source": vt.source_of[metric],
+            "slope": None if slope is None else 60.0 * slope,
+            "ci95": None if ci is None else [60.0 * ci[0], 60.0 * ci[1]],
+            "growing": None if ci is None else bool(ci[0] > 0),
+            "start_mib": float(values[0]),
+            "end_mib": float(values[-1]),
+            "peak_mib": float(values.max()),
+            "n": fit["n"],
+            "window_s": fit["window_s"],
+        }
     return None
 
 
 def server_figures(frame: pd.DataFrame, meta: dict, windows: list[dict]) -> dict:
     variants: dict[str, dict] = {}
-    names = list(dict.fromkeys([w.get("variant") for w in windows] +
-                               [a.get("variant") for a in meta.get("attachments", [])]))
+    names = list(
+        dict.fromkeys([w.get("variant") for w in windows] + [a.get("variant") for a in meta.get("attachments", [])])
+    )
     for variant in names:
         if variant is None:
             continue
         vt = VariantTelemetry(frame, meta, variant)
         steps = [step_figures(vt, w) for w in windows if w.get("variant") == variant]
         variants[variant] = {
-            "engine": vt.engine, "sources": sorted(set(vt.source_of.values())),
+            "engine": vt.engine,
+            "sources": sorted(set(vt.source_of.values())),
             "steps": steps,
             "acceptance_vs_load": [
-                {"step": s["step"], "level": s["level"],
-                 "rate": (s.get("acceptance") or {}).get("rate"),
-                 "mean_length": (s.get("acceptance") or {}).get("mean_length"),
-                 "requests_running": (s.get("requests_running") or {}).get("mean")}
-                for s in steps],
+                {
+                    "step": s["step"],
+                    "level": s["level"],
+                    "rate": (s.get("acceptance") or {}).get("rate"),
+                    "mean_length": (s.get("acceptance") or {}).get("mean_length"),
+                    "requests_running": (s.get("requests_running") or {}).get("mean"),
+                }
+                for s in steps
+            ],
             "memory_trend": memory_trend(vt),
             "gaps": [_gap_view(g) for g in vt.gaps],
         }
-    return json_safe({"source": "server", "gpu": meta.get("gpu"), "interval_s": meta.get("interval_s"),
-                       "variants": variants, "notes": meta.get("notes", [])})
+    return json_safe(
+        {
+            "source": "server",
+            "gpu": meta.get("gpu"),
+            "interval_s": meta.get("interval_s"),
+            "variants": variants,
+            "notes": meta.get("notes", []),
+        }
+    )
 
 
 def cross_check(server_step: dict, client_step: dict, tolerance: float = 0.25) -> dict:
@@ -458,13 +538,20 @@ def cross_check(server_step: dict, client_step: dict, tolerance: float = 0.25) -
     server_acc = server_step.get("acceptance") or {}
     client_acc = client_step.get("acceptance_client") or {}
     if server_acc.get("rate") is not None and client_acc.get("rate") is not None:
-        out["acceptance_rate"] = {"server": server_acc["rate"], "client": client_acc["rate"],
-                                  "difference": client_acc["rate"] - server_acc["rate"]}
+        out["acceptance_rate"] = {
+            "server": server_acc["rate"],
+            "client": client_acc["rate"],
+            "difference": client_acc["rate"] - server_acc["rate"],
+        }
     for figure in ("ttft_ms", "tpot_ms"):
         server = (server_step.get("server_latency") or {}).get(figure, {}).get("mean")
         client = (client_step.get(figure) or {}).get("mean")
         if server is not None and client is not None and server > 0:
             ratio = client / server
-            out[figure] = {"server_mean": server, "client_mean": client, "ratio": ratio,
-                           "flag": ratio > 1.0 + tolerance or ratio < 1.0 - tolerance}
+            out[figure] = {
+                "server_mean": server,
+                "client_mean": client,
+                "ratio": ratio,
+                "flag": ratio > 1.0 + tolerance or ratio < 1.0 - tolerance,
+            }
     return json_safe(out)

@@ -25,9 +25,15 @@ from .stats import DEFAULT_N_BOOT, bootstrap_distribution, finite, percentile_in
 __all__ = ["crossover_level", "paired_ratio_ci", "ratio_ci", "recommendation", "speedup_state"]
 
 
-def ratio_ci(variant_values, baseline_values, statistic: Callable[[np.ndarray], float] = np.mean,
-             higher_is_better: bool = True, n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
-             alpha: float = 0.05) -> dict:
+def ratio_ci(
+    variant_values,
+    baseline_values,
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    higher_is_better: bool = True,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> dict:
     """Speed-up of a variant over the baseline, ``{"value": float, "ci95": [lo, hi] | None}``.
 
     ``value = statistic(variant) / statistic(baseline)`` when ``higher_is_better`` (throughputs), else
@@ -54,9 +60,15 @@ def ratio_ci(variant_values, baseline_values, statistic: Callable[[np.ndarray], 
     return {"value": value, "ci95": list(interval) if interval else None}
 
 
-def paired_ratio_ci(variant_values, baseline_values, statistic: Callable[[np.ndarray], float] = np.mean,
-                    higher_is_better: bool = True, n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
-                    alpha: float = 0.05) -> dict:
+def paired_ratio_ci(
+    variant_values,
+    baseline_values,
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    higher_is_better: bool = True,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> dict:
     """Like :func:`ratio_ci` for paired samples (element i of each side is the same request in both variants):
     each resample draws the same pairs on both sides, so what the pairs share (the prompt, the arrival) cancels
     in the ratio instead of widening it. ``pairs`` says how many there were."""
@@ -134,8 +146,11 @@ def _ci_state(step: Mapping) -> str:
 def _unclear_why(steps: list[dict]) -> str:
     """Why levels show no clear difference: their CIs include 1, or (a verdict on several figures) not every
     figure the verdict reads is clear."""
-    return "CIs include 1x" if all(_ci_state(s) == "unclear" for s in steps) else \
-        "not clear on every figure the verdict reads"
+    return (
+        "CIs include 1x"
+        if all(_ci_state(s) == "unclear" for s in steps)
+        else "not clear on every figure the verdict reads"
+    )
 
 
 def _levels(steps: list[dict]) -> str:
@@ -204,18 +219,23 @@ def recommendation(variant: str, baseline: str, steps: list[dict], crossover: fl
                 parts.append(f"no clear difference at {_levels(gap)} ({_with_ci(gap[0])})")
             parts.append(f"disable from {lvl(xo['level'])} ({_with_ci(xo)})")
         elif not before and all(speedup_state(s) == "worse" for s in after):
-            parts.append(f"disable {variant}: slower than {baseline} at every level tested, {span} "
-                         f"({_with_ci(xo)} at {lvl(xo['level'])}"
-                         + (f"; {_with_ci(after[-1])} at {lvl(after[-1]['level'])})" if len(after) > 1 else ")"))
+            parts.append(
+                f"disable {variant}: slower than {baseline} at every level tested, {span} "
+                f"({_with_ci(xo)} at {lvl(xo['level'])}"
+                + (f"; {_with_ci(after[-1])} at {lvl(after[-1]['level'])})" if len(after) > 1 else ")")
+            )
         else:
             parts.append(f"disable {variant} from {lvl(xo['level'])} {unit} ({_with_ci(xo)})")
             if before:
-                parts.append(f"no clear difference from {baseline} below that (at {_levels(before)}; "
-                             f"{_unclear_why(before)})")
+                parts.append(
+                    f"no clear difference from {baseline} below that (at {_levels(before)}; {_unclear_why(before)})"
+                )
         again = [s for s in after if speedup_state(s) == "better"]
         if again:
-            parts.append(f"note: faster again at {_levels(again)} ({_at(again)}), the curve is not monotone; "
-                         f"re-test those levels")
+            parts.append(
+                f"note: faster again at {_levels(again)} ({_at(again)}), the curve is not monotone; "
+                f"re-test those levels"
+            )
         return "; ".join(parts)
 
     if better:
@@ -226,5 +246,7 @@ def recommendation(variant: str, baseline: str, steps: list[dict], crossover: fl
         return "; ".join(parts)
 
     values = [_value(s) for s in steps]
-    return (f"inconclusive: {variant} is neither clearly faster nor slower than {baseline} at any level tested "
-            f"({span}; speed-up {speedup(min(values))} to {speedup(max(values))}, {_unclear_why(steps)})")
+    return (
+        f"inconclusive: {variant} is neither clearly faster nor slower than {baseline} at any level tested "
+        f"({span}; speed-up {speedup(min(values))} to {speedup(max(values))}, {_unclear_why(steps)})"
+    )

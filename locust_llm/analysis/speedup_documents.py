@@ -9,8 +9,7 @@ from typing import Any
 
 from .server_documents import Doc, Interval
 
-__all__ = ["ContextLevel", "LevelAcceptance", "LevelBreakdown", "Phases", "Ratio", "RequestAcceptance",
-           "SweepSchedule"]
+__all__ = ["ContextLevel", "LevelAcceptance", "LevelBreakdown", "Phases", "Ratio", "RequestAcceptance", "SweepSchedule"]
 
 
 class Ratio(Doc):

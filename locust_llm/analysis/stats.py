@@ -22,9 +22,22 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["LARGE", "SortedSample", "bootstrap_distribution", "finite", "mean_of", "percentile_interval",
-           "percentile_of", "percentile_stat", "rate_samples", "resample_indices", "summarize", "t_quantile", "t_sf",
-           "weighted_percentiles"]
+__all__ = [
+    "LARGE",
+    "SortedSample",
+    "bootstrap_distribution",
+    "finite",
+    "mean_of",
+    "percentile_interval",
+    "percentile_of",
+    "percentile_stat",
+    "rate_samples",
+    "resample_indices",
+    "summarize",
+    "t_quantile",
+    "t_sf",
+    "weighted_percentiles",
+]
 
 PERCENTILES = (50, 95, 99)
 DEFAULT_N_BOOT = 2000
@@ -85,8 +98,12 @@ def _apply(statistic: Callable, samples: np.ndarray) -> np.ndarray:
     return np.fromiter((statistic(row) for row in samples), dtype=float, count=samples.shape[0])
 
 
-def bootstrap_distribution(values, statistic: Callable[[np.ndarray], float], n_boot: int = DEFAULT_N_BOOT,
-                           rng: np.random.Generator | int | None = 0) -> np.ndarray:
+def bootstrap_distribution(
+    values,
+    statistic: Callable[[np.ndarray], float],
+    n_boot: int = DEFAULT_N_BOOT,
+    rng: np.random.Generator | int | None = 0,
+) -> np.ndarray:
     """``n_boot`` bootstrap replicates of ``statistic`` over the finite ``values`` (empty array if none).
 
     ``statistic`` receives a 1-D array; if it also accepts ``axis=`` (``np.mean``, ``np.median``,
@@ -162,15 +179,14 @@ def _large_sample_figures(sample: SortedSample, mean: float, sd: float, n: int, 
         half = z * math.sqrt(p * (1 - p) / n)
         bounds += [100 * max(p - half, 0.0), 100 * min(p + half, 1.0)]
     values = [float(x) for x in sample.percentiles(list(PERCENTILES) + bounds)]
-    points, cis = values[:len(PERCENTILES)], values[len(PERCENTILES):]
-    out = {f"p{q}": point for q, point in zip(PERCENTILES, points)}
-    out["ci95"] = {f"p{q}": cis[2 * i:2 * i + 2] for i, q in enumerate(PERCENTILES)}
+    points, cis = values[: len(PERCENTILES)], values[len(PERCENTILES) :]
+    out = {f"p{q}": point for q, point in zip(PERCENTILES, points, strict=False)}
+    out["ci95"] = {f"p{q}": cis[2 * i : 2 * i + 2] for i, q in enumerate(PERCENTILES)}
     out["ci95"]["mean"] = [mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)]
     return out
 
 
-def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float = 0.05,
-              weights=None) -> dict:
+def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float = 0.05, weights=None) -> dict:
     """``{p50, p95, p99, mean, n, ci95: {p50: [lo, hi], p95: [...], p99: [...], mean: [...]}}``.
 
     Point figures are computed on the finite values exactly as ``np.percentile`` (linear) and ``np.mean`` do;
@@ -195,12 +211,21 @@ def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float 
         return {"p50": None, "p95": None, "p99": None, "mean": None, "n": 0, "ci95": {k: None for k in names}}
     if weights is not None or array.size > LARGE:
         mean = float(np.average(array, weights=weights))
-        sd = float(array.std()) if weights is None else math.sqrt(float(np.average((array - mean) ** 2,
-                                                                                     weights=weights)))
+        sd = (
+            float(array.std())
+            if weights is None
+            else math.sqrt(float(np.average((array - mean) ** 2, weights=weights)))
+        )
         sample = SortedSample(array, weights)  # reorders ``array`` in place when unweighted
         figures = _large_sample_figures(sample, mean, sd, array.size, alpha)
-        return {"p50": figures["p50"], "p95": figures["p95"], "p99": figures["p99"], "mean": mean,
-                "n": int(sample.total), "ci95": figures["ci95"]}
+        return {
+            "p50": figures["p50"],
+            "p95": figures["p95"],
+            "p99": figures["p99"],
+            "mean": mean,
+            "n": int(sample.total),
+            "ci95": figures["ci95"],
+        }
     p50, p95, p99 = (float(x) for x in np.percentile(array, PERCENTILES))
     out = {"p50": p50, "p95": p95, "p99": p99, "mean": float(array.mean()), "n": int(array.size)}
     if array.size < 2:
@@ -214,7 +239,7 @@ def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float 
         reps.append(np.vstack([pct, samples.mean(axis=1)]))
     replicates = np.concatenate(reps, axis=1)
     out["ci95"] = {}
-    for name, row in zip(names, replicates):
+    for name, row in zip(names, replicates, strict=False):
         lo, hi = percentile_interval(row, alpha)
         out["ci95"][name] = [lo, hi]
     return out
@@ -242,7 +267,7 @@ def rate_samples(event_times, event_counts, start: float, end: float, bin_s: flo
     rates = np.zeros(k)
     # In slices: a night's worth of token arrivals never needs more than a slice's worth of temporaries.
     for first in range(0, times.size, _CHUNK_ELEMENTS):
-        t, c = times[first:first + _CHUNK_ELEMENTS], counts[first:first + _CHUNK_ELEMENTS]
+        t, c = times[first : first + _CHUNK_ELEMENTS], counts[first : first + _CHUNK_ELEMENTS]
         inside = (t >= start) & (t < end) & np.isfinite(c)
         index = np.minimum(((t[inside] - start) / width).astype(np.int64), k - 1)  # clip float round-off
         rates += np.bincount(index, weights=c[inside], minlength=k)
@@ -250,6 +275,7 @@ def rate_samples(event_times, event_counts, start: float, end: float, bin_s: flo
 
 
 # -- Student's t quantile (scipy is not a dependency) -------------------------------------------------------
+
 
 def _betacf(a: float, b: float, x: float) -> float:
     """Continued fraction of the regularised incomplete beta function (modified Lentz)."""

@@ -47,17 +47,21 @@ def host_load(host: pd.DataFrame, start: float, end: float) -> dict | None:
         return None
     seconds = float(window["interval_s"].sum())
     used: dict[tuple, float] = defaultdict(float)
-    for text, interval in zip(window["top_foreign"], window["interval_s"]):
+    for text, interval in zip(window["top_foreign"], window["interval_s"], strict=False):
         for proc in json.loads(text or "[]"):
             used[(proc.get("pid"), str(proc.get("name")))] += float(proc.get("cores", 0.0)) * float(interval)
     top = sorted(used.items(), key=lambda item: -item[1])[:TOP_FOREIGN]
-    return {"samples": int(len(window)),
-            "foreign_cores": float(window["foreign_cores"].mean()),
-            "steal_cores": float(window["steal_cores"].mean()),
-            "own_cores": float(window["own_cores"].mean()),
-            "foreign_gpu_processes": int(window["foreign_gpu_processes"].max()),
-            "top_foreign": [{"pid": pid, "name": name, "cores": round(total / seconds, 3) if seconds else None}
-                            for (pid, name), total in top]}
+    return {
+        "samples": int(len(window)),
+        "foreign_cores": float(window["foreign_cores"].mean()),
+        "steal_cores": float(window["steal_cores"].mean()),
+        "own_cores": float(window["own_cores"].mean()),
+        "foreign_gpu_processes": int(window["foreign_gpu_processes"].max()),
+        "top_foreign": [
+            {"pid": pid, "name": name, "cores": round(total / seconds, 3) if seconds else None}
+            for (pid, name), total in top
+        ],
+    }
 
 
 def busy_text(host: dict) -> str:
@@ -76,8 +80,9 @@ def step_status(step: dict, host: dict | None, load: dict) -> tuple[str, list[st
     if step.get("faults"):  # injected on purpose (``probes.faults``): shown, never measured as the server's speed
         reasons["fault-injected"] = "; ".join(fault_text(fault) for fault in step["faults"])
     if step.get("workers_lost"):
-        reasons["worker-lost"] = (f"load process(es) {', '.join(map(str, step['workers_lost']))} lost during the "
-                                  "step: the level was not held")
+        reasons["worker-lost"] = (
+            f"load process(es) {', '.join(map(str, step['workers_lost']))} lost during the step: the level was not held"
+        )
     limit = float(load.get("contention_cores", 0.25))
     if host is not None and (host["foreign_cores"] + host["steal_cores"] > limit or host["foreign_gpu_processes"]):
         reasons["contended"] = f"host busy: {busy_text(host)} (limit {limit:g} cores)"
@@ -88,8 +93,9 @@ def step_status(step: dict, host: dict | None, load: dict) -> tuple[str, list[st
         reasons["insufficient"] = insufficient
     throughput = (step.get("steady_check") or {}).get("throughput") or {}
     if throughput.get("steady") is False:
-        reasons["unsteady"] = (f"throughput drifted by {throughput.get('drift_fraction') or 0:.0%} of its mean "
-                               "within the steady window")
+        reasons["unsteady"] = (
+            f"throughput drifted by {throughput.get('drift_fraction') or 0:.0%} of its mean within the steady window"
+        )
     status = next((s for s in STATUSES if s in reasons), CLEAN)
     return status, [f"{name}: {text}" for name, text in reasons.items()]
 
@@ -106,11 +112,15 @@ def _insufficient(step: dict, load: dict) -> str | None:
     extended = f" (extended by {step['extended_s']:g} s)" if step.get("extended_s") else ""
     if completed > 0:
         took = f"requests took {e2e / 1000:.1f} s each, so " if e2e else ""
-        seen = (f"{took}the {window:.0f} s window{extended} saw {completed} completed requests and "
-                f"{step.get('output_tokens', 0)} output tokens")
+        seen = (
+            f"{took}the {window:.0f} s window{extended} saw {completed} completed requests and "
+            f"{step.get('output_tokens', 0)} output tokens"
+        )
     else:  # nothing completed: there is no request time to quote, only what was sent and what failed
-        seen = (f"none of the {step.get('requests', 0)} requests sent in the {window:.0f} s window{extended} "
-                f"completed ({step.get('errors', 0)} failed)")
+        seen = (
+            f"none of the {step.get('requests', 0)} requests sent in the {window:.0f} s window{extended} "
+            f"completed ({step.get('errors', 0)} failed)"
+        )
     if step.get("extended_s"):
         fix = "the extension ran out: make the step longer or raise load.max_extend_s"
     elif load.get("max_extend_s"):
@@ -128,9 +138,11 @@ def flag_anomalies(steps: list[dict]) -> None:
             by_level[float(step["level"])].append(step)
     mean = {level: sum(s["output_tps"] for s in group) / len(group) for level, group in by_level.items()}
     levels = sorted(by_level)
-    for lower, upper in zip(levels, levels[1:]):
+    for lower, upper in zip(levels, levels[1:], strict=False):
         if mean[upper] < ANOMALY_DROP * mean[lower]:
             for step in by_level[upper]:
-                step["anomaly"] = (f"throughput fell from {mean[lower]:.1f} tok/s at {lvl(lower)} to "
-                                   f"{mean[upper]:.1f} tok/s at {lvl(upper)} (by more than half): a slower server, "
-                                   "errors or outside interference; re-test this level")
+                step["anomaly"] = (
+                    f"throughput fell from {mean[lower]:.1f} tok/s at {lvl(lower)} to "
+                    f"{mean[upper]:.1f} tok/s at {lvl(upper)} (by more than half): a slower server, "
+                    "errors or outside interference; re-test this level"
+                )

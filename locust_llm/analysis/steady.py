@@ -46,9 +46,16 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
     keep = np.isfinite(t) & np.isfinite(y)
     t, y = t[keep], y[keep]
     n = int(t.size)
-    out = {"slope": None, "ci95": None, "relative_slope_per_min": None, "steady": None, "n": n,
-           "window_s": float(t.max() - t.min()) if n else 0.0, "mean": float(y.mean()) if n else None,
-           "drift_fraction": None}
+    out = {
+        "slope": None,
+        "ci95": None,
+        "relative_slope_per_min": None,
+        "steady": None,
+        "n": n,
+        "window_s": float(t.max() - t.min()) if n else 0.0,
+        "mean": float(y.mean()) if n else None,
+        "drift_fraction": None,
+    }
     if n < 2:
         return out
     tc = t - t.mean()

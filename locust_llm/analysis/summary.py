@@ -16,6 +16,7 @@ from ..scenario import CostSpec
 from .acceptance import request_acceptance
 from .agreement import agreement
 from .breakdown import add_breakdowns, level_acceptance
+from .comparison import comparison, latency_keys
 from .cost import cost_summary
 from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
 from .documents import Summary
@@ -23,9 +24,8 @@ from .errors import error_samples
 from .gates import gates_of
 from .images import image_overhead
 from .metrics import APPROXIMATE_SOURCES, Chunks, chunk_split, request_metrics
-from .quality import mark_not_eligible, not_eligible, quality_summary
 from .probes import probe_summary
-from .comparison import comparison, latency_keys
+from .quality import mark_not_eligible, not_eligible, quality_summary
 from .rates import series_mean_ci
 from .samples import PAIR_KEY, LevelSamples
 from .scaleout import ScaleBlock, scale_out_summary
@@ -40,21 +40,25 @@ from .values import json_safe, to_float
 
 __all__ = ["KNEE_THRESHOLD", "analyse", "build_summary"]
 
-CLOSED_FIELDS = ("ttft_ms", "tpot_ms", "e2e_ms", "decode_tps", "e2e_tps", "ttft_all_ms", "tpot_all_ms",
-                 "e2e_all_ms")
+CLOSED_FIELDS = ("ttft_ms", "tpot_ms", "e2e_ms", "decode_tps", "e2e_tps", "ttft_all_ms", "tpot_all_ms", "e2e_all_ms")
 OPEN_FIELDS = ("ttft_sched_ms", "e2e_sched_ms", "schedule_lag_ms", "ttft_sched_all_ms", "e2e_sched_all_ms")
 N_BOOT = 1000
 RATE_BIN_S = 1.0
 # In a closed loop latency past saturation grows in proportion to users (Little's law), so the knee is
 # where half of each load increase already goes into waiting; open loop uses proportional growth.
 KNEE_THRESHOLD = {"closed": 0.5, "open": 1.0}
+
+
 def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict, mode: str) -> pd.Series:
     """Requests that succeeded and met every SLO that is set; failures are never good. TPOT is undefined for a
     one-token answer, so the TPOT SLO does not apply to it."""
     keys = latency_keys(mode)
     good = sent["error_class"].isna()
-    for key, column, missing in (("ttft_ms", keys["ttft"], math.inf), ("tpot_ms", "tpot_ms", 0.0),
-                                 ("e2e_ms", keys["e2e"], math.inf)):
+    for key, column, missing in (
+        ("ttft_ms", keys["ttft"], math.inf),
+        ("tpot_ms", "tpot_ms", 0.0),
+        ("e2e_ms", keys["e2e"], math.inf),
+    ):
         limit = slo.get(key)
         if limit is not None:
             good &= derived[column].fillna(missing) <= limit
@@ -78,7 +82,7 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     start, end = to_float(step.get("t_steady")), to_float(step.get("t_end"))
     window = end - start if math.isfinite(start) and math.isfinite(end) and end > start else math.nan
     mode = step["mode"]
-    timeouts = ((run.env.get("load") or {}).get("timeouts") or {})
+    timeouts = (run.env.get("load") or {}).get("timeouts") or {}
     sent = frame[(frame["step"] == step["step"]) & (frame["phase"] == "steady")]
     derived = request_metrics(sent, to_float(timeouts.get("first_token_s")))
     failed = sent["error_class"].notna()
@@ -91,25 +95,34 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     good_rates = rate_samples(sent.loc[good, "t_send"].to_numpy(dtype=float), None, start, end, RATE_BIN_S)
     per_window = (lambda count: count / window) if math.isfinite(window) else (lambda count: None)
     summary = {
-        "step": step["step"], "level": step["level"], "mode": mode, "users": step.get("users"),
+        "step": step["step"],
+        "level": step["level"],
+        "mode": mode,
+        "users": step.get("users"),
         "context": step.get("context"),
         "window_s": window if math.isfinite(window) else None,
-        "requests": int(len(sent)), "errors": int(failed.sum()),
+        "requests": int(len(sent)),
+        "errors": int(failed.sum()),
         "error_rate": float(failed.mean()) if len(sent) else None,
         "errors_by_class": {str(k): int(v) for k, v in sent.loc[failed, "error_class"].value_counts().items()},
         "output_tokens": int(ok_rows["output_tokens"].sum()),
         "output_tps": float(rates.mean()) if rates.size else None,
         "output_tps_ci95": series_mean_ci(rates),
-        "request_rate": per_window(len(sent)), "goodput_rps": per_window(float(good.sum())),
-        "itl_ms": summarize(itl, n_boot=N_BOOT, weights=itl_weights), "icl_ms": summarize(chunks.icl_ms()),
+        "request_rate": per_window(len(sent)),
+        "goodput_rps": per_window(float(good.sum())),
+        "itl_ms": summarize(itl, n_boot=N_BOOT, weights=itl_weights),
+        "icl_ms": summarize(chunks.icl_ms()),
         "itl_approximate": float(ok_rows["token_source"].isin(APPROXIMATE_SOURCES).mean()) if len(ok_rows) else None,
         "token_sources": {str(k): int(v) for k, v in sent["token_source"].value_counts().items()},
     }
     for name in CLOSED_FIELDS + (OPEN_FIELDS if mode == "open" else ()):
         summary[name] = summarize(derived[name].to_numpy(dtype=float), n_boot=N_BOOT)
     if mode == "open":
-        scheduled = frame["t_intended"].between(start, end, inclusive="left") if math.isfinite(window) \
+        scheduled = (
+            frame["t_intended"].between(start, end, inclusive="left")
+            if math.isfinite(window)
             else pd.Series(False, index=frame.index)
+        )
         summary["offered_rate"] = step["level"]
         summary["scheduled_rate"] = per_window(float(scheduled.sum()))
         # Dropped arrivals were never sent: their t_send stays NaN.
@@ -117,11 +130,17 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     drafted = sent["draft_n"].dropna().sum()
     if drafted:
         accepted = sent["draft_accepted"].dropna().sum()
-        summary["acceptance_client"] = {"rate": float(accepted / drafted), "draft_tokens": int(drafted),
-                                        "accepted_tokens": int(accepted), "source": "client (per-request timings)"}
+        summary["acceptance_client"] = {
+            "rate": float(accepted / drafted),
+            "draft_tokens": int(drafted),
+            "accepted_tokens": int(accepted),
+            "source": "client (per-request timings)",
+        }
     if len(ok_rows):
-        summary["tokens_per_chunk"] = {"value": float(ok_rows["output_tokens"].sum() / max(len(chunks.offset), 1)),
-                                       "source": "client (tokens / token-carrying chunks)"}
+        summary["tokens_per_chunk"] = {
+            "value": float(ok_rows["output_tokens"].sum() / max(len(chunks.offset), 1)),
+            "source": "client (tokens / token-carrying chunks)",
+        }
     summary.update(steadiness(rates, start, ok_rows, derived.loc[ok_rows.index, "tpot_ms"]))
     summary.update(client_validity(run.client, summary, start, end))
     extended = to_float(step.get("extended_s"))
@@ -157,13 +176,15 @@ def attach_server_figures(entry: dict, server: dict | None) -> None:
         if figures is None:
             continue
         step["server"] = figures
-        step["acceptance"] = {"server": figures.get("acceptance"), "client": step.get("acceptance_client"),
-                              "tokens_per_chunk": step.get("tokens_per_chunk")}
+        step["acceptance"] = {
+            "server": figures.get("acceptance"),
+            "client": step.get("acceptance_client"),
+            "tokens_per_chunk": step.get("tokens_per_chunk"),
+        }
         step["server_vs_client"] = cross_check(figures, step)
     entry["acceptance_vs_load"] = server.get("acceptance_vs_load")
     entry["memory_trend"] = server.get("memory_trend")
-    entry["telemetry"] = {"engine": server.get("engine"), "sources": server.get("sources"),
-                          "gaps": server.get("gaps")}
+    entry["telemetry"] = {"engine": server.get("engine"), "sources": server.get("sources"), "gaps": server.get("gaps")}
 
 
 def variant_curves(by_level: dict[float, LevelSamples], mode: str) -> dict:
@@ -180,12 +201,17 @@ def variant_curves(by_level: dict[float, LevelSamples], mode: str) -> dict:
         p95 = [percentile_of(by_level[level].values(column), 95) for level in levels]
         knees[name] = knee_level(levels, p95, threshold)
     found = [k for k in knees.values() if k is not None]
-    return {"saturation_level": saturation_level(levels, throughput), "knee_level": min(found) if found else None,
-            "knee_by_metric": knees,
-            "rules": {"saturation": f"first clean level that no higher clean level beats by >{SATURATION_MIN_GAIN:.0%} "
-                                    "with non-overlapping 95% CIs",
-                      "knee": f"first clean level after which P95 TPOT or {columns['ttft_ms']} grows with log-log "
-                              f"slope > {threshold}"}}
+    return {
+        "saturation_level": saturation_level(levels, throughput),
+        "knee_level": min(found) if found else None,
+        "knee_by_metric": knees,
+        "rules": {
+            "saturation": f"first clean level that no higher clean level beats by >{SATURATION_MIN_GAIN:.0%} "
+            "with non-overlapping 95% CIs",
+            "knee": f"first clean level after which P95 TPOT or {columns['ttft_ms']} grows with log-log "
+            f"slope > {threshold}",
+        },
+    }
 
 
 Samples = dict[str, dict[float, LevelSamples]]  # variant -> level -> samples
@@ -227,8 +253,13 @@ def analyse(run: RunData) -> Analysed:
     return out
 
 
-def sweep_schedules(sweeps: dict[str, dict], comparisons: list[dict], variants: dict[str, dict],
-                    blocked: dict[str, str], events: list[dict]) -> list[dict]:
+def sweep_schedules(
+    sweeps: dict[str, dict],
+    comparisons: list[dict],
+    variants: dict[str, dict],
+    blocked: dict[str, str],
+    events: list[dict],
+) -> list[dict]:
     """Per swept setting, the best value per level, the schedule and where the run stopped climbing (the sweeps
     measured against a baseline); settings that are not eligible (``blocked``) are never chosen."""
     out = []
@@ -236,15 +267,26 @@ def sweep_schedules(sweeps: dict[str, dict], comparisons: list[dict], variants: 
         measured = [v for v in sweep["variants"] if v in variants]
         if not measured or not comparisons:
             continue
-        acceptance = {v: {level: level_acceptance([s for s in variants[v]["steps"] if s["level"] == level
-                                                   and s.get("context") is None])
-                          for level in {s["level"] for s in variants[v]["steps"]}} for v in measured}
+        acceptance = {
+            v: {
+                level: level_acceptance(
+                    [s for s in variants[v]["steps"] if s["level"] == level and s.get("context") is None]
+                )
+                for level in {s["level"] for s in variants[v]["steps"]}
+            }
+            for v in measured
+        }
         out.append(sweep_schedule({"name": name, **sweep}, comparisons, acceptance, set(blocked), events))
     return out
 
 
-def context_comparisons(baseline: str | None, contexts: dict[int, Samples], variants: dict[str, dict],
-                        modes: dict[str, str], ladder: tuple[int, Samples, list[dict]] | None) -> list[dict]:
+def context_comparisons(
+    baseline: str | None,
+    contexts: dict[int, Samples],
+    variants: dict[str, dict],
+    modes: dict[str, str],
+    ladder: tuple[int, Samples, list[dict]] | None,
+) -> list[dict]:
     """Per context length: each variant's figures per level and the comparisons with the baseline. ``ladder``
     (its prompt length, samples and comparisons) puts the ladder's levels first, as the shortest length."""
     out = []
@@ -253,15 +295,29 @@ def context_comparisons(baseline: str | None, contexts: dict[int, Samples], vari
         points.insert(0, ladder)
     for context, by_variant, comparisons in points:
         own = None if comparisons is not None else context  # the ladder's steps carry no context
-        figures = {name: [context_figures(level, by_level[level],
-                                          [s for s in variants[name]["steps"] if s.get("context") == own
-                                           and s["level"] == level], modes[name])
-                          for level in sorted(by_level)] for name, by_level in by_variant.items()}
+        figures = {
+            name: [
+                context_figures(
+                    level,
+                    by_level[level],
+                    [s for s in variants[name]["steps"] if s.get("context") == own and s["level"] == level],
+                    modes[name],
+                )
+                for level in sorted(by_level)
+            ]
+            for name, by_level in by_variant.items()
+        }
         if comparisons is None:
-            comparisons = [comparison(baseline, name, by_variant[baseline], by_variant[name], modes[name])
-                           for name in by_variant if name != baseline] if baseline in by_variant else []
-        out.append({"context_tokens": context, "ladder": own is None, "variants": figures,
-                    "comparisons": comparisons})
+            comparisons = (
+                [
+                    comparison(baseline, name, by_variant[baseline], by_variant[name], modes[name])
+                    for name in by_variant
+                    if name != baseline
+                ]
+                if baseline in by_variant
+                else []
+            )
+        out.append({"context_tokens": context, "ladder": own is None, "variants": figures, "comparisons": comparisons})
     return out
 
 
@@ -278,13 +334,18 @@ def context_figures(level: float, samples: LevelSamples, steps: list[dict], mode
     acceptance from the server (pooled over its clean steps) and from the responses (``analysis.acceptance``:
     intervals by resampling requests)."""
     clean = [s for s in steps if s["status"] == "clean"]
-    return {"level": level, "clean": samples.clean, "requests": int(len(samples.requests)),
-            "ttft_p50_ms": percentile_of(samples.values(latency_keys(mode)["ttft"]), 50),
-            "tpot_p50_ms": percentile_of(samples.values("tpot_ms"), 50),
-            "decode_tps": mean_of(samples.values("decode_tps")), "e2e_tps": mean_of(samples.values("e2e_tps")),
-            "output_tps": float(samples.token_rates.mean()) if samples.clean else None,
-            "acceptance_server": level_acceptance(clean),
-            "acceptance_client": request_acceptance(samples) if samples.clean else None}
+    return {
+        "level": level,
+        "clean": samples.clean,
+        "requests": int(len(samples.requests)),
+        "ttft_p50_ms": percentile_of(samples.values(latency_keys(mode)["ttft"]), 50),
+        "tpot_p50_ms": percentile_of(samples.values("tpot_ms"), 50),
+        "decode_tps": mean_of(samples.values("decode_tps")),
+        "e2e_tps": mean_of(samples.values("e2e_tps")),
+        "output_tps": float(samples.token_rates.mean()) if samples.clean else None,
+        "acceptance_server": level_acceptance(clean),
+        "acceptance_client": request_acceptance(samples) if samples.clean else None,
+    }
 
 
 def build_summary(run: RunData) -> Summary:
@@ -302,31 +363,47 @@ def build_summary(run: RunData) -> Summary:
         attach_server_figures(entry, server["variants"].get(name))
     comparisons = []
     if baseline in samples:
-        comparisons = [comparison(baseline, name, samples[baseline], samples[name], modes[name])
-                       for name in samples if name != baseline]
+        comparisons = [
+            comparison(baseline, name, samples[baseline], samples[name], modes[name])
+            for name in samples
+            if name != baseline
+        ]
         add_breakdowns(comparisons, variants, samples)
         mark_not_eligible(comparisons, blocked)
-    schedules = sweep_schedules((run.env.get("scenario") or {}).get("sweeps") or {}, comparisons, variants, blocked,
-                                run.events)
+    schedules = sweep_schedules(
+        (run.env.get("scenario") or {}).get("sweeps") or {}, comparisons, variants, blocked, run.events
+    )
     axis = context_comparisons(baseline, contexts, variants, modes, ladder_point(run, samples, comparisons))
     for point in axis:
         if not point["ladder"]:  # the ladder's comparisons are marked already
             mark_not_eligible(point["comparisons"], blocked)
     consistency = {}
     if baseline in run.consistency:
-        consistency = {name: agreement(run.consistency[baseline], outputs)
-                       for name, outputs in run.consistency.items() if name != baseline}
-    summary = Summary.model_validate(json_safe({
-        "run_id": run.env.get("run_id"), "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "baseline": baseline, "records": int(len(frame)), "slo": slo, "variants": variants,
-        "comparisons": comparisons, "schedules": schedules,
-        "contexts": axis,
-        "images": image_overhead(run, variants),
-        "probes": probe_summary(run, variants),
-        "consistency": consistency,
-        "events": run.events,
-        "errors": error_samples(frame),
-    }))
+        consistency = {
+            name: agreement(run.consistency[baseline], outputs)
+            for name, outputs in run.consistency.items()
+            if name != baseline
+        }
+    summary = Summary.model_validate(
+        json_safe(
+            {
+                "run_id": run.env.get("run_id"),
+                "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "baseline": baseline,
+                "records": int(len(frame)),
+                "slo": slo,
+                "variants": variants,
+                "comparisons": comparisons,
+                "schedules": schedules,
+                "contexts": axis,
+                "images": image_overhead(run, variants),
+                "probes": probe_summary(run, variants),
+                "consistency": consistency,
+                "events": run.events,
+                "errors": error_samples(frame),
+            }
+        )
+    )
     summary.soak = soak_summary(summary, run.steps, run.env)
     summary.quality = quality
     summary.scale_out = scale_out_summary(run.env, analysed.scaled, frame)

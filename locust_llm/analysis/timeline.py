@@ -19,10 +19,12 @@ __all__ = ["Panel", "Series", "StepSpan", "Timeline", "build_timeline", "downsam
 MAX_POINTS = 600
 # Gauges summed over their series at one instant (per-GPU memory and power add up); the others are averaged.
 SUMMED = ("gpu_mem_used_mib", "gpu_power_w")
-GAUGE_PANELS = [("gpu_util", "GPU utilisation", "ratio (0\u20131)", 1.0),
-                ("gpu_mem_used_mib", "GPU memory used", "MiB", None),
-                ("gpu_power_w", "GPU power", "W", None),
-                ("kv_cache_usage", "KV-cache usage", "ratio (0\u20131)", 1.0)]
+GAUGE_PANELS = [
+    ("gpu_util", "GPU utilisation", "ratio (0\u20131)", 1.0),
+    ("gpu_mem_used_mib", "GPU memory used", "MiB", None),
+    ("gpu_power_w", "GPU power", "W", None),
+    ("kv_cache_usage", "KV-cache usage", "ratio (0\u20131)", 1.0),
+]
 
 
 @dataclass
@@ -130,8 +132,15 @@ def build_timeline(run: RunData, variants: list[str]) -> Timeline:
     for s in run.steps:
         start, end, steady = (to_float(s.get(k)) for k in ("t_start", "t_end", "t_steady"))
         if math.isfinite(start) and math.isfinite(end):
-            timeline.spans.append(StepSpan(start - t0, end - t0, steady - t0 if math.isfinite(steady) else None,
-                                           float(s.get("level")), str(s.get("variant"))))
+            timeline.spans.append(
+                StepSpan(
+                    start - t0,
+                    end - t0,
+                    steady - t0 if math.isfinite(steady) else None,
+                    float(s.get("level")),
+                    str(s.get("variant")),
+                )
+            )
     panels = timeline.panels
     if len(frame):
         frame = frame[np.isfinite(frame["value"].astype(float))]
@@ -141,18 +150,31 @@ def build_timeline(run: RunData, variants: list[str]) -> Timeline:
             for s in _gauge(frame, "requests_waiting", variants, t0) if "requests_waiting" in present else []:
                 s.name, s.dashed = f"{s.name} waiting", True
                 series.append(s)
-            panels.append(Panel("requests", "Requests on the server", "requests",
-                                "Requests running (solid) and waiting (dashed) as the server reports them; shaded "
-                                "bands are the ladder steps (lighter part = warm-up), labelled with their level.",
-                                series))
+            panels.append(
+                Panel(
+                    "requests",
+                    "Requests on the server",
+                    "requests",
+                    "Requests running (solid) and waiting (dashed) as the server reports them; shaded "
+                    "bands are the ladder steps (lighter part = warm-up), labelled with their level.",
+                    series,
+                )
+            )
         if "generation_tokens" in present:
             series = []
             for name, (t, dv, dt) in _counter_rates(frame, "generation_tokens", variants).items():
                 x, y = downsample(t - t0, dv / dt)
                 series.append(Series(name, x, y, variant=name))
-            panels.append(Panel("generation", "Server generation rate", "tokens/s",
-                                "Generated tokens per second from the server's own counter, per polling interval "
-                                "(a counter that drops is a restart, counted from zero).", series))
+            panels.append(
+                Panel(
+                    "generation",
+                    "Server generation rate",
+                    "tokens/s",
+                    "Generated tokens per second from the server's own counter, per polling interval "
+                    "(a counter that drops is a restart, counted from zero).",
+                    series,
+                )
+            )
         if {"spec_accepted_tokens", "spec_draft_tokens"} <= present:
             accepted = _counter_rates(frame, "spec_accepted_tokens", variants)
             drafted = _counter_rates(frame, "spec_draft_tokens", variants)
@@ -166,22 +188,50 @@ def build_timeline(run: RunData, variants: list[str]) -> Timeline:
                     x, y = downsample(t - t0, rate)
                     series.append(Series(name, x, y, variant=name))
             if series:
-                panels.append(Panel("acceptance", "Acceptance rate over time", "accepted / drafted",
-                                    "Draft acceptance per polling interval from the server's counters.", series, 1.0))
+                panels.append(
+                    Panel(
+                        "acceptance",
+                        "Acceptance rate over time",
+                        "accepted / drafted",
+                        "Draft acceptance per polling interval from the server's counters.",
+                        series,
+                        1.0,
+                    )
+                )
             else:
                 timeline.notes.append("acceptance over time: not measured (no draft tokens in any interval)")
         for metric, title, unit, y_max in GAUGE_PANELS:
             if metric in present:
-                panels.append(Panel(metric, title, unit, f"{title} ({metric}) as polled, summed or averaged over "
-                                    "GPUs.", _gauge(frame, metric, variants, t0), y_max))
+                panels.append(
+                    Panel(
+                        metric,
+                        title,
+                        unit,
+                        f"{title} ({metric}) as polled, summed or averaged over GPUs.",
+                        _gauge(frame, metric, variants, t0),
+                        y_max,
+                    )
+                )
         if "process_cpu_cores" in present:
-            panels.append(Panel("process_cpu", "Server process CPU", "cores", "CPU time of the server process per "
-                                "second of wall time (1.0 = one core busy).",
-                                _gauge(frame, "process_cpu_cores", variants, t0)))
+            panels.append(
+                Panel(
+                    "process_cpu",
+                    "Server process CPU",
+                    "cores",
+                    "CPU time of the server process per second of wall time (1.0 = one core busy).",
+                    _gauge(frame, "process_cpu_cores", variants, t0),
+                )
+            )
         if "process_rss_mib" in present:
-            panels.append(Panel("process_rss", "Server process memory", "RSS (MiB)",
-                                "Resident memory of the server process.",
-                                _gauge(frame, "process_rss_mib", variants, t0)))
+            panels.append(
+                Panel(
+                    "process_rss",
+                    "Server process memory",
+                    "RSS (MiB)",
+                    "Resident memory of the server process.",
+                    _gauge(frame, "process_rss_mib", variants, t0),
+                )
+            )
         if not present & {"gpu_util", "gpu_mem_used_mib"}:
             why = run.telemetry_meta.get("gpu")
             why = why if isinstance(why, str) else "no GPU source"
@@ -193,9 +243,15 @@ def build_timeline(run: RunData, variants: list[str]) -> Timeline:
         for worker, part in client.sort_values("t").groupby("worker"):
             x, y = downsample(part["t"].to_numpy() - t0, part["cpu_percent"].to_numpy())
             series.append(Series(f"worker {worker}", x, y))
-        panels.append(Panel("client_cpu", "Load generator CPU", "% of one core",
-                            "CPU of each Locust process (gevent runs on one core: above 90% it stamps tokens late).",
-                            series))
+        panels.append(
+            Panel(
+                "client_cpu",
+                "Load generator CPU",
+                "% of one core",
+                "CPU of each Locust process (gevent runs on one core: above 90% it stamps tokens late).",
+                series,
+            )
+        )
     else:
         timeline.notes.append("load generator CPU over time: not measured (no client samples)")
     return timeline

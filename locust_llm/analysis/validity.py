@@ -27,8 +27,11 @@ ACHIEVED_FRACTION_MIN = 0.95
 def client_validity(client: pd.DataFrame, step: dict, start: float, end: float) -> dict:
     reasons: list[str] = []
     details: dict = {}
-    window = client[(client["t"] >= start) & (client["t"] <= end)] if len(client) and math.isfinite(start) \
+    window = (
+        client[(client["t"] >= start) & (client["t"] <= end)]
+        if len(client) and math.isfinite(start)
         else pd.DataFrame()
+    )
     if len(window):
         cpu = window.groupby("worker")["cpu_percent"].mean()
         details["cpu_percent_max"] = float(cpu.max())

@@ -21,8 +21,8 @@ non-negative integer of sane size) make the request a ``malformed_event`` failur
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..records import ErrorClass, RequestRecord
 
@@ -48,8 +48,15 @@ def choice_text(choice) -> str:
         text = choice.get("text")
     else:
         delta = choice.get("delta") or {}
-        text = "".join(v for v in (delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning"))
-                       if isinstance(v, str)) if isinstance(delta, dict) else ""
+        text = (
+            "".join(
+                v
+                for v in (delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning"))
+                if isinstance(v, str)
+            )
+            if isinstance(delta, dict)
+            else ""
+        )
     return text if isinstance(text, str) else ""
 
 
@@ -76,8 +83,9 @@ def _duration(value, what: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_DURATION_MS:
-        raise Malformed(f"{what} must be a duration in ms between 0 and {MAX_DURATION_MS:.0f}, "
-                        f"found {str(value)[:60]!r}")
+        raise Malformed(
+            f"{what} must be a duration in ms between 0 and {MAX_DURATION_MS:.0f}, found {str(value)[:60]!r}"
+        )
     return float(value)
 
 
@@ -101,7 +109,7 @@ def apportion(total: int, weights: list[float]) -> list[int]:
     exact = [total * w / weight_sum for w in weights]
     counts = [int(x) for x in exact]
     order = sorted(range(len(exact)), key=lambda i: exact[i] - counts[i], reverse=True)
-    for i in order[:total - sum(counts)]:
+    for i in order[: total - sum(counts)]:
         counts[i] += 1
     return counts
 
@@ -115,16 +123,18 @@ def event_text(event: Event) -> str:
     return "".join(choice_text(c) for c in _choices(event.data))
 
 
-def count_tokens(events: list[Event], llamacpp: bool = False,
-                 texts: list[str] | None = None) -> tuple[list[int], str, int | None]:
+def count_tokens(
+    events: list[Event], llamacpp: bool = False, texts: list[str] | None = None
+) -> tuple[list[int], str, int | None]:
     """Tokens per event, their source, and the server's final completion total (None when it gave none)."""
     usage = [_completion_tokens(e.data) for e in events]
     texts = texts if texts is not None else [event_text(e) for e in events]
     final_total = next((u for u in reversed(usage) if u is not None), None)
     with_text = [bool(t) for t in texts]
     # A count that only appears on the final usage chunk is not per-chunk information.
-    per_chunk_usage = sum(u is not None for u in usage) > 1 and all(u is not None for u, c in zip(usage, with_text)
-                                                                    if c)
+    per_chunk_usage = sum(u is not None for u in usage) > 1 and all(
+        u is not None for u, c in zip(usage, with_text, strict=False) if c
+    )
     if per_chunk_usage:
         counts, previous = [], 0
         for u in usage:
@@ -197,8 +207,11 @@ def _details(record: RequestRecord, events: list[Event]) -> None:
         if isinstance(timings, dict) and "draft_n" in timings:
             record.draft_n = _count(timings["draft_n"], "timings.draft_n")
             record.draft_accepted = _count(timings.get("draft_n_accepted", 0), "timings.draft_n_accepted")
-        spec = (event.data.get("metrics") or {}).get("speculative_decoding") if isinstance(
-            event.data.get("metrics"), dict) else None
+        spec = (
+            (event.data.get("metrics") or {}).get("speculative_decoding")
+            if isinstance(event.data.get("metrics"), dict)
+            else None
+        )
         if isinstance(spec, dict) and "num_draft_tokens" in spec:
             record.draft_n = _count(spec["num_draft_tokens"], "num_draft_tokens")
             record.draft_accepted = _count(spec.get("num_accepted_draft_tokens", 0), "num_accepted_draft_tokens")
@@ -218,7 +231,7 @@ def account(record: RequestRecord, events: list[Event], done: bool, llamacpp: bo
         return None
     record.token_source = source
     texts = []
-    for event, n, text in zip(events, counts, all_texts):
+    for event, n, text in zip(events, counts, all_texts, strict=False):
         if n > 0 or text:
             record.chunk_offsets.append(event.t - record.t_send)
             record.chunk_tokens.append(n)

@@ -8,8 +8,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["API_KEY_ENV", "PATHS", "TOKENIZE_SHAPES", "auth_headers", "greedy_answer", "greedy_request",
-           "request_extra", "tokenize_body"]
+__all__ = [
+    "API_KEY_ENV",
+    "PATHS",
+    "TOKENIZE_SHAPES",
+    "auth_headers",
+    "greedy_answer",
+    "greedy_request",
+    "request_extra",
+    "tokenize_body",
+]
 
 API_KEY_ENV = "LOCUST_LLM_API_KEY"
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -56,13 +64,26 @@ def tokenize_body(shape: str, text: str, model: str | None = None) -> dict[str, 
     return body
 
 
-def greedy_request(engine: str, model: str, prompt: str, max_tokens: int, temperature: float = 0.0,
-                   seed: int | None = None, ignore_eos: bool = True) -> tuple[str, dict[str, Any]]:
+def greedy_request(
+    engine: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    ignore_eos: bool = True,
+) -> tuple[str, dict[str, Any]]:
     """Path and body of a non-streaming completion that returns token ids where the engine can: greedy, or with a
     ``temperature`` and ``seed`` one seeded sample (the quality check's sampled answers)."""
     if engine == "llamacpp":
-        body: dict[str, Any] = {"prompt": prompt, "n_predict": max_tokens, "temperature": temperature,
-                                "return_tokens": True, "ignore_eos": ignore_eos, "cache_prompt": False}
+        body: dict[str, Any] = {
+            "prompt": prompt,
+            "n_predict": max_tokens,
+            "temperature": temperature,
+            "return_tokens": True,
+            "ignore_eos": ignore_eos,
+            "cache_prompt": False,
+        }
     else:
         body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": temperature, "return_token_ids": True}
         if model:

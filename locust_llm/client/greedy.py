@@ -28,8 +28,16 @@ class _Deadline(Exception):
     """Not a TimeoutError: the HTTP stack must not mistake it for (and swallow it as) a socket timeout."""
 
 
-def greedy_output(http: requests.Session, base_url: str, engine: str, model: str, prompt: str, max_tokens: int,
-                  timeout_s: float = PROMPT_TIMEOUT_S, **sampling) -> dict:
+def greedy_output(
+    http: requests.Session,
+    base_url: str,
+    engine: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    timeout_s: float = PROMPT_TIMEOUT_S,
+    **sampling,
+) -> dict:
     """One greedy answer (or, with ``sampling``: ``temperature``, ``seed``, ``ignore_eos``, one seeded sample),
     within ``timeout_s`` in all (a server that trickles or never ends is cut off)."""
     path, body = greedy_request(engine, model, prompt, max_tokens, **sampling)
@@ -51,8 +59,14 @@ def _failed(error: str) -> dict:
     return {"text": None, "tokens": None, "error": error[:300]}
 
 
-def greedy_outputs(base_url: str, engine: str, model: str, prompts: list[PromptItem],
-                   deadline_s: float = PROMPT_TIMEOUT_S, stop: Event | None = None) -> list[dict]:
+def greedy_outputs(
+    base_url: str,
+    engine: str,
+    model: str,
+    prompts: list[PromptItem],
+    deadline_s: float = PROMPT_TIMEOUT_S,
+    stop: Event | None = None,
+) -> list[dict]:
     """One answer per prompt, all within ``deadline_s``. After the first failure, or once ``stop`` is set (SIGTERM),
     no further prompt is asked: those get an error saying why, so answers still pair up with prompts by index."""
     deadline = time.monotonic() + deadline_s
@@ -62,9 +76,19 @@ def greedy_outputs(base_url: str, engine: str, model: str, prompts: list[PromptI
         with session() as http:
             for item in prompts:
                 left = deadline - time.monotonic()
-                answers.append(greedy_output(http, base_url, engine, model, item.prompt, item.max_tokens,
-                                             timeout_s=min(PROMPT_TIMEOUT_S, left)) if left > 0 else
-                               _failed(f"no time left of the check's {deadline_s:g} s"))
+                answers.append(
+                    greedy_output(
+                        http,
+                        base_url,
+                        engine,
+                        model,
+                        item.prompt,
+                        item.max_tokens,
+                        timeout_s=min(PROMPT_TIMEOUT_S, left),
+                    )
+                    if left > 0
+                    else _failed(f"no time left of the check's {deadline_s:g} s")
+                )
                 if answers[-1].get("error"):
                     return
 
@@ -76,5 +100,7 @@ def greedy_outputs(base_url: str, engine: str, model: str, prompts: list[PromptI
     why = answers[-1].get("error") if answers else job.exception
     while len(answers) < len(prompts):
         answers.append(_failed(f"not asked after: {why}"))
-    return [{"prompt_id": item.prompt_id or str(i), "max_tokens": item.max_tokens, **answer}
-            for i, (item, answer) in enumerate(zip(prompts, answers))]
+    return [
+        {"prompt_id": item.prompt_id or str(i), "max_tokens": item.max_tokens, **answer}
+        for i, (item, answer) in enumerate(zip(prompts, answers, strict=False))
+    ]

@@ -154,8 +154,9 @@ def post(http: requests.Session, target: Target, body: dict | bytes, timeout_s: 
     t0 = now()
     try:
         with gevent.Timeout(timeout_s, _Deadline(f"no complete answer within {timeout_s:g} s")):
-            response = http.post(f"{target.base_url}{PATHS['completions']}", data=data, timeout=timeout_s,
-                                 headers=HEADERS, stream=True)
+            response = http.post(
+                f"{target.base_url}{PATHS['completions']}", data=data, timeout=timeout_s, headers=HEADERS, stream=True
+            )
             raw = response.raw.read(MAX_ANSWER_BYTES, decode_content=True)
             response.close()
     except Exception as exc:  # refused, reset, timed out: the answer is that there was none
@@ -178,6 +179,7 @@ def usage_text(answer: Answer, context: int | None) -> str:
 
 
 # -- the probes: each returns what it sent and whether the answer was the expected one --------------------------
+
 
 def empty_prompt(http: requests.Session, target: Target) -> Outcome:
     answer = post(http, target, target.body(prompt=""))
@@ -205,30 +207,46 @@ def prompt_at_context(http: requests.Session, target: Target) -> Outcome:
     # One token of the context goes to the BOS token the server adds (llama.cpp, most chat models).
     text = exact_prompt(target, context - AT_LIMIT_OUTPUT - 1)
     answer = post(http, target, target.body(prompt=text, max_tokens=AT_LIMIT_OUTPUT))
-    return Outcome(f"a prompt of {context - AT_LIMIT_OUTPUT - 1} tokens (+1 BOS) and max_tokens {AT_LIMIT_OUTPUT}: "
-                   f"exactly the {context}-token context", answer, answer.status == 200,
-                   usage_text(answer, context).lstrip("; ") or None)
+    return Outcome(
+        f"a prompt of {context - AT_LIMIT_OUTPUT - 1} tokens (+1 BOS) and max_tokens {AT_LIMIT_OUTPUT}: "
+        f"exactly the {context}-token context",
+        answer,
+        answer.status == 200,
+        usage_text(answer, context).lstrip("; ") or None,
+    )
 
 
 def prompt_over_context(http: requests.Session, target: Target) -> Outcome:
     context = need_context(target)
     words = context + OVER_BY  # every word is at least one token
     answer = post(http, target, target.body(prompt=" ".join(["the"] * words), max_tokens=AT_LIMIT_OUTPUT))
-    note = "a prompt longer than the context was answered" + usage_text(answer, context) \
-        if answer.status == 200 else None
-    return Outcome(f"a prompt of {words} words (at least {OVER_BY} tokens over the {context}-token context)", answer,
-                   refused(answer), note)
+    note = (
+        "a prompt longer than the context was answered" + usage_text(answer, context) if answer.status == 200 else None
+    )
+    return Outcome(
+        f"a prompt of {words} words (at least {OVER_BY} tokens over the {context}-token context)",
+        answer,
+        refused(answer),
+        note,
+    )
 
 
 def output_to_context(http: requests.Session, target: Target) -> Outcome:
     context = need_context(target)
     asked = min(context, OUTPUT_CAP)
-    answer = post(http, target, target.body(prompt="Once upon a time", max_tokens=asked,
-                                            **request_extra(target.engine, None, ignore_eos=True)))
+    answer = post(
+        http,
+        target,
+        target.body(prompt="Once upon a time", max_tokens=asked, **request_extra(target.engine, None, ignore_eos=True)),
+    )
     capped = f" (capped at {OUTPUT_CAP})" if asked < context else ""
     ok = (answer.status == 200 and answer.finish == "length") or refused(answer)
-    return Outcome(f"a 4-word prompt and max_tokens {asked}{capped}: more than the {context}-token context holds",
-                   answer, ok, usage_text(answer, context).lstrip("; ") or None)
+    return Outcome(
+        f"a 4-word prompt and max_tokens {asked}{capped}: more than the {context}-token context holds",
+        answer,
+        ok,
+        usage_text(answer, context).lstrip("; ") or None,
+    )
 
 
 def invalid_utf8(http: requests.Session, target: Target) -> Outcome:
@@ -236,14 +254,16 @@ def invalid_utf8(http: requests.Session, target: Target) -> Outcome:
     # Raw bytes that are not UTF-8 inside the JSON string: a lone continuation byte, 0xff, a truncated sequence.
     body = body.replace(b"PLACEHOLDER", b"\x80 \xff\xfe \xc3")
     answer = post(http, target, body)
-    return Outcome("a JSON body whose prompt holds the bytes 80, ff fe, c3 (not UTF-8)", answer,
-                   completed_or_refused(answer))
+    return Outcome(
+        "a JSON body whose prompt holds the bytes 80, ff fe, c3 (not UTF-8)", answer, completed_or_refused(answer)
+    )
 
 
 def control_characters(http: requests.Session, target: Target) -> Outcome:
     answer = post(http, target, target.body(prompt=CONTROL_TEXT))
-    return Outcome("a prompt with U+0000, U+001B (ESC [31m), U+0007, U+0008, U+007F, U+0085", answer,
-                   completed_or_refused(answer))
+    return Outcome(
+        "a prompt with U+0000, U+001B (ESC [31m), U+0007, U+0008, U+007F, U+0085", answer, completed_or_refused(answer)
+    )
 
 
 def unknown_model(http: requests.Session, target: Target) -> Outcome:
@@ -267,13 +287,19 @@ def negative_max_tokens(http: requests.Session, target: Target) -> Outcome:
 def client_disconnect(http: requests.Session, target: Target) -> Outcome:
     """Open a long stream, read a few chunks, close the socket: the server must free the request's slot."""
     asked = min(target.context or 256, 256)
-    body = json.dumps(target.body(prompt="Once upon a time", max_tokens=asked,
-                                  **request_extra(target.engine, None, ignore_eos=True))).encode()
+    body = json.dumps(
+        target.body(prompt="Once upon a time", max_tokens=asked, **request_extra(target.engine, None, ignore_eos=True))
+    ).encode()
     answer, t0, chunks = Answer(), now(), 0
     try:
         with gevent.Timeout(target.timeout_s, _Deadline(f"no {DISCONNECT_AFTER} chunks within {target.timeout_s:g} s")):
-            response = http.post(f"{target.base_url}{PATHS['completions']}", data=body, stream=True,
-                                 headers=HEADERS, timeout=target.timeout_s)
+            response = http.post(
+                f"{target.base_url}{PATHS['completions']}",
+                data=body,
+                stream=True,
+                headers=HEADERS,
+                timeout=target.timeout_s,
+            )
             answer.status = response.status_code
             for line in response.iter_lines():
                 chunks += line.startswith(b"data:")
@@ -283,11 +309,13 @@ def client_disconnect(http: requests.Session, target: Target) -> Outcome:
     except Exception as exc:  # the answer is that there was none
         answer.error = client_error(exc)
     answer.latency_ms = (now() - t0) * 1e3
-    return Outcome(f"a stream of max_tokens {asked}, closed by the client after {DISCONNECT_AFTER} chunks", answer,
-                   answer.status == 200 and chunks >= DISCONNECT_AFTER,
-                   None if chunks >= DISCONNECT_AFTER else f"only {chunks} chunks came before the stream ended",
-                   shown=f"HTTP {answer.status}, {chunks} chunks read, then the socket closed" if answer.status
-                   else None)
+    return Outcome(
+        f"a stream of max_tokens {asked}, closed by the client after {DISCONNECT_AFTER} chunks",
+        answer,
+        answer.status == 200 and chunks >= DISCONNECT_AFTER,
+        None if chunks >= DISCONNECT_AFTER else f"only {chunks} chunks came before the stream ended",
+        shown=f"HTTP {answer.status}, {chunks} chunks read, then the socket closed" if answer.status else None,
+    )
 
 
 def burst(http: requests.Session, target: Target) -> Outcome:
@@ -300,11 +328,19 @@ def burst(http: requests.Session, target: Target) -> Outcome:
     statuses = Counter(a.status for a in answers)
     shown = ", ".join(f"{n} x {status if status is not None else 'no answer'}" for status, n in statuses.most_common())
     bad = [a for a in answers if a.status not in (200, 429, 503)]
-    answer = Answer(status=statuses.most_common(1)[0][0], latency_ms=(now() - t0) * 1e3,
-                    tokens=sum(a.tokens for a in answers), error=next((a.error for a in bad if a.error), None))
-    return Outcome(f"{target.burst} concurrent requests of max_tokens {target.burst_tokens}", answer, not bad,
-                   f"{len(bad)} of {target.burst} neither answered nor refused with 429/503" if bad else None,
-                   shown=f"{shown}; the last answered after {answer.latency_ms / 1e3:.2f} s")
+    answer = Answer(
+        status=statuses.most_common(1)[0][0],
+        latency_ms=(now() - t0) * 1e3,
+        tokens=sum(a.tokens for a in answers),
+        error=next((a.error for a in bad if a.error), None),
+    )
+    return Outcome(
+        f"{target.burst} concurrent requests of max_tokens {target.burst_tokens}",
+        answer,
+        not bad,
+        f"{len(bad)} of {target.burst} neither answered nor refused with 429/503" if bad else None,
+        shown=f"{shown}; the last answered after {answer.latency_ms / 1e3:.2f} s",
+    )
 
 
 @dataclass(frozen=True)
@@ -317,24 +353,46 @@ class Probe:
 ANSWERS = "the server keeps answering"
 PROBES = [
     Probe("empty_prompt", f"a completion (200) or a 4xx with an error message; {ANSWERS}", empty_prompt),
-    Probe("prompt_at_context", f"200 with a completion: prompt and output fill the context exactly; {ANSWERS}",
-          prompt_at_context),
-    Probe("prompt_over_context", f"a 4xx saying the prompt is too long (no silent truncation); {ANSWERS}",
-          prompt_over_context),
-    Probe("output_to_context", "200 with the output stopped at the context (finish length), or a 4xx saying prompt "
-                               f"+ max_tokens exceed it; {ANSWERS}", output_to_context),
-    Probe("invalid_utf8", f"a 4xx (the body is not UTF-8 JSON) or a completion with the bytes replaced; {ANSWERS}",
-          invalid_utf8),
-    Probe("control_characters", f"a completion (control characters are valid JSON text) or a 4xx; {ANSWERS}",
-          control_characters),
-    Probe("unknown_model", "a 404/400 naming the model, or (a single-model server such as llama.cpp) a completion "
-                           f"from its own model; {ANSWERS}", unknown_model),
+    Probe(
+        "prompt_at_context",
+        f"200 with a completion: prompt and output fill the context exactly; {ANSWERS}",
+        prompt_at_context,
+    ),
+    Probe(
+        "prompt_over_context",
+        f"a 4xx saying the prompt is too long (no silent truncation); {ANSWERS}",
+        prompt_over_context,
+    ),
+    Probe(
+        "output_to_context",
+        "200 with the output stopped at the context (finish length), or a 4xx saying prompt "
+        f"+ max_tokens exceed it; {ANSWERS}",
+        output_to_context,
+    ),
+    Probe(
+        "invalid_utf8",
+        f"a 4xx (the body is not UTF-8 JSON) or a completion with the bytes replaced; {ANSWERS}",
+        invalid_utf8,
+    ),
+    Probe(
+        "control_characters",
+        f"a completion (control characters are valid JSON text) or a 4xx; {ANSWERS}",
+        control_characters,
+    ),
+    Probe(
+        "unknown_model",
+        "a 404/400 naming the model, or (a single-model server such as llama.cpp) a completion "
+        f"from its own model; {ANSWERS}",
+        unknown_model,
+    ),
     Probe("temperature_not_a_number", f"a 4xx naming the field; {ANSWERS}", temperature_not_a_number),
     Probe("negative_max_tokens", f"a 4xx naming the field; {ANSWERS}", negative_max_tokens),
-    Probe("client_disconnect", "the stream starts; after the client closes its socket the server frees the slot "
-                               f"and {ANSWERS}", client_disconnect),
-    Probe("burst", "every request answered (200) or refused with 429/503, none past the timeout; "
-                   f"{ANSWERS}", burst),
+    Probe(
+        "client_disconnect",
+        f"the stream starts; after the client closes its socket the server frees the slot and {ANSWERS}",
+        client_disconnect,
+    ),
+    Probe("burst", f"every request answered (200) or refused with 429/503, none past the timeout; {ANSWERS}", burst),
 ]
 
 
@@ -359,16 +417,36 @@ def run_probe(http: requests.Session, target: Target, probe: Probe) -> ProbeResu
     try:
         outcome = probe.send(http, target)
     except NotRun as exc:
-        return ProbeResult(variant=target.variant, probe=probe.name, sent="-", expected=probe.expected,
-                           verdict="not-run", note=str(exc), t_start=t_start, t_end=now())
+        return ProbeResult(
+            variant=target.variant,
+            probe=probe.name,
+            sent="-",
+            expected=probe.expected,
+            verdict="not-run",
+            note=str(exc),
+            t_start=t_start,
+            t_end=now(),
+        )
     t_end = now()
     recovered, recover_ms, why = recover(http, target, t_end)
     answer = outcome.answer
     verdict = "server-failed" if not recovered else "ok" if outcome.ok else "unexpected"
-    return ProbeResult(variant=target.variant, probe=probe.name, sent=outcome.sent, expected=probe.expected,
-                       status=answer.status, answer=outcome.shown or answer.summary(), error=answer.error,
-                       latency_ms=answer.latency_ms, recovered=recovered, recover_ms=recover_ms, verdict=verdict,
-                       note=why or outcome.note, t_start=t_start, t_end=t_end)
+    return ProbeResult(
+        variant=target.variant,
+        probe=probe.name,
+        sent=outcome.sent,
+        expected=probe.expected,
+        status=answer.status,
+        answer=outcome.shown or answer.summary(),
+        error=answer.error,
+        latency_ms=answer.latency_ms,
+        recovered=recovered,
+        recover_ms=recover_ms,
+        verdict=verdict,
+        note=why or outcome.note,
+        t_start=t_start,
+        t_end=t_end,
+    )
 
 
 def run_suite(target: Target, probes: list[Probe] = PROBES) -> Iterator[ProbeResult]:
@@ -377,8 +455,14 @@ def run_suite(target: Target, probes: list[Probe] = PROBES) -> Iterator[ProbeRes
     with session() as http:
         for probe in probes:
             if failed is not None:
-                yield ProbeResult(variant=target.variant, probe=probe.name, sent="-", expected=probe.expected,
-                                  verdict="not-run", note=f"the server failed at {failed}")
+                yield ProbeResult(
+                    variant=target.variant,
+                    probe=probe.name,
+                    sent="-",
+                    expected=probe.expected,
+                    verdict="not-run",
+                    note=f"the server failed at {failed}",
+                )
                 continue
             result = run_probe(http, target, probe)
             if result.verdict == "server-failed":

@@ -23,8 +23,9 @@ class SSEParser:
 
     def feed(self, data: bytes) -> list[bytes]:
         """The ``data`` field of every event completed by ``data`` (multi-line data joined with ``\\n``)."""
-        if not self.buffer and data.startswith(b"data: ") and data.endswith(b"\n\n") and \
-                data.count(b"\n") == 2:  # the usual case: one single-line event per read
+        if (
+            not self.buffer and data.startswith(b"data: ") and data.endswith(b"\n\n") and data.count(b"\n") == 2
+        ):  # the usual case: one single-line event per read
             return [data[6:-2]]
         scan_from = max(len(self.buffer) - 3, 0)  # a separator may straddle the previous read
         self.buffer += data
@@ -33,10 +34,13 @@ class SSEParser:
             end, size = _separator(self.buffer, scan_from)
             if end < 0:
                 break
-            block, self.buffer = self.buffer[:end], self.buffer[end + size:]
+            block, self.buffer = self.buffer[:end], self.buffer[end + size :]
             scan_from = 0
-            lines = [line[5:].removeprefix(b" ") for line in block.replace(b"\r\n", b"\n").split(b"\n")
-                     if line.startswith(b"data:")]
+            lines = [
+                line[5:].removeprefix(b" ")
+                for line in block.replace(b"\r\n", b"\n").split(b"\n")
+                if line.startswith(b"data:")
+            ]
             if lines:
                 out.append(b"\n".join(line.rstrip(b"\r") for line in lines))
         if len(self.buffer) > self.max_event_bytes:

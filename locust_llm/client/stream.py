@@ -27,6 +27,8 @@ PREPARED_MAX = 512  # request bytes kept per client (prompts come from a pool of
 PREPARED_MAX_BYTES = 32 << 20  # and at most this much of them: requests with images can be megabytes each
 DONE_DRAIN_S = 0.05  # after [DONE], how long to wait for the end of the body before dropping the connection
 
+DEFAULT_TIMEOUTS = Timeouts()
+
 
 @dataclass
 class RequestSpec:
@@ -55,8 +57,13 @@ class RequestSpec:
         if self.seed is not None:
             body["seed"] = self.seed
         if self.api == "chat" and self.images:
-            body["messages"] = [{"role": "user", "content": [{"type": "text", "text": self.prompt}] + [
-                {"type": "image_url", "image_url": {"url": url}} for url in self.images]}]
+            body["messages"] = [
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": self.prompt}]
+                    + [{"type": "image_url", "image_url": {"url": url}} for url in self.images],
+                }
+            ]
         elif self.api == "chat":
             body["messages"] = [{"role": "user", "content": self.prompt}]
         else:
@@ -65,8 +72,17 @@ class RequestSpec:
         return body
 
     def key(self) -> tuple:
-        return (self.prompt, self.max_tokens, self.api, self.model, self.temperature, self.ignore_eos, self.seed,
-                repr(self.extra), self.images)
+        return (
+            self.prompt,
+            self.max_tokens,
+            self.api,
+            self.model,
+            self.temperature,
+            self.ignore_eos,
+            self.seed,
+            repr(self.extra),
+            self.images,
+        )
 
 
 class _Failed(Exception):
@@ -136,8 +152,9 @@ class StreamingClient:
     """Streams completions from one server. One instance per Locust user; it keeps its idle keep-alive
     connections (one for a closed-loop user, one per stream in flight for an open-loop dispatcher)."""
 
-    def __init__(self, base_url: str, timeouts: Timeouts = Timeouts(), verify_tls: bool = True,
-                 engine: str = "external"):
+    def __init__(
+        self, base_url: str, timeouts: Timeouts = DEFAULT_TIMEOUTS, verify_tls: bool = True, engine: str = "external"
+    ):
         self.target = Target.parse(base_url.rstrip("/"))
         self.timeouts = timeouts
         self.llamacpp = engine == "llamacpp"
@@ -193,8 +210,12 @@ class StreamingClient:
                 except _Failed as exc:
                     # A kept-alive connection the server closed just as it was reused answers nothing: the request
                     # is sent again, once, on a new connection (its times are the second attempt's).
-                    if attempt == 2 or started is not None or exc.error_class != ErrorClass.CONNECTION_RESET \
-                            or not conn.unanswered:
+                    if (
+                        attempt == 2
+                        or started is not None
+                        or exc.error_class != ErrorClass.CONNECTION_RESET
+                        or not conn.unanswered
+                    ):
                         raise
                     if watchdog is not None:
                         watchdog.cancel()
@@ -248,8 +269,11 @@ class StreamingClient:
         while True:
             piece = self._expect(lambda: next(pieces, None), deadlines)
             if piece is None:  # the body ended without [DONE]: properly only if a finish reason came
-                return any(isinstance(c, dict) and c.get("finish_reason") for e in events
-                           for c in (e.data.get("choices") if isinstance(e.data.get("choices"), list) else []))
+                return any(
+                    isinstance(c, dict) and c.get("finish_reason")
+                    for e in events
+                    for c in (e.data.get("choices") if isinstance(e.data.get("choices"), list) else [])
+                )
             payload, t = piece
             try:
                 raw_events = parser.feed(payload)
@@ -266,8 +290,9 @@ class StreamingClient:
                 if not isinstance(chunk, dict):
                     raise _Failed(ErrorClass.MALFORMED, f"event is not a JSON object: {raw[:200]!r}")
                 if "error" in chunk and not chunk.get("choices"):
-                    raise _Failed(ErrorClass.SERVER_ERROR_EVENT,
-                                  f"server sent an error event: {json.dumps(chunk['error'])[:400]}")
+                    raise _Failed(
+                        ErrorClass.SERVER_ERROR_EVENT, f"server sent an error event: {json.dumps(chunk['error'])[:400]}"
+                    )
                 events.append(Event(t, chunk))
                 deadlines.last_event = t
                 if not deadlines.started:

@@ -55,7 +55,7 @@ class Target:
     address: tuple
 
     @classmethod
-    def parse(cls, base_url: str) -> "Target":
+    def parse(cls, base_url: str) -> Target:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
@@ -70,9 +70,14 @@ class Target:
 
 
 def build_request(target: Target, path: str, body: bytes, headers: dict[str, str]) -> bytes:
-    lines = [f"POST {target.base_path}{path} HTTP/1.1", f"Host: {target.host_header}",
-             "Content-Type: application/json", "Accept: text/event-stream", "Accept-Encoding: identity",
-             f"Content-Length: {len(body)}"]
+    lines = [
+        f"POST {target.base_path}{path} HTTP/1.1",
+        f"Host: {target.host_header}",
+        "Content-Type: application/json",
+        "Accept: text/event-stream",
+        "Accept-Encoding: identity",
+        f"Content-Length: {len(body)}",
+    ]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
@@ -147,8 +152,9 @@ class Connection:
                 sock = context.wrap_socket(sock, server_hostname=self.target.host)
         except socket.timeout:
             sock.close()
-            raise TransportError("connect_timeout", f"no connection to {self.target.host_header} within "
-                                                    f"{self.connect_s:g} s") from None
+            raise TransportError(
+                "connect_timeout", f"no connection to {self.target.host_header} within {self.connect_s:g} s"
+            ) from None
         except OSError as exc:
             sock.close()
             kind = "refused" if exc.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH) else "reset"
@@ -232,13 +238,13 @@ class Body:
                     size = -1
                 end = line_end + 2 + size
                 if size > 0 and len(data) == end + 2 and data.endswith(b"\r\n"):
-                    return data[line_end + 2:end]
+                    return data[line_end + 2 : end]
         out, raw = [], self.raw + data
         while raw and not self.complete:
             if self.state == self.DATA:
-                take = raw[:self.chunk_left]
+                take = raw[: self.chunk_left]
                 out.append(take)
-                raw = raw[len(take):]
+                raw = raw[len(take) :]
                 self.chunk_left -= len(take)
                 if self.chunk_left == 0:
                     self.state = self.DATA_END
@@ -246,7 +252,7 @@ class Body:
             line_end = raw.find(b"\r\n")
             if line_end < 0:
                 break
-            line, raw = raw[:line_end], raw[line_end + 2:]
+            line, raw = raw[:line_end], raw[line_end + 2 :]
             if self.state == self.DATA_END:
                 self.state = self.SIZE  # the CRLF after a chunk's data
             elif self.state == self.TRAILERS:
@@ -264,7 +270,7 @@ class Body:
         if self.chunked:
             return self._dechunk(data)
         if self.left is not None:
-            data = data[:self.left]
+            data = data[: self.left]
             self.left -= len(data)
             self.complete = self.left <= 0
         return data

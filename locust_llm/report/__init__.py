@@ -23,8 +23,12 @@ def write_report(run_dir: Path, inp: ReportInput) -> Path:
     layout.write_text(Path(run_dir) / layout.STEPS_CSV, steps_csv(inp.summary))
     if inp.summary.schedules:
         # The schedule on its own, for a deployment script: per sweep the ranges and vLLM's form.
-        layout.write_json(Path(run_dir) / layout.SCHEDULE,
-                          [s.model_dump(mode="json", include={"name", "setting", "label", "ranges", "text", "vllm"})
-                           for s in inp.summary.schedules])
+        layout.write_json(
+            Path(run_dir) / layout.SCHEDULE,
+            [
+                s.model_dump(mode="json", include={"name", "setting", "label", "ranges", "text", "vllm"})
+                for s in inp.summary.schedules
+            ],
+        )
     layout.write_text(Path(run_dir) / layout.SUMMARY_MD, summary_markdown(view))
     return layout.write_text(Path(run_dir) / layout.REPORT, render_html(view))

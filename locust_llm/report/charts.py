@@ -32,7 +32,17 @@ from markupsafe import Markup, escape
 
 from ..fmt import ok
 
-__all__ = ["HLine", "Series", "Span", "VLine", "line_chart", "nice_ticks", "not_measured", "tick_label", "variant_colors"]
+__all__ = [
+    "HLine",
+    "Series",
+    "Span",
+    "VLine",
+    "line_chart",
+    "nice_ticks",
+    "not_measured",
+    "tick_label",
+    "variant_colors",
+]
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies, and in greyscale print by dash.
 PALETTE = ("#4d4d4d", "#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#8c6d31")
@@ -45,6 +55,8 @@ def variant_colors(names: list[str], baseline: str | None) -> dict[str, str]:
     if baseline in names:
         colors[baseline] = PALETTE[0]
     return colors
+
+
 DASHES = ("", "6 3", "2 3", "8 3 2 3")
 FONT = 11
 CHAR_W = 6.4  # rough width of one character at FONT px, for layout only
@@ -162,14 +174,15 @@ def _x_axis(xs: list[float], log2: bool, ticks: Sequence[float] | None) -> _Axis
             lo, hi = lo / 2, hi * 2
         tick_list = sorted({float(t) for t in (ticks or []) if ok(t) and t > 0})
         if not tick_list:
-            tick_list = [2.0 ** k for k in range(math.floor(math.log2(lo)), math.ceil(math.log2(hi)) + 1)]
+            tick_list = [2.0**k for k in range(math.floor(math.log2(lo)), math.ceil(math.log2(hi)) + 1)]
         pad = (math.log2(hi) - math.log2(lo)) * 0.06
-        return _Axis(2 ** (math.log2(lo) - pad), 2 ** (math.log2(hi) + pad), True,
-                     [t for t in tick_list if lo <= t <= hi] or tick_list)
-    if ticks:
-        tick_list = sorted({float(t) for t in ticks if ok(t)})
-    else:
-        tick_list = nice_ticks(lo, hi, 8)
+        return _Axis(
+            2 ** (math.log2(lo) - pad),
+            2 ** (math.log2(hi) + pad),
+            True,
+            [t for t in tick_list if lo <= t <= hi] or tick_list,
+        )
+    tick_list = sorted({float(t) for t in ticks if ok(t)}) if ticks else nice_ticks(lo, hi, 8)
     if hi <= lo:
         lo, hi = lo - 1.0, hi + 1.0
     pad = (hi - lo) * 0.02
@@ -219,15 +232,28 @@ def not_measured(what: str, why: str = "") -> Markup:
     return Markup('<div class="nodata">') + escape(text) + Markup("</div>")
 
 
-def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: str, log2_x: bool = False,
-               x_ticks: Sequence[float] | None = None, y_from_zero: bool = True, y_max: float | None = None,
-               hlines: Sequence[HLine] = (), vlines: Sequence[VLine] = (), spans: Sequence[Span] = (),
-               width: int = 560, height: int = 300, empty_note: str = "") -> Markup:
+def line_chart(
+    series: Sequence[Series],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    log2_x: bool = False,
+    x_ticks: Sequence[float] | None = None,
+    y_from_zero: bool = True,
+    y_max: float | None = None,
+    hlines: Sequence[HLine] = (),
+    vlines: Sequence[VLine] = (),
+    spans: Sequence[Span] = (),
+    width: int = 560,
+    height: int = 300,
+    empty_note: str = "",
+) -> Markup:
     """An SVG line chart; every string argument is escaped. Returns :func:`not_measured` if no point is finite."""
-    xs = [float(x) for s in series for x, y in zip(s.x, s.y) if ok(x) and ok(y)]
+    xs = [float(x) for s in series for x, y in zip(s.x, s.y, strict=False) if ok(x) and ok(y)]
     if log2_x:
         xs = [x for x in xs if x > 0] or xs
-    ys = [float(y) for s in series for x, y in zip(s.x, s.y) if ok(x) and ok(y)]
+    ys = [float(y) for s in series for x, y in zip(s.x, s.y, strict=False) if ok(x) and ok(y)]
     if not xs or not ys:
         return not_measured(title, empty_note)
     bounds = [float(v) for s in series for bound in (s.lo, s.hi) if bound is not None for v in bound if ok(v)]
@@ -265,8 +291,10 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
         return ok(x) and (not x_axis.log2 or x > 0)
 
     out: list[str] = [
-        (f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" font-size="{FONT}">'),
+        (
+            f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+            f'width="{width}" height="{height}" role="img" font-size="{FONT}">'
+        ),
         f"<title>{_t(title)}</title>",
         f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fff" stroke="none"/>',
     ]
@@ -276,15 +304,17 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
             continue
         x0, x1 = px(sp.x0), px(sp.x1)
         fill = sp.shade if i % 2 == 0 else "#eef2f8"
-        out.append(f'<rect x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 0.5):.1f}" height="{ph}" '
-                   f'fill="{_t(fill)}"/>')
+        out.append(f'<rect x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 0.5):.1f}" height="{ph}" fill="{_t(fill)}"/>')
         if sp.steady is not None and in_x(sp.steady) and sp.x0 < sp.steady < sp.x1:
             xs_ = px(sp.steady)
-            out.append(f'<rect x="{x0:.1f}" y="{top}" width="{xs_ - x0:.1f}" height="{ph}" fill="#fff" '
-                       f'fill-opacity="0.6"/>')
+            out.append(
+                f'<rect x="{x0:.1f}" y="{top}" width="{xs_ - x0:.1f}" height="{ph}" fill="#fff" fill-opacity="0.6"/>'
+            )
         if sp.label and x1 - x0 >= CHAR_W * len(sp.label) + 2:
-            out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{top + 11}" text-anchor="middle" font-size="9" '
-                       f'fill="#456">{_t(sp.label)}</text>')
+            out.append(
+                f'<text x="{(x0 + x1) / 2:.1f}" y="{top + 11}" text-anchor="middle" font-size="9" '
+                f'fill="#456">{_t(sp.label)}</text>'
+            )
     if groups:
         extents: dict[str, list[float]] = {}
         for sp in spans:
@@ -294,8 +324,10 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
         for name, (a, b) in extents.items():
             label = name if (b - a) >= CHAR_W * len(name) else name[: max(1, int((b - a) / CHAR_W) - 1)] + "…"
             out.append(f'<line x1="{a:.1f}" x2="{b:.1f}" y1="{top - 4}" y2="{top - 4}" stroke="#456"/>')
-            out.append(f'<text x="{(a + b) / 2:.1f}" y="{top - 7}" text-anchor="middle" font-size="10" '
-                       f'fill="#234">{_t(label)}</text>')
+            out.append(
+                f'<text x="{(a + b) / 2:.1f}" y="{top - 7}" text-anchor="middle" font-size="10" '
+                f'fill="#234">{_t(label)}</text>'
+            )
     # grid and axes
     for t in y_axis.ticks:
         y = py(t)
@@ -306,23 +338,29 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
             continue
         x = px(t)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" stroke="#eeeeee"/>')
-        out.append(f'<text x="{x:.1f}" y="{top + ph + 15}" text-anchor="middle" fill="#333">'
-                   f'{_t(tick_label(t))}</text>')
+        out.append(f'<text x="{x:.1f}" y="{top + ph + 15}" text-anchor="middle" fill="#333">{_t(tick_label(t))}</text>')
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>')
     x_text = x_label + (" (log\u2082 scale)" if x_axis.log2 else "")
-    out.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph + 32}" text-anchor="middle" fill="#222">'
-               f'{_t(x_text)}</text>')
-    out.append(f'<text transform="translate(13,{top + ph / 2:.1f}) rotate(-90)" text-anchor="middle" '
-               f'fill="#222">{_t(y_label)}</text>')
+    out.append(
+        f'<text x="{left + pw / 2:.1f}" y="{top + ph + 32}" text-anchor="middle" fill="#222">{_t(x_text)}</text>'
+    )
+    out.append(
+        f'<text transform="translate(13,{top + ph / 2:.1f}) rotate(-90)" text-anchor="middle" '
+        f'fill="#222">{_t(y_label)}</text>'
+    )
     # reference lines
     for h in hlines:
         if ok(h.y) and y_axis.lo <= h.y <= y_axis.hi:
             y = py(h.y)
-            out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="{_t(h.color)}" '
-                       f'stroke-dasharray="{_t(h.dash)}"/>')
+            out.append(
+                f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="{_t(h.color)}" '
+                f'stroke-dasharray="{_t(h.dash)}"/>'
+            )
             if h.label:
-                out.append(f'<text x="{left + pw - 4}" y="{y - 4:.1f}" text-anchor="end" font-size="10" '
-                           f'fill="{_t(h.color)}">{_t(h.label)}</text>')
+                out.append(
+                    f'<text x="{left + pw - 4}" y="{y - 4:.1f}" text-anchor="end" font-size="10" '
+                    f'fill="{_t(h.color)}">{_t(h.label)}</text>'
+                )
     stack: dict[int, int] = {}
     for v in vlines:
         if not in_x(v.x):
@@ -330,21 +368,29 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
         x = px(v.x)
         slot = stack.get(round(x), 0)
         stack[round(x)] = slot + 1
-        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" stroke="{_t(v.color)}" '
-                   f'stroke-width="1.3" stroke-dasharray="{_t(v.dash)}"/>')
+        out.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" stroke="{_t(v.color)}" '
+            f'stroke-width="1.3" stroke-dasharray="{_t(v.dash)}"/>'
+        )
         anchor, dx = ("end", -3) if x > left + pw * 0.6 else ("start", 3)
-        out.append(f'<text x="{x + dx:.1f}" y="{top + 12 + 12 * slot}" text-anchor="{anchor}" font-size="10" '
-                   f'fill="{_t(v.color)}" class="marker">{_t(v.label)}</text>')
+        out.append(
+            f'<text x="{x + dx:.1f}" y="{top + 12 + 12 * slot}" text-anchor="{anchor}" font-size="10" '
+            f'fill="{_t(v.color)}" class="marker">{_t(v.label)}</text>'
+        )
     # series
     for s in series:
-        pts = [(px(float(x)), py(float(y))) if in_x(x) and ok(y) else None for x, y in zip(s.x, s.y)]
+        pts = [(px(float(x)), py(float(y))) if in_x(x) and ok(y) else None for x, y in zip(s.x, s.y, strict=False)]
         color, dash = _t(s.color), _t(s.dash)
         if s.lo is not None and s.hi is not None:
-            ci_points = [(float(x), float(lo), float(hi)) if in_x(x) and ok(lo) and ok(hi) else None
-                         for x, lo, hi in zip(s.x, s.lo, s.hi)]
+            ci_points = [
+                (float(x), float(lo), float(hi)) if in_x(x) and ok(lo) and ok(hi) else None
+                for x, lo, hi in zip(s.x, s.lo, s.hi, strict=False)
+            ]
             if s.band:
+
                 def clamp(v: float) -> float:
                     return min(max(v, y_axis.lo), y_axis.hi)
+
                 for seg in _segments(ci_points):
                     upper = [(px(x), py(clamp(hi))) for x, _lo, hi in seg]
                     lower = [(px(x), py(clamp(lo))) for x, lo, _hi in reversed(seg)]
@@ -363,32 +409,41 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
                     out.append(f'<path d="{d}" stroke="{color}" stroke-width="1.2" fill="none" class="ci"/>')
                     for clipped, edge, sign in ((hi_c < b[2], y1, 1), (lo_c > b[1], y0, -1)):
                         if clipped:  # the CI runs off the chart: an arrow and the bound's value
-                            out.append(f'<path d="M{x - 4:.1f},{edge + 6 * sign:.1f} L{x:.1f},{edge:.1f} '
-                                       f'L{x + 4:.1f},{edge + 6 * sign:.1f}" stroke="{color}" fill="none"/>')
+                            out.append(
+                                f'<path d="M{x - 4:.1f},{edge + 6 * sign:.1f} L{x:.1f},{edge:.1f} '
+                                f'L{x + 4:.1f},{edge + 6 * sign:.1f}" stroke="{color}" fill="none"/>'
+                            )
                             value = b[2] if sign > 0 else b[1]
                             anchor, dx = ("end", -6) if x > left + pw * 0.7 else ("start", 6)
-                            out.append(f'<text x="{x + dx:.1f}" y="{edge + 10 * sign:.1f}" text-anchor="{anchor}" '
-                                       f'font-size="9" fill="{color}">CI to {_t(tick_label(value))}</text>')
+                            out.append(
+                                f'<text x="{x + dx:.1f}" y="{edge + 10 * sign:.1f}" text-anchor="{anchor}" '
+                                f'font-size="9" fill="{color}">CI to {_t(tick_label(value))}</text>'
+                            )
         for seg in _segments(pts):
             if len(seg) > 1:
-                out.append(f'<path d="{_path(seg)}" fill="none" stroke="{color}" stroke-width="{s.width}" '
-                           f'stroke-dasharray="{dash}" stroke-linejoin="round"/>')
+                out.append(
+                    f'<path d="{_path(seg)}" fill="none" stroke="{color}" stroke-width="{s.width}" '
+                    f'stroke-dasharray="{dash}" stroke-linejoin="round"/>'
+                )
         if s.points:
             for p in pts:
                 if p is not None:
                     out.append(f'<circle cx="{p[0]:.1f}" cy="{p[1]:.1f}" r="3" fill="{color}"/>')
         if s.labels:
-            for p, label in zip(pts, s.labels):
+            for p, label in zip(pts, s.labels, strict=False):
                 if p is not None and label:
-                    out.append(f'<text x="{p[0] + 5:.1f}" y="{p[1] - 5:.1f}" font-size="9" fill="{color}">'
-                               f"{_t(label)}</text>")
+                    out.append(
+                        f'<text x="{p[0] + 5:.1f}" y="{p[1] - 5:.1f}" font-size="9" fill="{color}">{_t(label)}</text>'
+                    )
     # legend
     y = top + ph + 50
     for row in rows:
         x = left
         for s, w in row:
-            out.append(f'<line x1="{x}" x2="{x + 24}" y1="{y - 4}" y2="{y - 4}" stroke="{_t(s.color)}" '
-                       f'stroke-width="2" stroke-dasharray="{_t(s.dash)}"/>')
+            out.append(
+                f'<line x1="{x}" x2="{x + 24}" y1="{y - 4}" y2="{y - 4}" stroke="{_t(s.color)}" '
+                f'stroke-width="2" stroke-dasharray="{_t(s.dash)}"/>'
+            )
             if s.points:
                 out.append(f'<circle cx="{x + 12}" cy="{y - 4}" r="2.5" fill="{_t(s.color)}"/>')
             out.append(f'<text x="{x + 30}" y="{y}" fill="#222">{_t(s.name)}</text>')

@@ -16,29 +16,40 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
     # Open loop: TTFT from the intended send time, as the summary's headline (a late send is the client's queue).
     sched = any(s.mode == "open" for entry in summary.variants.values() for s in entry.steps)
     ttft_head, width = ("TTFT_sched p50", 14) if sched else ("TTFT p50", 9)
-    lines = [f"locust-llm verdict for run {summary.run_id}: exit code {verdict.exit_code}",
-             f"{'variant':<16} {'level':>6} {'step':>4} {'req':>6} {'err%':>6} {ttft_head:>{width}} {'TPOT p50':>9} "
-             f"{'out tok/s':>10}  status"]
+    lines = [
+        f"locust-llm verdict for run {summary.run_id}: exit code {verdict.exit_code}",
+        f"{'variant':<16} {'level':>6} {'step':>4} {'req':>6} {'err%':>6} {ttft_head:>{width}} {'TPOT p50':>9} "
+        f"{'out tok/s':>10}  status",
+    ]
     for variant, entry in summary.variants.items():
         for s in entry.steps:
             err = f"{100 * s.error_rate:.1f}" if s.error_rate is not None else "-"
             tps = f"{s.output_tps:.1f}" if s.output_tps else "-"
             level = lvl(s.level) + (f"@{s.context}" if s.context else "")  # "1@3072": level 1, 3072-token prompts
             ttft = s.ttft_sched_ms if s.mode == "open" else s.ttft_ms
-            lines.append(f"{variant:<16} {level:>6} {s.step:>4} {s.requests:>6} {err:>6} "
-                         f"{ms(ttft.p50 if ttft else None):>{width}} "
-                         f"{ms(s.tpot_ms.p50 if s.tpot_ms else None):>9} {tps:>10}  {s.status}"
-                         + (" (anomaly)" if s.anomaly else ""))
+            lines.append(
+                f"{variant:<16} {level:>6} {s.step:>4} {s.requests:>6} {err:>6} "
+                f"{ms(ttft.p50 if ttft else None):>{width}} "
+                f"{ms(s.tpot_ms.p50 if s.tpot_ms else None):>9} {tps:>10}  {s.status}"
+                + (" (anomaly)" if s.anomaly else "")
+            )
     for comparison in summary.comparisons:
         crossover = lvl(comparison.crossover_level) if comparison.crossover_level is not None else "none"
         levels = ", ".join(f"{lvl(s.level)} {s.status}" for s in comparison.steps)
-        lines.append(f"{comparison.variant} vs {comparison.baseline} (levels: {levels}): crossover {crossover}; "
-                     f"{comparison.recommendation}")
+        lines.append(
+            f"{comparison.variant} vs {comparison.baseline} (levels: {levels}): crossover {crossover}; "
+            f"{comparison.recommendation}"
+        )
     for sweep in summary.schedules:
         lines.append(f"sweep {sweep.name} ({sweep.setting}): {sweep.text or 'no level judged'}")
     for context in summary.contexts:
-        speeds = ", ".join(f"{lvl(s.level)} {times(s.output_tps_speedup.value)}" if s.output_tps_speedup.value
-                           else f"{lvl(s.level)} {s.status}" for c in context.comparisons for s in c.steps)
+        speeds = ", ".join(
+            f"{lvl(s.level)} {times(s.output_tps_speedup.value)}"
+            if s.output_tps_speedup.value
+            else f"{lvl(s.level)} {s.status}"
+            for c in context.comparisons
+            for s in c.steps
+        )
         lines.append(f"{context.context_tokens}-token prompts: {speeds or 'no comparison'}")
     if summary.cost is not None:
         lines.append(f"cost at {summary.cost.price.text}: {summary.cost.text}")
@@ -56,15 +67,16 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
 
 
 def comparison_table(result: RunComparison) -> str:
-    lines = [f"compare {result.old} -> {result.new} (ratio > 1: new is better; "
-             f"regression: worse beyond the noise and by more than {result.max_regression_pct:g}%)",
-             f"{'variant':<18} {'level':>6} {'metric':<11} {'ratio':>7}  {'95% CI':<17} change"]
+    lines = [
+        f"compare {result.old} -> {result.new} (ratio > 1: new is better; "
+        f"regression: worse beyond the noise and by more than {result.max_regression_pct:g}%)",
+        f"{'variant':<18} {'level':>6} {'metric':<11} {'ratio':>7}  {'95% CI':<17} change",
+    ]
     flagged = {(r.variant, r.level, r.metric) for r in result.regressions}
     for row in result.rows:
         ci = f"[{row.ci95[0]:.3f}, {row.ci95[1]:.3f}]" if row.ci95 else "-"
         ratio = f"{row.ratio:.3f}" if row.ratio is not None else "-"
         mark = "  REGRESSION" if (row.variant, row.level, row.metric) in flagged else ""
-        lines.append(f"{row.variant:<18} {lvl(row.level):>6} {row.metric:<11} {ratio:>7}  {ci:<17} "
-                     f"{row.change}{mark}")
+        lines.append(f"{row.variant:<18} {lvl(row.level):>6} {row.metric:<11} {ratio:>7}  {ci:<17} {row.change}{mark}")
     lines.append(f"{len(result.regressions)} regression(s)")
     return "\n".join(lines)

@@ -19,8 +19,11 @@ __all__ = ["breakdowns", "context_charts", "contexts", "cost", "images", "sweeps
 def _speed(ratio, state: str | None = None) -> dict:
     if ratio is None:
         return {"value": None, "ci": None, "state": "unclear"}
-    return {"value": times(ratio.value), "ci": ci_text(ratio.ci95, times),
-            "state": state or speedup_state(ratio.model_dump())}
+    return {
+        "value": times(ratio.value),
+        "ci": ci_text(ratio.ci95, times),
+        "state": state or speedup_state(ratio.model_dump()),
+    }
 
 
 def sweeps(view: RunView) -> list[dict]:
@@ -34,22 +37,43 @@ def sweeps(view: RunView) -> list[dict]:
             cells = []
             for value in sweep.values:
                 cand = by_value.get(repr(value))
-                cells.append({**_speed(cand.speedup if cand else None, cand.state if cand else None),
-                              "status": cand.status if cand else None,
-                              "chosen": cand is not None and level.choice == cand.value})
+                cells.append(
+                    {
+                        **_speed(cand.speedup if cand else None, cand.state if cand else None),
+                        "status": cand.status if cand else None,
+                        "chosen": cand is not None and level.choice == cand.value,
+                    }
+                )
                 acc = cand.acceptance if cand else None
                 if acc is not None:
-                    acceptance.append({"level": lvl(level.level), "value": str(value), "rate": pct(acc.rate),
-                                       "mean_length": num(acc.mean_length),
-                                       "per_position": " / ".join(f"{p:.2f}" for p in acc.per_position)})
+                    acceptance.append(
+                        {
+                            "level": lvl(level.level),
+                            "value": str(value),
+                            "rate": pct(acc.rate),
+                            "mean_length": num(acc.mean_length),
+                            "per_position": " / ".join(f"{p:.2f}" for p in acc.per_position),
+                        }
+                    )
             rows.append({"level": lvl(level.level), "cells": cells, "choice": str(level.choice), "why": level.why})
-        metric = next((c.metric_name for c in view.summary.comparisons if c.variant in sweep.variants),
-                      "aggregate output tok/s")
-        out.append({"name": sweep.name, "setting": sweep.setting, "label": sweep.label, "metric": metric,
-                    "values": [str(v) for v in sweep.values], "rows": rows, "acceptance": acceptance,
-                    "text": sweep.text, "vllm": json.dumps(
-                        {k: v for k, v in sweep.vllm.items() if k != "note"}) if sweep.vllm else None,
-                    "vllm_note": (sweep.vllm or {}).get("note"), "stopped": [st.text for st in sweep.stopped]})
+        metric = next(
+            (c.metric_name for c in view.summary.comparisons if c.variant in sweep.variants), "aggregate output tok/s"
+        )
+        out.append(
+            {
+                "name": sweep.name,
+                "setting": sweep.setting,
+                "label": sweep.label,
+                "metric": metric,
+                "values": [str(v) for v in sweep.values],
+                "rows": rows,
+                "acceptance": acceptance,
+                "text": sweep.text,
+                "vllm": json.dumps({k: v for k, v in sweep.vllm.items() if k != "note"}) if sweep.vllm else None,
+                "vllm_note": (sweep.vllm or {}).get("note"),
+                "stopped": [st.text for st in sweep.stopped],
+            }
+        )
     return out
 
 
@@ -63,15 +87,28 @@ def breakdowns(view: RunView) -> list[dict]:
                 continue
             sides = []
             for name, phases in ((comp.baseline, s.breakdown.baseline), (comp.variant, s.breakdown.variant)):
-                sides.append({"name": name, "source": phases.source if phases else None,
-                              "statistic": phases.statistic if phases else None,
-                              **{k: num(getattr(phases, k)) if phases else None
-                                 for k in ("queue_ms", "prefill_ms", "decode_ms", "outside_ms", "e2e_ms")},
-                              "note": phases.note if phases else None})
+                sides.append(
+                    {
+                        "name": name,
+                        "source": phases.source if phases else None,
+                        "statistic": phases.statistic if phases else None,
+                        **{
+                            k: num(getattr(phases, k)) if phases else None
+                            for k in ("queue_ms", "prefill_ms", "decode_ms", "outside_ms", "e2e_ms")
+                        },
+                        "note": phases.note if phases else None,
+                    }
+                )
             rows.append({"level": lvl(s.level), "sides": sides, "words": s.breakdown.words, "gap": s.pass_gap})
         if rows:
-            out.append({"variant": comp.variant, "baseline": comp.baseline, "rows": rows,
-                        "conditions": view.conditions_line(comp.variant)})
+            out.append(
+                {
+                    "variant": comp.variant,
+                    "baseline": comp.baseline,
+                    "rows": rows,
+                    "conditions": view.conditions_line(comp.variant),
+                }
+            )
     return out
 
 
@@ -85,20 +122,35 @@ def contexts(view: RunView) -> list[dict]:
             for f in levels:
                 step = speed.get((name, f.level))
                 srv, cli = f.acceptance_server, f.acceptance_client
-                rows.append({"variant": name, "level": lvl(f.level), "clean": f.clean, "requests": f.requests,
-                             "ttft": num(f.ttft_p50_ms), "tpot": num(f.tpot_p50_ms), "decode": num(f.decode_tps),
-                             "e2e": num(f.e2e_tps), "output": num(f.output_tps),
-                             "acc_server": pct(srv.rate) if srv else None,
-                             "mean_length": num(srv.mean_length) if srv else None,
-                             "acc_client": pct(cli.rate) if cli else None,
-                             "acc_client_ci": pct_ci(cli.rate_ci95) if cli else None,
-                             "length_client": num(cli.mean_length) if cli else None,
-                             "length_client_ci": ci_text(cli.mean_length_ci95) if cli else None,
-                             "client_source": cli.source if cli else None,
-                             "speedup": _speed(step.output_tps_speedup) if step else None,
-                             "status": step.status if step else None})
-        out.append({"context": ctx.context_tokens, "ladder": ctx.ladder,
-                    "rows": sorted(rows, key=lambda r: (float(r["level"]), r["variant"]))})
+                rows.append(
+                    {
+                        "variant": name,
+                        "level": lvl(f.level),
+                        "clean": f.clean,
+                        "requests": f.requests,
+                        "ttft": num(f.ttft_p50_ms),
+                        "tpot": num(f.tpot_p50_ms),
+                        "decode": num(f.decode_tps),
+                        "e2e": num(f.e2e_tps),
+                        "output": num(f.output_tps),
+                        "acc_server": pct(srv.rate) if srv else None,
+                        "mean_length": num(srv.mean_length) if srv else None,
+                        "acc_client": pct(cli.rate) if cli else None,
+                        "acc_client_ci": pct_ci(cli.rate_ci95) if cli else None,
+                        "length_client": num(cli.mean_length) if cli else None,
+                        "length_client_ci": ci_text(cli.mean_length_ci95) if cli else None,
+                        "client_source": cli.source if cli else None,
+                        "speedup": _speed(step.output_tps_speedup) if step else None,
+                        "status": step.status if step else None,
+                    }
+                )
+        out.append(
+            {
+                "context": ctx.context_tokens,
+                "ladder": ctx.ladder,
+                "rows": sorted(rows, key=lambda r: (float(r["level"]), r["variant"])),
+            }
+        )
     return out
 
 
@@ -112,8 +164,7 @@ def context_charts(view: RunView) -> dict:
         xs, ys, lo, hi, acc = [], [], [], [], []
         cli, cli_lo, cli_hi = [], [], []
         for ctx in view.summary.contexts:
-            step = next((s for c in ctx.comparisons if c.variant == variant for s in c.steps if s.level == level),
-                        None)
+            step = next((s for c in ctx.comparisons if c.variant == variant for s in c.steps if s.level == level), None)
             level_fig = next((f for f in ctx.variants.get(variant, []) if f.level == level), None)
             xs.append(ctx.context_tokens)
             ratio = step.output_tps_speedup if step else None
@@ -137,18 +188,32 @@ def context_charts(view: RunView) -> dict:
         "context_speedup": {
             "title": "Speed-up vs prompt length",
             "caption": "Variant / baseline aggregate output tok/s per prompt length, one line per level; bars = "
-                       "95% CI. A small draft model proposes worse as the context grows.",
-            "svg": charts.line_chart(speed, title="Speed-up vs prompt length", x_label=x_label,
-                                     y_label="speed-up (aggregate tok/s)", log2_x=True,
-                                     hlines=[HLine(1.0, "1x = no gain")], y_from_zero=False,
-                                     empty_note="no level measured cleanly on both sides")},
+            "95% CI. A small draft model proposes worse as the context grows.",
+            "svg": charts.line_chart(
+                speed,
+                title="Speed-up vs prompt length",
+                x_label=x_label,
+                y_label="speed-up (aggregate tok/s)",
+                log2_x=True,
+                hlines=[HLine(1.0, "1x = no gain")],
+                y_from_zero=False,
+                empty_note="no level measured cleanly on both sides",
+            ),
+        },
         "context_acceptance": {
             "title": "Acceptance vs prompt length",
             "caption": "Accepted / drafted tokens per prompt length: solid, the server's counters over each level's "
-                       "clean steps; dashed, the per-request timings with a 95% interval over requests.",
-            "svg": charts.line_chart(accept, title="Acceptance vs prompt length", x_label=x_label,
-                                     y_label="accepted / drafted", log2_x=True, y_max=1.0,
-                                     empty_note="no acceptance from the server or the responses")},
+            "clean steps; dashed, the per-request timings with a 95% interval over requests.",
+            "svg": charts.line_chart(
+                accept,
+                title="Acceptance vs prompt length",
+                x_label=x_label,
+                y_label="accepted / drafted",
+                log2_x=True,
+                y_max=1.0,
+                empty_note="no acceptance from the server or the responses",
+            ),
+        },
     }
 
 
@@ -160,20 +225,46 @@ def cost(view: RunView) -> dict | None:
         return None
     variants = []
     for entry in doc.variants:
-        rows = [{"level": lvl(row.level), "status": row.status, "chosen": row.level == entry.best_level,
-                 "eligible": row.eligible, "why": "; ".join(row.gate_failures + row.excluded),
-                 "output": num(row.output_tps), "output_ci": ci_text(row.output_tps_ci95),
-                 "usd": num(row.usd_per_mtok), "usd_ci": ci_text(row.usd_per_mtok_ci95),
-                 "per_gpu": num(row.tps_per_gpu), "per_gpu_ci": ci_text(row.tps_per_gpu_ci95),
-                 "goodput": num(row.goodput_rps), "goodput_ci": ci_text(row.goodput_rps_ci95),
-                 "effective": num(row.effective_tps), "effective_ci": ci_text(row.effective_tps_ci95),
-                 "usd_effective": num(row.usd_per_effective_mtok),
-                 "usd_effective_ci": ci_text(row.usd_per_effective_mtok_ci95)} for row in entry.levels]
-        variants.append({"variant": entry.variant, "rows": rows, "text": entry.text,
-                         "capacity": entry.capacity.text if entry.capacity else None,
-                         "conditions": view.conditions_line(entry.variant)})
-    return {"price": doc.price.text, "gpu": doc.price.basis == "gpu", "rule": doc.rule, "effective": doc.effective,
-            "assumption": doc.assumption, "text": doc.text, "variants": variants}
+        rows = [
+            {
+                "level": lvl(row.level),
+                "status": row.status,
+                "chosen": row.level == entry.best_level,
+                "eligible": row.eligible,
+                "why": "; ".join(row.gate_failures + row.excluded),
+                "output": num(row.output_tps),
+                "output_ci": ci_text(row.output_tps_ci95),
+                "usd": num(row.usd_per_mtok),
+                "usd_ci": ci_text(row.usd_per_mtok_ci95),
+                "per_gpu": num(row.tps_per_gpu),
+                "per_gpu_ci": ci_text(row.tps_per_gpu_ci95),
+                "goodput": num(row.goodput_rps),
+                "goodput_ci": ci_text(row.goodput_rps_ci95),
+                "effective": num(row.effective_tps),
+                "effective_ci": ci_text(row.effective_tps_ci95),
+                "usd_effective": num(row.usd_per_effective_mtok),
+                "usd_effective_ci": ci_text(row.usd_per_effective_mtok_ci95),
+            }
+            for row in entry.levels
+        ]
+        variants.append(
+            {
+                "variant": entry.variant,
+                "rows": rows,
+                "text": entry.text,
+                "capacity": entry.capacity.text if entry.capacity else None,
+                "conditions": view.conditions_line(entry.variant),
+            }
+        )
+    return {
+        "price": doc.price.text,
+        "gpu": doc.price.basis == "gpu",
+        "rule": doc.rule,
+        "effective": doc.effective,
+        "assumption": doc.assumption,
+        "text": doc.text,
+        "variants": variants,
+    }
 
 
 def images(view: RunView) -> dict | None:
@@ -182,10 +273,22 @@ def images(view: RunView) -> dict | None:
     doc = view.summary.images
     if doc is None:
         return None
-    rows = [{"variant": r.variant, "bucket": r.bucket, "level": lvl(r.level), "clean": r.clean,
-             "images": num(r.images_per_request), "kb": num(r.image_bytes / 1000) if r.image_bytes else None,
-             "tokens": f"{num(r.prompt_tokens_with) or 'n/m'} / {num(r.prompt_tokens_without) or 'n/m'}",
-             "with": num(r.ttft_p50_with_ms), "without": num(r.ttft_p50_without_ms), "added": num(r.overhead_ms),
-             "ci": ci_text(r.overhead_ci95), "n": f"{r.with_images} / {r.without_images}", "text": r.text}
-            for r in doc.levels]
+    rows = [
+        {
+            "variant": r.variant,
+            "bucket": r.bucket,
+            "level": lvl(r.level),
+            "clean": r.clean,
+            "images": num(r.images_per_request),
+            "kb": num(r.image_bytes / 1000) if r.image_bytes else None,
+            "tokens": f"{num(r.prompt_tokens_with) or 'n/m'} / {num(r.prompt_tokens_without) or 'n/m'}",
+            "with": num(r.ttft_p50_with_ms),
+            "without": num(r.ttft_p50_without_ms),
+            "added": num(r.overhead_ms),
+            "ci": ci_text(r.overhead_ci95),
+            "n": f"{r.with_images} / {r.without_images}",
+            "text": r.text,
+        }
+        for r in doc.levels
+    ]
     return {"method": doc.method, "rows": rows}

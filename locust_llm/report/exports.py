@@ -28,11 +28,39 @@ from .view import RunView
 
 __all__ = ["steps_csv", "summary_markdown"]
 
-LEADING = ["variant", "is_baseline", "step", "level", "mode", "users", "window_s", "requests", "errors",
-           "error_rate", "output_tokens", "output_tps", "output_tps_ci95_lo", "output_tps_ci95_hi", "request_rate",
-           "goodput_rps"]
-SKIP_KEYS = {"acceptance", "window", "t_from", "t_to", "positions", "missing", "partial", "gaps", "sources",
-             "reasons", "source", "method", "rules"}
+LEADING = [
+    "variant",
+    "is_baseline",
+    "step",
+    "level",
+    "mode",
+    "users",
+    "window_s",
+    "requests",
+    "errors",
+    "error_rate",
+    "output_tokens",
+    "output_tps",
+    "output_tps_ci95_lo",
+    "output_tps_ci95_hi",
+    "request_rate",
+    "goodput_rps",
+]
+SKIP_KEYS = {
+    "acceptance",
+    "window",
+    "t_from",
+    "t_to",
+    "positions",
+    "missing",
+    "partial",
+    "gaps",
+    "sources",
+    "reasons",
+    "source",
+    "method",
+    "rules",
+}
 STRING_COLUMNS = {"variant", "mode"}
 
 
@@ -60,7 +88,7 @@ def flatten(value, prefix: str, out: dict) -> None:
 
 def _ci(ci, name: str, out: dict) -> None:
     if isinstance(ci, (list, tuple)) and len(ci) == 2:
-        for suffix, bound in zip(("lo", "hi"), ci):
+        for suffix, bound in zip(("lo", "hi"), ci, strict=False):
             if ok(bound):
                 out[f"{name}_{suffix}"] = bound
 
@@ -77,8 +105,10 @@ def step_rows(summary: Summary) -> list[dict]:
         entry = variants[name] or {}
         comp = comparisons.get(name) or {}
         by_level = {float(s["level"]): s for s in comp.get("steps") or [] if ok(s.get("level"))}
-        steps = sorted((s for s in entry.get("steps") or [] if isinstance(s, dict)),
-                       key=lambda s: (s.get("step") if ok(s.get("step")) else 0))
+        steps = sorted(
+            (s for s in entry.get("steps") or [] if isinstance(s, dict)),
+            key=lambda s: s.get("step") if ok(s.get("step")) else 0,
+        )
         for step in steps:
             row: dict = {"variant": name, "is_baseline": name == baseline, "mode": step.get("mode")}
             flatten({k: v for k, v in step.items() if k != "mode"}, "", row)
@@ -142,11 +172,15 @@ def summary_markdown(view: RunView) -> str:
         elif item["agreement"]:
             consistency = f"; output identical on {item['identical']}/{item['compared']} greedy prompts"
         ci = f" (95% CI {item['ci']})" if item["ci"] else " (no CI)"
-        lines.append(f"- **{md(item['variant'])}** vs {md(item['baseline'])}: {item['speedup'] or 'n/m'} aggregate "
-                     f"output tok/s at {md(item['level'])} {md(item['unit'])}{ci}; {md(item['crossover'])}"
-                     f"{consistency}")
-        levels = [f"{md(lv['level'])} {lv['status']}" + (f" {lv['speedup']}" if lv["speedup"] else "")
-                  for lv in item["levels"]]
+        lines.append(
+            f"- **{md(item['variant'])}** vs {md(item['baseline'])}: {item['speedup'] or 'n/m'} aggregate "
+            f"output tok/s at {md(item['level'])} {md(item['unit'])}{ci}; {md(item['crossover'])}"
+            f"{consistency}"
+        )
+        levels = [
+            f"{md(lv['level'])} {lv['status']}" + (f" {lv['speedup']}" if lv["speedup"] else "")
+            for lv in item["levels"]
+        ]
         lines.append("  - Levels: " + ", ".join(levels))
         lines.append(f"  - Recommendation: {md(item['recommendation'])}")
     if head["note"]:
@@ -177,8 +211,17 @@ def summary_markdown(view: RunView) -> str:
         entry = view.variants.get(name)
         speed = comparisons.get(name)
         lines += [f"### {md(name)}" + (" (baseline)" if name == view.baseline else ""), ""]
-        header = [unit, "status", "req", "err", f"{ttft_name} P50/P95 ms", "TPOT P50/P95 ms",
-                  "out tok/s (95% CI)", "goodput req/s", "accept. (server)"]
+        header = [
+            unit,
+            "status",
+            "req",
+            "err",
+            f"{ttft_name} P50/P95 ms",
+            "TPOT P50/P95 ms",
+            "out tok/s (95% CI)",
+            "goodput req/s",
+            "accept. (server)",
+        ]
         if speed is not None:
             header.append("speed-up (95% CI)")
         header.append("notes")
@@ -194,12 +237,17 @@ def summary_markdown(view: RunView) -> str:
                 notes.append("knee")
             notes += [md(reason) for reason in s.status_reasons] + ([md(s.anomaly)] if s.anomaly else [])
             ci = ci_text(s.output_tps_ci95, text)
-            cells = [lvl(s.level), s.status, str(s.requests),
-                     f"{s.errors} ({pct(s.error_rate) or 'n/m'})" if s.errors else "0",
-                     f"{text(ttft.p50 if ttft else None)} / {text(ttft.p95 if ttft else None)}",
-                     f"{text(tpot.p50 if tpot else None)} / {text(tpot.p95 if tpot else None)}",
-                     text(s.output_tps) + (f" ({ci})" if ci else ""),
-                     text(s.goodput_rps), (pct(acc.rate) if acc else None) or "n/m"]
+            cells = [
+                lvl(s.level),
+                s.status,
+                str(s.requests),
+                f"{s.errors} ({pct(s.error_rate) or 'n/m'})" if s.errors else "0",
+                f"{text(ttft.p50 if ttft else None)} / {text(ttft.p95 if ttft else None)}",
+                f"{text(tpot.p50 if tpot else None)} / {text(tpot.p95 if tpot else None)}",
+                text(s.output_tps) + (f" ({ci})" if ci else ""),
+                text(s.goodput_rps),
+                (pct(acc.rate) if acc else None) or "n/m",
+            ]
             if speed is not None:
                 fig = speed[s.level].output_tps_speedup if s.level in speed else None
                 sci = ci_text(fig.ci95, lambda v: f"{v:.2f}") if fig else None

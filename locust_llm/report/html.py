@@ -16,9 +16,9 @@ from collections.abc import Callable
 import jinja2
 
 from . import experiments, sections, tables
-from .quality import quality
 from .figures import ladder_charts, timeline_charts
 from .probes import probes_section
+from .quality import quality
 from .scaleout import scale_out_section
 from .soak import soak_section
 from .texts import DEFINITIONS, RULES
@@ -35,9 +35,14 @@ def environment() -> jinja2.Environment:
     """The report's Jinja2 environment: package templates, autoescape on for every template."""
     global _env
     if _env is None:
-        _env = jinja2.Environment(loader=jinja2.PackageLoader("locust_llm.report", "templates"), autoescape=True,
-                                  undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                                  keep_trailing_newline=True)
+        _env = jinja2.Environment(
+            loader=jinja2.PackageLoader("locust_llm.report", "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+        )
     return _env
 
 
@@ -53,9 +58,16 @@ def build_context(view: RunView) -> dict:
             return None
 
     return {
-        "meta": guard("meta", lambda: sections.meta(view)) or {
-            "run_id": view.run_id, "title": "locust-llm report", "subtitle": "", "conditions": "", "unit": "",
-            "level_name": "level", "mode": view.mode},
+        "meta": guard("meta", lambda: sections.meta(view))
+        or {
+            "run_id": view.run_id,
+            "title": "locust-llm report",
+            "subtitle": "",
+            "conditions": "",
+            "unit": "",
+            "level_name": "level",
+            "mode": view.mode,
+        },
         "headline": guard("verdict", lambda: sections.headline(view)),
         "gates": guard("gates", lambda: sections.gates(view)),
         "soak": guard("soak", lambda: soak_section(view)),
@@ -77,7 +89,8 @@ def build_context(view: RunView) -> dict:
         "validity": guard("client validity", lambda: sections.validity(view)),
         "events": guard("run events", lambda: sections.run_events(view)),
         "timeline": guard("telemetry", lambda: timeline_charts(view)),
-        "definitions": DEFINITIONS, "rules": RULES,
+        "definitions": DEFINITIONS,
+        "rules": RULES,
         "failures": failures,
     }
 

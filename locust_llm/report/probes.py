@@ -4,9 +4,9 @@ only; every server text (error messages) is autoescaped by the template and cut 
 
 from __future__ import annotations
 
+from ..analysis.documents import Summary
 from ..analysis.errors import MESSAGE_MAX, clip
 from ..analysis.probes import ProbeRow, StepLatency
-from ..analysis.documents import Summary
 from ..fmt import lvl, num
 from .view import RunView
 
@@ -25,9 +25,11 @@ def seconds(value_ms: float | None) -> str | None:
 def step_text(step: StepLatency | None) -> str | None:
     if step is None:
         return None
-    return (f"step {step.step} (level {lvl(step.level)}, {step.status}): TTFT P99 "
-            f"{seconds(step.ttft_p99_ms) or 'n/m'}, E2E P99 {seconds(step.e2e_p99_ms) or 'n/m'}, {step.errors} of "
-            f"{step.requests} failed")
+    return (
+        f"step {step.step} (level {lvl(step.level)}, {step.status}): TTFT P99 "
+        f"{seconds(step.ttft_p99_ms) or 'n/m'}, E2E P99 {seconds(step.e2e_p99_ms) or 'n/m'}, {step.errors} of "
+        f"{step.requests} failed"
+    )
 
 
 def p99s(step: StepLatency) -> str:
@@ -39,8 +41,10 @@ def fault_text(row: ProbeRow) -> str:
     figures = row.figures
     text = f"{row.probe} of {row.variant} in step {row.step} (level {lvl(row.level)}): {row.answer}"
     if figures is not None:
-        text += (f"; {figures.in_flight} requests in flight ({figures.in_flight_failed} failed), the longest "
-                 f"{seconds(figures.in_flight_e2e_max_ms) or 'n/m'} end to end")
+        text += (
+            f"; {figures.in_flight} requests in flight ({figures.in_flight_failed} failed), the longest "
+            f"{seconds(figures.in_flight_e2e_max_ms) or 'n/m'} end to end"
+        )
         if figures.step is not None:
             text += f"; the step's TTFT / E2E P99 {p99s(figures.step)}"
         neighbours = ", ".join(f"{p99s(n)} (step {n.step})" for n in figures.neighbours)
@@ -52,21 +56,47 @@ def probes_section(view: RunView) -> dict | None:
     doc = view.summary.probes
     if doc is None:
         return None
-    rows = [{"variant": r.variant, "probe": r.probe, "kind": r.kind, "sent": r.sent, "expected": r.expected,
-             "status": r.status, "answer": r.answer, "error": clip(r.error, MESSAGE_MAX),
-             "latency": seconds(r.latency_ms), "recover": seconds(r.recover_ms), "recovered": r.recovered,
-             "verdict": r.verdict, "cls": VERDICT_CLASS[r.verdict], "note": clip(r.note, MESSAGE_MAX)}
-            for r in doc.rows]
-    faults = [{"variant": r.variant, "probe": r.probe, "text": fault_text(r),
-               "step": step_text(r.figures.step) if r.figures else None,
-               "neighbours": [step_text(n) for n in r.figures.neighbours] if r.figures else [],
-               "in_flight": r.figures.in_flight if r.figures else None,
-               "failed": r.figures.in_flight_failed if r.figures else None,
-               "e2e_max": seconds(r.figures.in_flight_e2e_max_ms) if r.figures else None,
-               "ttft_max": seconds(r.figures.in_flight_ttft_max_ms) if r.figures else None}
-              for r in doc.rows if r.kind == "fault"]
-    return {"rows": rows, "faults": faults, "text": doc.text, "failed": doc.failed,
-            "conditions": view.conditions_line()}
+    rows = [
+        {
+            "variant": r.variant,
+            "probe": r.probe,
+            "kind": r.kind,
+            "sent": r.sent,
+            "expected": r.expected,
+            "status": r.status,
+            "answer": r.answer,
+            "error": clip(r.error, MESSAGE_MAX),
+            "latency": seconds(r.latency_ms),
+            "recover": seconds(r.recover_ms),
+            "recovered": r.recovered,
+            "verdict": r.verdict,
+            "cls": VERDICT_CLASS[r.verdict],
+            "note": clip(r.note, MESSAGE_MAX),
+        }
+        for r in doc.rows
+    ]
+    faults = [
+        {
+            "variant": r.variant,
+            "probe": r.probe,
+            "text": fault_text(r),
+            "step": step_text(r.figures.step) if r.figures else None,
+            "neighbours": [step_text(n) for n in r.figures.neighbours] if r.figures else [],
+            "in_flight": r.figures.in_flight if r.figures else None,
+            "failed": r.figures.in_flight_failed if r.figures else None,
+            "e2e_max": seconds(r.figures.in_flight_e2e_max_ms) if r.figures else None,
+            "ttft_max": seconds(r.figures.in_flight_ttft_max_ms) if r.figures else None,
+        }
+        for r in doc.rows
+        if r.kind == "fault"
+    ]
+    return {
+        "rows": rows,
+        "faults": faults,
+        "text": doc.text,
+        "failed": doc.failed,
+        "conditions": view.conditions_line(),
+    }
 
 
 def probe_lines(summary: Summary) -> list[str]:
@@ -79,6 +109,9 @@ def probe_lines(summary: Summary) -> list[str]:
         if r.kind == "fault":
             lines.append(f"fault: {fault_text(r)}")
         elif r.verdict != "ok":
-            lines.append(f"probe {r.probe} on {r.variant}: {r.verdict} ({r.answer or 'no answer'}"
-                         + (f"; {clip(r.note, MESSAGE_MAX)}" if r.note else "") + ")")
+            lines.append(
+                f"probe {r.probe} on {r.variant}: {r.verdict} ({r.answer or 'no answer'}"
+                + (f"; {clip(r.note, MESSAGE_MAX)}" if r.note else "")
+                + ")"
+            )
     return lines

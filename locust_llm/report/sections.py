@@ -14,8 +14,17 @@ from ..fmt import ci_text, lvl, num, ok, pct, points, times
 from .texts import EXIT_MEANINGS
 from .view import RunView, command_text, flags_text, level_name, unit_of
 
-__all__ = ["conditions", "consistency", "flagged_steps", "gates", "headline", "meta", "regression", "run_events",
-           "validity"]
+__all__ = [
+    "conditions",
+    "consistency",
+    "flagged_steps",
+    "gates",
+    "headline",
+    "meta",
+    "regression",
+    "run_events",
+    "validity",
+]
 
 LOG_TAIL_MAX = 3000
 
@@ -23,24 +32,44 @@ LOG_TAIL_MAX = 3000
 def meta(view: RunView) -> dict:
     t0 = view.inp.timeline.t0
     start = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t0)) if ok(t0) else None
-    return {"run_id": view.run_id, "title": f"locust-llm report \u2014 {view.run_id}",
-            "subtitle": " vs ".join(view.names) if view.names else "no variants recorded",
-            "model": view.model_name(), "engine": view.engine(), "started": start,
-            "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "summary_generated": view.summary.generated_at, "records": view.summary.records,
-            "scenario": view.scenario.get("name"), "mode": view.mode, "unit": unit_of(view.mode),
-            "level_name": level_name(view.mode), "conditions": view.conditions_line()}
+    return {
+        "run_id": view.run_id,
+        "title": f"locust-llm report \u2014 {view.run_id}",
+        "subtitle": " vs ".join(view.names) if view.names else "no variants recorded",
+        "model": view.model_name(),
+        "engine": view.engine(),
+        "started": start,
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "summary_generated": view.summary.generated_at,
+        "records": view.summary.records,
+        "scenario": view.scenario.get("name"),
+        "mode": view.mode,
+        "unit": unit_of(view.mode),
+        "level_name": level_name(view.mode),
+        "conditions": view.conditions_line(),
+    }
 
 
 def flagged_steps(view: RunView) -> dict:
     """Steps by what is wrong with them: each status other than clean (with its reason), anomalies, failures."""
-    flags: dict[str, list[str]] = {"fault-injected": [], "worker-lost": [], "contended": [], "client-invalid": [],
-                                   "insufficient": [], "unsteady": [], "anomaly": [], "failed": []}
+    flags: dict[str, list[str]] = {
+        "fault-injected": [],
+        "worker-lost": [],
+        "contended": [],
+        "client-invalid": [],
+        "insufficient": [],
+        "unsteady": [],
+        "anomaly": [],
+        "failed": [],
+    }
     for name in view.names:
         for s in view.steps_of(name):
             if s.status in flags:
-                flags[s.status].append(f"{view.where(name, s)} ({s.status_reasons[0].split(': ', 1)[-1]})"
-                                       if s.status_reasons else view.where(name, s))
+                flags[s.status].append(
+                    f"{view.where(name, s)} ({s.status_reasons[0].split(': ', 1)[-1]})"
+                    if s.status_reasons
+                    else view.where(name, s)
+                )
             if s.anomaly:
                 flags["anomaly"].append(f"{view.where(name, s)}: {s.anomaly}")
             if not s.requests or (s.errors and s.errors == s.requests):
@@ -48,16 +77,17 @@ def flagged_steps(view: RunView) -> dict:
     return flags
 
 
-FLAG_TEXT = {"fault-injected": "step(s) with a fault injected on purpose (probes.faults; left out of every verdict)",
-             "worker-lost": "step(s) during which a load process was lost (worker-lost: the level was not held; "
-                            "left out of every verdict)",
-             "contended": "step(s) measured while the host was busy with other work (contended; left out of "
-                          "every verdict)",
-             "client-invalid": "step(s) where the load generator may have been the bottleneck (client-invalid; left "
-                               "out of every verdict)",
-             "insufficient": "step(s) with too few completed requests (insufficient; left out of every verdict)",
-             "unsteady": "step(s) not steady within the window (left out of every verdict)",
-             "anomaly": "anomalous step(s)"}
+FLAG_TEXT = {
+    "fault-injected": "step(s) with a fault injected on purpose (probes.faults; left out of every verdict)",
+    "worker-lost": "step(s) during which a load process was lost (worker-lost: the level was not held; "
+    "left out of every verdict)",
+    "contended": "step(s) measured while the host was busy with other work (contended; left out of every verdict)",
+    "client-invalid": "step(s) where the load generator may have been the bottleneck (client-invalid; left "
+    "out of every verdict)",
+    "insufficient": "step(s) with too few completed requests (insufficient; left out of every verdict)",
+    "unsteady": "step(s) not steady within the window (left out of every verdict)",
+    "anomaly": "anomalous step(s)",
+}
 
 
 def headline(view: RunView) -> dict:
@@ -75,64 +105,100 @@ def headline(view: RunView) -> dict:
         if ok(crossover):
             why = next((s.verdict_basis for s in steps if s.level == crossover and s.verdict_basis), None)
             why = why if view.mode == "open" and why else "speed-up CI entirely below 1"  # open: which figure
-            crossover_text = (f"crossover at {lvl(crossover)} {unit_of(view.mode, crossover != 1)}: from there "
-                              f"{comp.variant} is slower than {comp.baseline} ({why})")
+            crossover_text = (
+                f"crossover at {lvl(crossover)} {unit_of(view.mode, crossover != 1)}: from there "
+                f"{comp.variant} is slower than {comp.baseline} ({why})"
+            )
         elif judged:
-            crossover_text = (f"no crossover up to {lvl(judged[-1].level)} {unit_of(view.mode)}: at no level "
-                              f"measured cleanly is {comp.variant} clearly slower")
+            crossover_text = (
+                f"no crossover up to {lvl(judged[-1].level)} {unit_of(view.mode)}: at no level "
+                f"measured cleanly is {comp.variant} clearly slower"
+            )
         elif steps:
             crossover_text = "no crossover: no level was measured cleanly on both sides"
         else:
             crossover_text = "no crossover: no level was measured for both variants"
         agreement = view.summary.consistency.get(comp.variant)
-        items.append({
-            "variant": comp.variant, "baseline": comp.baseline, "state": state,
-            "speedup": times(speed.value) if speed else None, "ci": ci_text(speed.ci95, times) if speed else None,
-            "level": lvl(low.level) if low else None,
-            "unit": unit_of(view.mode, plural=not (low and low.level == 1)),
-            "crossover": crossover_text, "recommendation": comp.recommendation or "no recommendation",
-            "metric_name": comp.metric_name or "aggregate output tok/s",
-            "agreement": pct(agreement.agreement, 0) if agreement else None,
-            "identical": agreement.identical if agreement else None,
-            "compared": agreement.compared if agreement else None,
-            "defect": bool(agreement and agreement.defect), "color": view.color(comp.variant),
-            "not_eligible": blocked.get(comp.variant), "quality": quality_line(view, comp.variant),
-            "anchor": view.ids.get(comp.variant),
-            "levels": [{"level": lvl(s.level), "status": s.status,
+        items.append(
+            {
+                "variant": comp.variant,
+                "baseline": comp.baseline,
+                "state": state,
+                "speedup": times(speed.value) if speed else None,
+                "ci": ci_text(speed.ci95, times) if speed else None,
+                "level": lvl(low.level) if low else None,
+                "unit": unit_of(view.mode, plural=not (low and low.level == 1)),
+                "crossover": crossover_text,
+                "recommendation": comp.recommendation or "no recommendation",
+                "metric_name": comp.metric_name or "aggregate output tok/s",
+                "agreement": pct(agreement.agreement, 0) if agreement else None,
+                "identical": agreement.identical if agreement else None,
+                "compared": agreement.compared if agreement else None,
+                "defect": bool(agreement and agreement.defect),
+                "color": view.color(comp.variant),
+                "not_eligible": blocked.get(comp.variant),
+                "quality": quality_line(view, comp.variant),
+                "anchor": view.ids.get(comp.variant),
+                "levels": [
+                    {
+                        "level": lvl(s.level),
+                        "status": s.status,
                         "speedup": times(getattr(s, f"{comp.metric}_speedup").value)
-                        if s.status in ("clean", "inconclusive") else None} for s in steps],
-        })
+                        if s.status in ("clean", "inconclusive")
+                        else None,
+                    }
+                    for s in steps
+                ],
+            }
+        )
     flags = flagged_steps(view)
-    warnings = [f"{len(flags[kind])} {text}: {'; '.join(flags[kind])}" for kind, text in FLAG_TEXT.items()
-                if flags[kind]]
+    warnings = [
+        f"{len(flags[kind])} {text}: {'; '.join(flags[kind])}" for kind, text in FLAG_TEXT.items() if flags[kind]
+    ]
     if flags["failed"]:
         warnings.append(f"{len(flags['failed'])} step(s) with no successful request: {', '.join(flags['failed'])}")
     events = view.summary.events
     for event in events:
         if event.get("kind") == "interrupted" and ok(event.get("t")):
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event["t"]))
-            warnings.insert(0, f"interrupted at {when} by {event.get('signal')}: every figure covers only what was "
-                               "measured until then")
+            warnings.insert(
+                0,
+                f"interrupted at {when} by {event.get('signal')}: every figure covers only what was "
+                "measured until then",
+            )
         elif event.get("kind") == "unfinished":
-            warnings.insert(0, "the run has not finished (it is still running, or was killed): its open steps end at "
-                               "the last record, and every figure covers only what was recorded until then")
+            warnings.insert(
+                0,
+                "the run has not finished (it is still running, or was killed): its open steps end at "
+                "the last record, and every figure covers only what was recorded until then",
+            )
     if events:
         kinds = sorted({str(e.get("kind")) for e in events})
         warnings.append(f"{len(events)} run event(s): {', '.join(kinds)}")
-    errored = [f"{view.where(n, s)} ({pct(s.error_rate)})" for n in view.names for s in view.steps_of(n)
-               if ok(s.error_rate) and s.error_rate > 0]
+    errored = [
+        f"{view.where(n, s)} ({pct(s.error_rate)})"
+        for n in view.names
+        for s in view.steps_of(n)
+        if ok(s.error_rate) and s.error_rate > 0
+    ]
     if errored:
         warnings.append("failed requests (counted against every figure): " + ", ".join(errored))
     for item in items:
         if item["not_eligible"]:
             warnings.insert(0, f"{item['variant']} is not eligible for any recommendation: {item['not_eligible']}")
         if item["defect"]:
-            warnings.insert(0, f"consistency defect: {item['variant']}'s greedy output differs from "
-                               f"{item['baseline']}'s; lossless speculative decoding must not change it")
+            warnings.insert(
+                0,
+                f"consistency defect: {item['variant']}'s greedy output differs from "
+                f"{item['baseline']}'s; lossless speculative decoding must not change it",
+            )
     note = None
     if not items:
-        note = ("single variant: no baseline-vs-variant comparison was measured" if len(view.variants) <= 1
-                else "no comparison in summary.json (is the baseline variant present?)")
+        note = (
+            "single variant: no baseline-vs-variant comparison was measured"
+            if len(view.variants) <= 1
+            else "no comparison in summary.json (is the baseline variant present?)"
+        )
     return {"items": items, "warnings": warnings, "note": note}
 
 
@@ -141,9 +207,11 @@ def quality_line(view: RunView, variant: str) -> str | None:
     figures = view.summary.quality.variants.get(variant) if view.summary.quality else None
     if figures is None or not figures.eligible:
         return None
-    parts = [f"{kind} {points(rate.difference)} points" for kind, rate in (("greedy", figures.greedy),
-                                                                          ("sampled", figures.sampled))
-             if rate is not None and rate.difference is not None]
+    parts = [
+        f"{kind} {points(rate.difference)} points"
+        for kind, rate in (("greedy", figures.greedy), ("sampled", figures.sampled))
+        if rate is not None and rate.difference is not None
+    ]
     return "quality gate passed" + (f": pass rate vs the baseline {', '.join(parts)}" if parts else "")
 
 
@@ -153,10 +221,19 @@ def gates(view: RunView) -> dict | None:
     if verdict is None:
         return None
     reasons = [f"[{code}] {reason}" for code, items in verdict.reasons.items() for reason in items]
-    failed = [{"gate": c.gate, "variant": c.variant, "level": lvl(c.level), "value": num(c.value),
-               "limit": num(c.limit)} for c in verdict.checks if not c.ok]
-    return {"code": verdict.exit_code, "meaning": EXIT_MEANINGS.get(verdict.exit_code, "see the README"),
-            "ok": verdict.exit_code == 0, "reasons": reasons, "failed": failed, "checked": len(verdict.checks)}
+    failed = [
+        {"gate": c.gate, "variant": c.variant, "level": lvl(c.level), "value": num(c.value), "limit": num(c.limit)}
+        for c in verdict.checks
+        if not c.ok
+    ]
+    return {
+        "code": verdict.exit_code,
+        "meaning": EXIT_MEANINGS.get(verdict.exit_code, "see the README"),
+        "ok": verdict.exit_code == 0,
+        "reasons": reasons,
+        "failed": failed,
+        "checked": len(verdict.checks),
+    }
 
 
 def regression(view: RunView) -> dict | None:
@@ -165,11 +242,25 @@ def regression(view: RunView) -> dict | None:
     if doc is None:
         return None
     flagged = {(r.variant, r.level, r.metric) for r in doc.regressions}
-    rows = [{"variant": r.variant, "level": lvl(r.level), "metric": r.metric, "ratio": times(r.ratio),
-             "ci": ci_text(r.ci95), "change": r.change, "regression": (r.variant, r.level, r.metric) in flagged}
-            for r in doc.rows]
-    return {"old": doc.old, "new": doc.new, "threshold": num(doc.max_regression_pct), "rows": rows,
-            "regressions": len(flagged)}
+    rows = [
+        {
+            "variant": r.variant,
+            "level": lvl(r.level),
+            "metric": r.metric,
+            "ratio": times(r.ratio),
+            "ci": ci_text(r.ci95),
+            "change": r.change,
+            "regression": (r.variant, r.level, r.metric) in flagged,
+        }
+        for r in doc.rows
+    ]
+    return {
+        "old": doc.old,
+        "new": doc.new,
+        "threshold": num(doc.max_regression_pct),
+        "rows": rows,
+        "regressions": len(flagged),
+    }
 
 
 def clocks_text(clocks: dict | None) -> str | None:
@@ -179,8 +270,10 @@ def clocks_text(clocks: dict | None) -> str | None:
     bound = clocks.get("bound_s") or 0.0
     parts = []
     for worker, est in sorted(clocks["workers"].items(), key=lambda item: int(item[0])):
-        text = (f"worker {worker} {1000 * est['offset_s']:+.2f} ms \u00b1 {1000 * est['uncertainty_s']:.2f} ms "
-                f"(drift {1000 * est['drift_s']:.2f} ms, {est['exchanges']} exchanges)")
+        text = (
+            f"worker {worker} {1000 * est['offset_s']:+.2f} ms \u00b1 {1000 * est['uncertainty_s']:.2f} ms "
+            f"(drift {1000 * est['drift_s']:.2f} ms, {est['exchanges']} exchanges)"
+        )
         if est["uncertainty_s"] > bound:
             text += f" WARNING: uncertain beyond {1000 * bound:g} ms, requests near window edges may be mislabelled"
         parts.append(text)
@@ -194,8 +287,10 @@ def conditions(view: RunView) -> dict:
     ladder = load.get("ladder")
     run_rows = [
         ("run id", view.run_id),
-        ("scenario", (view.scenario.get("name") or "") + (f" ({env['scenario_file']})"
-                                                           if env.get("scenario_file") else "")),
+        (
+            "scenario",
+            (view.scenario.get("name") or "") + (f" ({env['scenario_file']})" if env.get("scenario_file") else ""),
+        ),
         ("started", meta(view)["started"]),
         ("variants (in order)", ", ".join(view.names) or None),
         ("baseline", view.baseline),
@@ -204,16 +299,31 @@ def conditions(view: RunView) -> dict:
     ]
     exact = workload.get("exact")
     load_rows = [
-        ("mode", f"{view.mode} loop" + (f", {load.get('arrival')} arrivals (burstiness {load.get('burstiness')})"
-                                        if view.mode == "open" else "")),
+        (
+            "mode",
+            f"{view.mode} loop"
+            + (
+                f", {load.get('arrival')} arrivals (burstiness {load.get('burstiness')})" if view.mode == "open" else ""
+            ),
+        ),
         ("ladder", (", ".join(lvl(x) for x in ladder) + f" {unit_of(view.mode)}") if ladder else None),
-        ("step duration (steady window)", f"{load['step_duration_s']:g} s" if ok(load.get("step_duration_s"))
-         else None),
+        (
+            "step duration (steady window)",
+            f"{load['step_duration_s']:g} s" if ok(load.get("step_duration_s")) else None,
+        ),
         ("warm-up per step (excluded)", f"{load['warmup_s']:g} s" if ok(load.get("warmup_s")) else None),
         ("API", load.get("api")),
         ("prompt length", f"{load['prompt_tokens']} tokens" if load.get("prompt_tokens") else None),
-        ("prompt lengths", None if exact is None else ("exact (counted by the server's or a named tokenizer)"
-                                                       if exact else "approximate (no tokenizer answered)")),
+        (
+            "prompt lengths",
+            None
+            if exact is None
+            else (
+                "exact (counted by the server's or a named tokenizer)"
+                if exact
+                else "approximate (no tokenizer answered)"
+            ),
+        ),
         ("output length (max_tokens)", f"{load['max_tokens']} tokens" if load.get("max_tokens") else None),
         ("ignore EOS", load.get("ignore_eos")),
         ("temperature", load.get("temperature")),
@@ -221,18 +331,25 @@ def conditions(view: RunView) -> dict:
         ("dataset", load.get("dataset")),
         ("unique prefix", load.get("unique_prefix")),
         ("max in flight (open loop)", load.get("max_inflight") if view.mode == "open" else None),
-        ("think time", f"{load['think_time_s']:g} s" if ok(load.get("think_time_s")) and load["think_time_s"]
-         else None),
+        (
+            "think time",
+            f"{load['think_time_s']:g} s" if ok(load.get("think_time_s")) and load["think_time_s"] else None,
+        ),
         ("timeouts", ", ".join(f"{k} {v:g} s" for k, v in (load.get("timeouts") or {}).items() if ok(v)) or None),
-        ("SLOs (goodput)", ", ".join(f"{k} \u2264 {v:g}" for k, v in view.summary.slo.items() if ok(v))
-         or "none set (goodput = successful requests/s)"),
+        (
+            "SLOs (goodput)",
+            ", ".join(f"{k} \u2264 {v:g}" for k, v in view.summary.slo.items() if ok(v))
+            or "none set (goodput = successful requests/s)",
+        ),
     ]
     host_rows = [
-        ("server host", host.get("hostname")), ("platform", host.get("platform")),
+        ("server host", host.get("hostname")),
+        ("platform", host.get("platform")),
         ("CPU", " ".join(str(x) for x in (host.get("processor"), host.get("machine")) if x) or None),
         ("CPU cores", host.get("cpu_count")),
         ("memory", f"{host['memory_total_gib']:g} GiB" if ok(host.get("memory_total_gib")) else None),
-        ("GPU", host.get("gpu")), ("GPU driver", host.get("gpu_driver") or host.get("driver")),
+        ("GPU", host.get("gpu")),
+        ("GPU driver", host.get("gpu_driver") or host.get("driver")),
         ("CUDA", host.get("cuda")),
     ]
     client = env.get("client") or {}
@@ -245,34 +362,63 @@ def conditions(view: RunView) -> dict:
     servers = []
     for name in view.names:
         server = view.server_of(name)
-        servers.append({
-            "variant": name, "color": view.colors.get(name), "baseline": name == view.baseline,
-            "engine": server.get("engine") or ("external" if env.get("external_url") else srv.get("engine")),
-            "version": str(server.get("version")).strip() if server.get("version") else None,
-            "model": server.get("model") or srv.get("model"),
-            "served_model": server.get("served_model") or srv.get("served_model_name"),
-            "speculative": flags_text(view.speculative_of(name)), "command": command_text(server.get("command")),
-            "url": server.get("url"), "launched": server.get("launched"),
-            "notes": json.dumps(server["notes"]) if server.get("notes") else None,
-        })
-    optional = {"length buckets", "dataset", "max in flight (open loop)", "think time", "GPU driver", "CUDA",
-                "prompt lengths"}
+        servers.append(
+            {
+                "variant": name,
+                "color": view.colors.get(name),
+                "baseline": name == view.baseline,
+                "engine": server.get("engine") or ("external" if env.get("external_url") else srv.get("engine")),
+                "version": str(server.get("version")).strip() if server.get("version") else None,
+                "model": server.get("model") or srv.get("model"),
+                "served_model": server.get("served_model") or srv.get("served_model_name"),
+                "speculative": flags_text(view.speculative_of(name)),
+                "command": command_text(server.get("command")),
+                "url": server.get("url"),
+                "launched": server.get("launched"),
+                "notes": json.dumps(server["notes"]) if server.get("notes") else None,
+            }
+        )
+    optional = {
+        "length buckets",
+        "dataset",
+        "max in flight (open loop)",
+        "think time",
+        "GPU driver",
+        "CUDA",
+        "prompt lengths",
+    }
 
     def clean(rows):
         return [(k, v if v not in ("", None) else None) for k, v in rows if v not in ("", None) or k not in optional]
 
-    return {"groups": [("Run", clean(run_rows)), ("Load", clean(load_rows)), ("Server host", clean(host_rows)),
-                       ("Load generator and tool versions", clean(client_rows))],
-            "servers": servers}
+    return {
+        "groups": [
+            ("Run", clean(run_rows)),
+            ("Load", clean(load_rows)),
+            ("Server host", clean(host_rows)),
+            ("Load generator and tool versions", clean(client_rows)),
+        ],
+        "servers": servers,
+    }
 
 
 def consistency(view: RunView) -> dict:
-    variants = [{"variant": name, "agreement": pct(figures.agreement, 0), "compared": figures.compared,
-                 "identical": figures.identical, "defect": figures.defect,
-                 "prompts": [p.model_dump() for p in figures.prompts]}
-                for name, figures in view.summary.consistency.items()]
-    skipped = [f"{e.get('variant')}: {clip(e.get('error'), MESSAGE_MAX)}" for e in view.summary.events
-               if e.get("kind") == "consistency_skipped"]
+    variants = [
+        {
+            "variant": name,
+            "agreement": pct(figures.agreement, 0),
+            "compared": figures.compared,
+            "identical": figures.identical,
+            "defect": figures.defect,
+            "prompts": [p.model_dump() for p in figures.prompts],
+        }
+        for name, figures in view.summary.consistency.items()
+    ]
+    skipped = [
+        f"{e.get('variant')}: {clip(e.get('error'), MESSAGE_MAX)}"
+        for e in view.summary.events
+        if e.get("kind") == "consistency_skipped"
+    ]
     return {"variants": variants, "skipped": skipped, "conditions": view.conditions_line()}
 
 
@@ -281,29 +427,56 @@ def validity(view: RunView) -> dict:
     for name in view.names:
         for s in view.steps_of(name):
             host = s.host
-            status.append({
-                "variant": name, "level": lvl(s.level), "step": s.step, "status": s.status,
-                "completed": s.requests - s.errors, "window": num(s.window_s),
-                "foreign": num(host.foreign_cores) if host else None, "steal": num(host.steal_cores) if host else None,
-                "gpu": host.foreign_gpu_processes if host else None,
-                "top": ", ".join(f"{p.name} ({p.pid}) {num(p.cores)}" for p in host.top_foreign) if host else None,
-                "reasons": "; ".join(s.status_reasons + ([s.anomaly] if s.anomaly else []))})
+            status.append(
+                {
+                    "variant": name,
+                    "level": lvl(s.level),
+                    "step": s.step,
+                    "status": s.status,
+                    "completed": s.requests - s.errors,
+                    "window": num(s.window_s),
+                    "foreign": num(host.foreign_cores) if host else None,
+                    "steal": num(host.steal_cores) if host else None,
+                    "gpu": host.foreign_gpu_processes if host else None,
+                    "top": ", ".join(f"{p.name} ({p.pid}) {num(p.cores)}" for p in host.top_foreign) if host else None,
+                    "reasons": "; ".join(s.status_reasons + ([s.anomaly] if s.anomaly else [])),
+                }
+            )
             cv = s.client_validity
-            rows.append({"variant": name, "level": lvl(s.level), "valid": s.client_valid,
-                         "cpu": num(cv.cpu_percent_max), "loop_lag": num(cv.loop_lag_ms_p95),
-                         "sched_lag": num(cv.schedule_lag_ms_p99), "achieved": num(s.achieved_rate),
-                         "scheduled": num(s.scheduled_rate), "reasons": "; ".join(cv.reasons)})
+            rows.append(
+                {
+                    "variant": name,
+                    "level": lvl(s.level),
+                    "valid": s.client_valid,
+                    "cpu": num(cv.cpu_percent_max),
+                    "loop_lag": num(cv.loop_lag_ms_p95),
+                    "sched_lag": num(cv.schedule_lag_ms_p99),
+                    "achieved": num(s.achieved_rate),
+                    "scheduled": num(s.scheduled_rate),
+                    "reasons": "; ".join(cv.reasons),
+                }
+            )
             thr, tpot = s.steady_check.throughput, s.steady_check.tpot
-            steadiness.append({
-                "variant": name, "level": lvl(s.level), "steady": s.steady,
-                "thr_drift": pct(thr.drift_fraction) if thr else None,
-                "thr_slope": pct(thr.relative_slope_per_min) if thr else None, "thr_ok": thr.steady if thr else None,
-                "tpot_drift": pct(tpot.drift_fraction) if tpot else None,
-                "tpot_slope": pct(tpot.relative_slope_per_min) if tpot else None,
-                "tpot_ok": tpot.steady if tpot else None,
-            })
-    return {"rows": rows, "steadiness": steadiness, "status": status, "open_loop": view.mode == "open",
-            "conditions": view.conditions_line()}
+            steadiness.append(
+                {
+                    "variant": name,
+                    "level": lvl(s.level),
+                    "steady": s.steady,
+                    "thr_drift": pct(thr.drift_fraction) if thr else None,
+                    "thr_slope": pct(thr.relative_slope_per_min) if thr else None,
+                    "thr_ok": thr.steady if thr else None,
+                    "tpot_drift": pct(tpot.drift_fraction) if tpot else None,
+                    "tpot_slope": pct(tpot.relative_slope_per_min) if tpot else None,
+                    "tpot_ok": tpot.steady if tpot else None,
+                }
+            )
+    return {
+        "rows": rows,
+        "steadiness": steadiness,
+        "status": status,
+        "open_loop": view.mode == "open",
+        "conditions": view.conditions_line(),
+    }
 
 
 def _since(view: RunView, t) -> str | None:
@@ -315,19 +488,34 @@ def run_events(view: RunView) -> dict:
     rows = []
     for e in view.summary.events:
         details = {k: v for k, v in e.items() if k not in ("kind", "t", "variant", "log_tail")}
-        rows.append({"t": _since(view, e.get("t")) or "\u2014", "kind": e.get("kind"), "variant": e.get("variant"),
-                     "details": clip("; ".join(f"{k}: {json.dumps(v) if not isinstance(v, str) else v}"
-                                               for k, v in details.items()), MESSAGE_MAX * 2),
-                     "log_tail": clip(e.get("log_tail"), LOG_TAIL_MAX) if e.get("log_tail") else None})
+        rows.append(
+            {
+                "t": _since(view, e.get("t")) or "\u2014",
+                "kind": e.get("kind"),
+                "variant": e.get("variant"),
+                "details": clip(
+                    "; ".join(f"{k}: {json.dumps(v) if not isinstance(v, str) else v}" for k, v in details.items()),
+                    MESSAGE_MAX * 2,
+                ),
+                "log_tail": clip(e.get("log_tail"), LOG_TAIL_MAX) if e.get("log_tail") else None,
+            }
+        )
     gaps, missing = [], {}
     for name in view.names:
         entry = view.variants.get(name)
         if entry is None:
             continue
         for g in entry.telemetry.gaps:
-            gaps.append({"variant": name, "source": g.source, "start": _since(view, g.start),
-                         "length": f"{g.end - g.start:.1f} s" if ok(g.start) and ok(g.end) else "open",
-                         "recovered": g.recovered, "error": clip(g.error, MESSAGE_MAX)})
+            gaps.append(
+                {
+                    "variant": name,
+                    "source": g.source,
+                    "start": _since(view, g.start),
+                    "length": f"{g.end - g.start:.1f} s" if ok(g.start) and ok(g.end) else "open",
+                    "recovered": g.recovered,
+                    "error": clip(g.error, MESSAGE_MAX),
+                }
+            )
         if entry.telemetry.missing:
             missing.setdefault(("all server figures", entry.telemetry.missing), {}).setdefault(name, []).append("all")
         for s in view.steps_of(name):
@@ -337,13 +525,28 @@ def run_events(view: RunView) -> dict:
     for (figure, reason), where in missing.items():
         scope = "; ".join(f"{n} @ {', '.join(levels)}" for n, levels in where.items())
         grouped.setdefault((reason, scope), []).append(str(figure))
-    missing_rows = [{"figures": ", ".join(figures), "reason": reason, "where": scope}
-                    for (reason, scope), figures in grouped.items()]
-    errors = [{"variant": e.variant, "class": e.error_class, "count": e.count, "steady": e.steady,
-               "levels": ", ".join(lvl(x) for x in e.levels),
-               "status": ", ".join(str(x) for x in e.http_status) or None, "message": e.message}
-              for e in view.summary.errors]
+    missing_rows = [
+        {"figures": ", ".join(figures), "reason": reason, "where": scope}
+        for (reason, scope), figures in grouped.items()
+    ]
+    errors = [
+        {
+            "variant": e.variant,
+            "class": e.error_class,
+            "count": e.count,
+            "steady": e.steady,
+            "levels": ", ".join(lvl(x) for x in e.levels),
+            "status": ", ".join(str(x) for x in e.http_status) or None,
+            "message": e.message,
+        }
+        for e in view.summary.errors
+    ]
     timeline = view.inp.timeline
-    return {"events": rows, "gaps": gaps, "missing": missing_rows,
-            "notes": [clip(n, MESSAGE_MAX) for n in timeline.source_notes],
-            "telemetry_file": timeline.has_telemetry, "errors": errors}
+    return {
+        "events": rows,
+        "gaps": gaps,
+        "missing": missing_rows,
+        "notes": [clip(n, MESSAGE_MAX) for n in timeline.source_notes],
+        "telemetry_file": timeline.has_telemetry,
+        "errors": errors,
+    }

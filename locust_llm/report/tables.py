@@ -9,9 +9,13 @@ from .view import RunView
 __all__ = ["PERCENTILES", "SPEEDUP_METRICS", "speedups", "variant_tables"]
 
 PERCENTILES = ("p50", "p95", "p99")
-SPEEDUP_METRICS = [("output_tps_speedup", "aggregate output tok/s"), ("decode_tps_speedup", "decode tok/s (mean)"),
-                   ("tpot_p50_speedup", "TPOT P50"), ("tpot_p95_speedup", "TPOT P95"),
-                   ("ttft_p95_speedup", "TTFT P95")]
+SPEEDUP_METRICS = [
+    ("output_tps_speedup", "aggregate output tok/s"),
+    ("decode_tps_speedup", "decode tok/s (mean)"),
+    ("tpot_p50_speedup", "TPOT P50"),
+    ("tpot_p95_speedup", "TPOT P95"),
+    ("ttft_p95_speedup", "TTFT P95"),
+]
 OPEN_LOOP_SPEEDUPS = [("e2e_sched_p95_speedup", "E2E_sched P95 (all requests)"), ("goodput_speedup", "goodput")]
 
 
@@ -75,44 +79,65 @@ def variant_tables(view: RunView) -> list[dict]:
             speed = (speed_by.get(name) or {}).get(s.level)
             out_speed = speed.output_tps_speedup if speed else None
             decode = s.decode_tps
-            rows.append({
-                "level": lvl(s.level), "marks": _marks(s, sat, knee), "requests": s.requests,
-                "errors": s.errors, "error_rate": pct(s.error_rate),
-                "errors_by_class": ", ".join(f"{k}: {v}" for k, v in s.errors_by_class.items()),
-                "lat": lat,
-                "decode_p50": num(decode.p50) if decode else None, "decode_mean": num(decode.mean) if decode else None,
-                "output_tps": num(s.output_tps), "output_tps_ci": ci_text(s.output_tps_ci95),
-                "request_rate": num(s.request_rate), "goodput": num(s.goodput_rps),
-                "achieved": num(s.achieved_rate) if open_loop else None,
-                "acc_server": pct(server_acc.rate) if server_acc else None,
-                "acc_server_why": missing.get("acceptance.rate") or ("no telemetry" if not s.server
-                                                                     else "not measured"),
-                "acc_len": num(server_acc.mean_length) if server_acc else None,
-                "acc_client": pct(client_acc.rate) if client_acc else None,
-                "tokens_per_chunk": num(tpc.value) if tpc else None,
-                "speedup": times(out_speed.value) if out_speed else None,
-                "speedup_ci": ci_text(out_speed.ci95, times) if out_speed else None,
-                "tokens": s.output_tokens,
-                "itl_approximate": pct(s.itl_approximate, 0) if s.itl_approximate else None,
-                "sources": ", ".join(f"{k} ({v})" for k, v in s.token_sources.items()),
-            })
+            rows.append(
+                {
+                    "level": lvl(s.level),
+                    "marks": _marks(s, sat, knee),
+                    "requests": s.requests,
+                    "errors": s.errors,
+                    "error_rate": pct(s.error_rate),
+                    "errors_by_class": ", ".join(f"{k}: {v}" for k, v in s.errors_by_class.items()),
+                    "lat": lat,
+                    "decode_p50": num(decode.p50) if decode else None,
+                    "decode_mean": num(decode.mean) if decode else None,
+                    "output_tps": num(s.output_tps),
+                    "output_tps_ci": ci_text(s.output_tps_ci95),
+                    "request_rate": num(s.request_rate),
+                    "goodput": num(s.goodput_rps),
+                    "achieved": num(s.achieved_rate) if open_loop else None,
+                    "acc_server": pct(server_acc.rate) if server_acc else None,
+                    "acc_server_why": missing.get("acceptance.rate")
+                    or ("no telemetry" if not s.server else "not measured"),
+                    "acc_len": num(server_acc.mean_length) if server_acc else None,
+                    "acc_client": pct(client_acc.rate) if client_acc else None,
+                    "tokens_per_chunk": num(tpc.value) if tpc else None,
+                    "speedup": times(out_speed.value) if out_speed else None,
+                    "speedup_ci": ci_text(out_speed.ci95, times) if out_speed else None,
+                    "tokens": s.output_tokens,
+                    "itl_approximate": pct(s.itl_approximate, 0) if s.itl_approximate else None,
+                    "sources": ", ".join(f"{k} ({v})" for k, v in s.token_sources.items()),
+                }
+            )
         trend = entry.memory_trend if entry else None
         trend_text = None
         if trend and ok(trend.slope):
-            trend_text = (f"{trend.metric}: {trend.start_mib:.0f} \u2192 {trend.end_mib:.0f} MiB (peak "
-                          f"{trend.peak_mib:.0f}), slope {num(trend.slope)} MiB/min (95% CI {ci_text(trend.ci95)})"
-                          + (" \u2014 growing" if trend.growing else ""))
-        out.append({
-            "name": name, "anchor": view.ids.get(name), "color": view.colors.get(name),
-            "baseline": name == view.baseline, "rows": rows, "latency_metrics": metrics,
-            "all_metrics": all_metrics,
-            "itl_approximate": max((r["itl_approximate"] for r in rows if r["itl_approximate"]), default=None),
-            "saturation": lvl(sat) if ok(sat) else None, "knee": lvl(knee) if ok(knee) else None,
-            "knee_by_metric": ", ".join(f"{k}: {lvl(v)}" for k, v in (entry.knee_by_metric if entry else {}).items()
-                                        if ok(v)),
-            "memory_trend": trend_text, "telemetry_missing": entry.telemetry.missing if entry else None,
-            "conditions": view.conditions_line(name), "has_speedup": name in speed_by, "open_loop": open_loop,
-        })
+            trend_text = (
+                f"{trend.metric}: {trend.start_mib:.0f} \u2192 {trend.end_mib:.0f} MiB (peak "
+                f"{trend.peak_mib:.0f}), slope {num(trend.slope)} MiB/min (95% CI {ci_text(trend.ci95)})"
+                + (" \u2014 growing" if trend.growing else "")
+            )
+        out.append(
+            {
+                "name": name,
+                "anchor": view.ids.get(name),
+                "color": view.colors.get(name),
+                "baseline": name == view.baseline,
+                "rows": rows,
+                "latency_metrics": metrics,
+                "all_metrics": all_metrics,
+                "itl_approximate": max((r["itl_approximate"] for r in rows if r["itl_approximate"]), default=None),
+                "saturation": lvl(sat) if ok(sat) else None,
+                "knee": lvl(knee) if ok(knee) else None,
+                "knee_by_metric": ", ".join(
+                    f"{k}: {lvl(v)}" for k, v in (entry.knee_by_metric if entry else {}).items() if ok(v)
+                ),
+                "memory_trend": trend_text,
+                "telemetry_missing": entry.telemetry.missing if entry else None,
+                "conditions": view.conditions_line(name),
+                "has_speedup": name in speed_by,
+                "open_loop": open_loop,
+            }
+        )
     return out
 
 
@@ -128,13 +153,31 @@ def speedups(view: RunView) -> list[dict]:
                 if fig is None:
                     cells.append({"value": None, "ci": None, "state": "unclear"})
                     continue
-                cells.append({"value": times(fig.value), "ci": ci_text(fig.ci95, times),
-                              "state": speedup_state(fig.model_dump()), "headline": key == f"{comp.metric}_speedup"})
-            rows.append({"level": lvl(s.level), "cells": cells,
-                         "crossover": ok(comp.crossover_level) and s.level == comp.crossover_level})
-        out.append({"variant": comp.variant, "baseline": comp.baseline, "rows": rows,
-                    "metrics": [m[1] for m in metrics], "headline": comp.metric_name or comp.metric,
-                    "recommendation": comp.recommendation,
-                    "crossover": lvl(comp.crossover_level) if ok(comp.crossover_level) else None,
-                    "conditions": view.conditions_line(comp.variant)})
+                cells.append(
+                    {
+                        "value": times(fig.value),
+                        "ci": ci_text(fig.ci95, times),
+                        "state": speedup_state(fig.model_dump()),
+                        "headline": key == f"{comp.metric}_speedup",
+                    }
+                )
+            rows.append(
+                {
+                    "level": lvl(s.level),
+                    "cells": cells,
+                    "crossover": ok(comp.crossover_level) and s.level == comp.crossover_level,
+                }
+            )
+        out.append(
+            {
+                "variant": comp.variant,
+                "baseline": comp.baseline,
+                "rows": rows,
+                "metrics": [m[1] for m in metrics],
+                "headline": comp.metric_name or comp.metric,
+                "recommendation": comp.recommendation,
+                "crossover": lvl(comp.crossover_level) if ok(comp.crossover_level) else None,
+                "conditions": view.conditions_line(comp.variant),
+            }
+        )
     return out

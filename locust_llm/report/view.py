@@ -107,8 +107,11 @@ class RunView:
 
     def steps_of(self, name: str) -> list[StepFigures]:
         entry = self.variants.get(name)
-        return sorted((s for s in entry.steps if s.context is None), key=lambda s: (s.level, s.step)) \
-            if entry is not None else []
+        return (
+            sorted((s for s in entry.steps if s.context is None), key=lambda s: (s.level, s.step))
+            if entry is not None
+            else []
+        )
 
     def server_of(self, name: str) -> dict:
         return self.servers.get(name) or {}
@@ -169,8 +172,7 @@ class RunView:
         parts.append(re.sub(r"\s*\(.*$", "", engine) if engine else "engine not recorded")
         parts.append(f"{self.mode} loop, {load.get('api', 'completions')} {self.lengths_text()}")
         if ok(load.get("step_duration_s")):
-            parts.append(f"{load['step_duration_s']:g} s steady + {load.get('warmup_s', 0) or 0:g} s warm-up "
-                         "per level")
+            parts.append(f"{load['step_duration_s']:g} s steady + {load.get('warmup_s', 0) or 0:g} s warm-up per level")
         parts.append(f"host {self.host_text()}")
         parts.append(f"run {self.run_id}")
         return " \u00b7 ".join(parts)

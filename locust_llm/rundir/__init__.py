@@ -9,5 +9,15 @@ from .layout import RunDir, is_run_dir, read_json, write_json, write_text
 from .load import RunData, load_requests, load_run
 from .parts import PartWriter
 
-__all__ = ["PartWriter", "RunData", "RunDir", "is_run_dir", "layout", "load_requests", "load_run", "read_json",
-           "write_json", "write_text"]
+__all__ = [
+    "PartWriter",
+    "RunData",
+    "RunDir",
+    "is_run_dir",
+    "layout",
+    "load_requests",
+    "load_run",
+    "read_json",
+    "write_json",
+    "write_text",
+]

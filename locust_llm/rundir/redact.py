@@ -14,10 +14,15 @@ MASK = "***"
 # Secret values this process knows (the API key, values given to secret flags or variables): masked wherever
 # they appear, whatever the format around them (a server's own log prints its arguments its own way).
 _KNOWN: set[str] = set()
-_KEY_VALUE = re.compile(r"""(?i)(['"]?(?:api[_-]?key|[a-z_]*token|secret|password|passwd)['"]?\s*[:=]\s*['"]?)"""
-                        r"""([^'",\s}]+)""")
-_SECRET_NAME = re.compile(r"(^|[-_.])(api[-_]?key|key|token|secret|password|passwd|pwd|auth|authorization|"
-                          r"credentials?)$", re.IGNORECASE)
+_KEY_VALUE = re.compile(
+    r"""(?i)(['"]?(?:api[_-]?key|[a-z_]*token|secret|password|passwd)['"]?\s*[:=]\s*['"]?)"""
+    r"""([^'",\s}]+)"""
+)
+_SECRET_NAME = re.compile(
+    r"(^|[-_.])(api[-_]?key|key|token|secret|password|passwd|pwd|auth|authorization|"
+    r"credentials?)$",
+    re.IGNORECASE,
+)
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
 # A flag starts a word: "--api-key x" is one, "256-token prompts" is not.

@@ -42,9 +42,15 @@ class ClientMonitor:
         while True:
             gevent.sleep(1.0)
             lags, self._lag_ms = self._lag_ms, []
-            self.samples.append({"t": now(), "worker": self.worker, "cpu_percent": self.process.cpu_percent(),
-                                 "loop_lag_ms_max": max(lags, default=0.0),
-                                 "loop_lag_ms_mean": sum(lags) / len(lags) if lags else 0.0})
+            self.samples.append(
+                {
+                    "t": now(),
+                    "worker": self.worker,
+                    "cpu_percent": self.process.cpu_percent(),
+                    "loop_lag_ms_max": max(lags, default=0.0),
+                    "loop_lag_ms_mean": sum(lags) / len(lags) if lags else 0.0,
+                }
+            )
 
     def drain(self) -> list[dict]:
         samples, self.samples = self.samples, []

@@ -58,8 +58,9 @@ class ClockSync:
     def on_pong(self, environment, msg, **_kw) -> None:
         t3 = now()
         data = msg.data
-        self.samples.append(ClockSample(worker=int(data["worker"]), t=t3, t0=data["t0"], t1=data["t1"],
-                                        t2=data["t2"], t3=t3))
+        self.samples.append(
+            ClockSample(worker=int(data["worker"]), t=t3, t0=data["t0"], t1=data["t1"], t2=data["t2"], t3=t3)
+        )
 
     def ping(self) -> None:
         for client in list(self.runner.clients.values()):
@@ -98,12 +99,19 @@ def write_clocks(run: RunDir, samples: list[ClockSample], since: float) -> None:
         return
     estimates = estimate(recent)
     kept = [s for worker in estimates for s in track([r for r in recent if r.worker == worker])]
-    write_json(run.file(layout.CLOCKS), {"bound_s": UNCERTAINTY_MAX_S, "workers": estimates,
-                                         "samples": [s.to_dict() for s in kept]})
+    write_json(
+        run.file(layout.CLOCKS),
+        {"bound_s": UNCERTAINTY_MAX_S, "workers": estimates, "samples": [s.to_dict() for s in kept]},
+    )
     run.env["clocks"] = {"bound_s": UNCERTAINTY_MAX_S, "workers": estimates}
     run.write_env()
     noted = {e.get("worker") for e in run.events if e["kind"] == "clock_uncertain"}
     for worker, est in estimates.items():
         if est["uncertainty_s"] > UNCERTAINTY_MAX_S and worker not in noted:
-            run.note("clock_uncertain", worker=worker, offset_s=est["offset_s"], uncertainty_s=est["uncertainty_s"],
-                     bound_s=UNCERTAINTY_MAX_S)
+            run.note(
+                "clock_uncertain",
+                worker=worker,
+                offset_s=est["offset_s"],
+                uncertainty_s=est["uncertainty_s"],
+                bound_s=UNCERTAINTY_MAX_S,
+            )

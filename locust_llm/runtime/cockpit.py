@@ -32,10 +32,16 @@ def live_view(experiment) -> dict:
     live = experiment.recorder.live
     telemetry = getattr(experiment.session, "telemetry", None)
     return {
-        "run_id": plan.run_id, "scenario": str(plan.scenario.source), "engine": plan.engine,
-        "variants": plan.variants, "baseline": plan.variants[0], "mode": plan.load.mode,
+        "run_id": plan.run_id,
+        "scenario": str(plan.scenario.source),
+        "engine": plan.engine,
+        "variants": plan.variants,
+        "baseline": plan.variants[0],
+        "mode": plan.load.mode,
         "colors": variant_colors(plan.variants, plan.variants[0]),
-        "ladder": plan.load.ladder, "progress": experiment.progress(), "points": _points(experiment),
+        "ladder": plan.load.ladder,
+        "progress": experiment.progress(),
+        "points": _points(experiment),
         "recent": live.recent_series(),
         "acceptance": {v: _client_acceptance(live, v) for v in plan.variants},
         "telemetry": {v: telemetry.live_figures(v) for v in plan.variants} if telemetry is not None else {},
@@ -55,8 +61,10 @@ def _points(experiment) -> list[dict]:
             running.add(key)
         if math.isfinite(row["t_steady"]):
             windows[key].append((row["t_steady"], row["t_end"] if math.isfinite(row["t_end"]) else now()))
-    return [experiment.recorder.live.point(variant, level, spans, done=(variant, level) not in running)
-            for (variant, level), spans in windows.items()]
+    return [
+        experiment.recorder.live.point(variant, level, spans, done=(variant, level) not in running)
+        for (variant, level), spans in windows.items()
+    ]
 
 
 def _client_acceptance(live, variant: str) -> float | None:
@@ -68,25 +76,40 @@ def _client_acceptance(live, variant: str) -> float | None:
 def _watch(experiment) -> None:
     """Host contention and an overloaded load generator become warnings once per step, when first seen."""
     step = experiment.state.step
-    samples = experiment.host.samples[-int(HOST_WINDOW_S) * 2:]
+    samples = experiment.host.samples[-int(HOST_WINDOW_S) * 2 :]
     host = host_load(pd.DataFrame(samples), now() - HOST_WINDOW_S, now()) if samples else None
     limit = experiment.plan.load.contention_cores
     if host is not None and (host["foreign_cores"] + host["steal_cores"] > limit or host["foreign_gpu_processes"]):
-        experiment.warn("host_contended", f"host busy: {busy_text(host)} (limit {limit:g} cores); this step will be "
-                                          "marked contended if it lasts", key=step)
+        experiment.warn(
+            "host_contended",
+            f"host busy: {busy_text(host)} (limit {limit:g} cores); this step will be marked contended if it lasts",
+            key=step,
+        )
     if not experiment.recorder.live.client_ok():
-        experiment.warn("client_overloaded", f"the load generator is at its limit (CPU above {CPU_PERCENT_MAX:g}% "
-                                             f"or event-loop lag above {LOOP_LAG_MS_MAX:g} ms)", key=step)
+        experiment.warn(
+            "client_overloaded",
+            f"the load generator is at its limit (CPU above {CPU_PERCENT_MAX:g}% "
+            f"or event-loop lag above {LOOP_LAG_MS_MAX:g} ms)",
+            key=step,
+        )
 
 
 def _event_warnings(events: list[dict]) -> list[dict]:
     """Run events (server exited, records lost, sweep stopped, ...) in words: the kind and its plain details."""
     out = []
     for event in events:
-        details = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in event.items()
-                            if k not in ("kind", "t", "log_tail") and isinstance(v, (str, int, float)))
-        out.append({"t": event.get("t", 0.0), "kind": event["kind"],
-                    "text": event["kind"].replace("_", " ") + (f": {details}" if details else "")})
+        details = ", ".join(
+            f"{k.replace('_', ' ')} {v}"
+            for k, v in event.items()
+            if k not in ("kind", "t", "log_tail") and isinstance(v, (str, int, float))
+        )
+        out.append(
+            {
+                "t": event.get("t", 0.0),
+                "kind": event["kind"],
+                "text": event["kind"].replace("_", " ") + (f": {details}" if details else ""),
+            }
+        )
     return out
 
 
@@ -104,7 +127,13 @@ def verdict_view(experiment) -> dict | None:
     if outcome is None:
         return None
     code = outcome.verdict.exit_code
-    return {"run_id": experiment.plan.run_id, "html": render_verdict(RunView(outcome.inp)), "exit_code": code,
-            "meaning": EXIT_MEANINGS.get(code, ""), "reasons": outcome.verdict.reasons,
-            "report": outcome.report is not None, "run_dir": str(experiment.run.path),
-            "files": run_files(experiment.run.path)}
+    return {
+        "run_id": experiment.plan.run_id,
+        "html": render_verdict(RunView(outcome.inp)),
+        "exit_code": code,
+        "meaning": EXIT_MEANINGS.get(code, ""),
+        "reasons": outcome.verdict.reasons,
+        "report": outcome.report is not None,
+        "run_dir": str(experiment.run.path),
+        "files": run_files(experiment.run.path),
+    }

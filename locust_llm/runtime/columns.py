@@ -42,8 +42,9 @@ class ColumnBatch:
     def add(self, record: RequestRecord) -> None:
         lists = {name: getattr(record, name) for name in LISTS}
         try:  # struct: the fastest packer of a list of Python numbers (arrays and numpy take 3x as long)
-            packed = {name: struct.pack(f"<{len(lists[name])}{code}", *lists[name])
-                      for name, (code, _) in LISTS.items()}
+            packed = {
+                name: struct.pack(f"<{len(lists[name])}{code}", *lists[name]) for name, (code, _) in LISTS.items()
+            }
         except (struct.error, TypeError, OverflowError, ValueError):
             self.misfits.append(record.to_dict())
             return
@@ -63,9 +64,11 @@ class ColumnBatch:
         """The packed records (the message's ``columns``), None when there are none."""
         if not self.rows:
             return None
-        values = dict(zip(SCALARS, map(list, zip(*self.rows))))
-        lists = {name: [b"".join(self.items[name]), struct.pack(f"<{len(self.rows)}i", *self.lengths[name])]
-                 for name in LISTS}
+        values = dict(zip(SCALARS, map(list, zip(*self.rows, strict=False)), strict=False))
+        lists = {
+            name: [b"".join(self.items[name]), struct.pack(f"<{len(self.rows)}i", *self.lengths[name])]
+            for name in LISTS
+        }
         return {"n": len(self.rows), "values": values, "lists": lists}
 
 
@@ -82,8 +85,9 @@ def _list_arrays(columns: dict) -> dict[str, pa.Array]:
 def to_table(columns: dict) -> pa.Table:
     """A batch's columns -> a ``REQUESTS_SCHEMA`` table; raises like ``pa.array`` when a value does not fit."""
     lists = _list_arrays(columns)
-    arrays = [lists[f.name] if f.name in lists else pa.array(columns["values"][f.name], type=f.type)
-              for f in REQUESTS_SCHEMA]
+    arrays = [
+        lists[f.name] if f.name in lists else pa.array(columns["values"][f.name], type=f.type) for f in REQUESTS_SCHEMA
+    ]
     return pa.Table.from_arrays(arrays, schema=REQUESTS_SCHEMA)
 
 
@@ -91,4 +95,7 @@ def to_rows(columns: dict) -> list[dict]:
     """A batch's records as dicts, for the row-by-row conversion that isolates a value that does not fit."""
     lists = {name: chunks.to_pylist() for name, chunks in _list_arrays(columns).items()}
     names = SCALARS + list(lists)
-    return [dict(zip(names, values)) for values in zip(*(columns["values"][s] for s in SCALARS), *lists.values())]
+    return [
+        dict(zip(names, values, strict=False))
+        for values in zip(*(columns["values"][s] for s in SCALARS), *lists.values(), strict=False)
+    ]

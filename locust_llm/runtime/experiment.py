@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 from locust.runners import MasterRunner
@@ -47,8 +47,14 @@ INTERRUPT_GRACE_S = 5.0
 
 
 class Experiment:
-    def __init__(self, environment, plan: Plan, user_classes: dict[str, type],
-                 session: Callable[[Plan, RunDir], ServerSession] = ServerSession, clocks: ClockSync | None = None):
+    def __init__(
+        self,
+        environment,
+        plan: Plan,
+        user_classes: dict[str, type],
+        session: Callable[[Plan, RunDir], ServerSession] = ServerSession,
+        clocks: ClockSync | None = None,
+    ):
         self.environment = environment
         self.plan = plan
         self.run = RunDir(plan.report_dir, plan.run_id)
@@ -60,12 +66,19 @@ class Experiment:
         self.outcome: Outcome | None = None
         self.analysed: tuple | None = None  # (records, run events) the last summary was computed from
         self.run.env = {
-            "run_id": plan.run_id, "scenario": plan.scenario.model_dump(mode="json"),
-            "scenario_file": str(plan.scenario.source), "load": plan.load.model_dump(mode="json"),
-            "gates": plan.gates.model_dump(mode="json"), "variants": plan.variants,
-            "baseline": plan.scenario.baseline_variant, "options": plan.options,
-            "external_url": plan.external_url, "servers": {}, "host": host_info(),
-            "client": {"packages": package_versions()}, "seed": plan.load.seed,
+            "run_id": plan.run_id,
+            "scenario": plan.scenario.model_dump(mode="json"),
+            "scenario_file": str(plan.scenario.source),
+            "load": plan.load.model_dump(mode="json"),
+            "gates": plan.gates.model_dump(mode="json"),
+            "variants": plan.variants,
+            "baseline": plan.scenario.baseline_variant,
+            "options": plan.options,
+            "external_url": plan.external_url,
+            "servers": {},
+            "host": host_info(),
+            "client": {"packages": package_versions()},
+            "seed": plan.load.seed,
             "scale_out": plan.scale_out.describe() if plan.scale_out is not None else None,
         }
         self.run.write_env()
@@ -172,19 +185,30 @@ class Experiment:
         steps = {b.step for b in self.blocks() if (b.group, b.index) == (block.group, block.index)}
 
         def rates(variant: str) -> dict[int, np.ndarray]:
-            return {row["step"]: self.recorder.live.token_rates(variant, row["level"], row["t_steady"], row["t_end"])
-                    for row in self.run.steps if row["variant"] == variant and row["step"] in steps
-                    and math.isfinite(row["t_steady"])}
+            return {
+                row["step"]: self.recorder.live.token_rates(variant, row["level"], row["t_steady"], row["t_end"])
+                for row in self.run.steps
+                if row["variant"] == variant and row["step"] in steps and math.isfinite(row["t_steady"])
+            }
 
         lost = set()
         for name, sweep in self.plan.scenario.sweeps.items():
             swept = [v for v in sweep.variants if v in self.plan.variants]
             ratios = [block_ratio_ci(rates(v), rates(baseline)) for v in swept]
             if swept and all(r["ci95"] is not None and r["ci95"][1] < 1 for r in ratios):
-                log.warning("sweep %s: every setting clearly slower than %s at level %g; not measuring it at "
-                            "higher levels", name, baseline, block.level)
-                self.run.note("sweep_stopped", sweep=name, level=block.level, context=block.context or None,
-                              speedups=[r["value"] for r in ratios])
+                log.warning(
+                    "sweep %s: every setting clearly slower than %s at level %g; not measuring it at higher levels",
+                    name,
+                    baseline,
+                    block.level,
+                )
+                self.run.note(
+                    "sweep_stopped",
+                    sweep=name,
+                    level=block.level,
+                    context=block.context or None,
+                    speedups=[r["value"] for r in ratios],
+                )
                 lost.update(swept)
         return lost
 
@@ -211,11 +235,17 @@ class Experiment:
         for n in self.plan.load.context_tokens:
             if size and n + max_tokens > size and n not in self.too_long:
                 self.too_long.add(n)
-                log.error("context length %d + %d output tokens does not fit the %s server's %d-token context; "
-                          "not measured (raise the server's context, e.g. llama.cpp -c / -np)", n, max_tokens,
-                          variant, size)
-                self.run.note("context_too_long", variant=variant, context=n, max_tokens=max_tokens,
-                              server_context=size)
+                log.error(
+                    "context length %d + %d output tokens does not fit the %s server's %d-token context; "
+                    "not measured (raise the server's context, e.g. llama.cpp -c / -np)",
+                    n,
+                    max_tokens,
+                    variant,
+                    size,
+                )
+                self.run.note(
+                    "context_too_long", variant=variant, context=n, max_tokens=max_tokens, server_context=size
+                )
 
     def measure(self, variant: str, block: Block, urls: list[str] | None = None) -> Iterator[tuple]:
         """One step: warm-up, steady window, extensions while it drifts or has seen too few requests. ``urls``: the
@@ -225,8 +255,17 @@ class Experiment:
         users = self.users_for(level)
         tick = (users, max(users, self.environment.runner.user_count, 1), self.classes)
         yield from self.settle(tick)
-        row = {"variant": variant, "step": step, "level": level, "mode": load.mode, "users": users,
-               "context": context or None, "t_start": now(), "t_steady": math.nan, "t_end": math.nan}
+        row = {
+            "variant": variant,
+            "step": step,
+            "level": level,
+            "mode": load.mode,
+            "users": users,
+            "context": context or None,
+            "t_start": now(),
+            "t_steady": math.nan,
+            "t_end": math.nan,
+        }
         if urls:
             row.update(servers=len(urls), server_level=level / len(urls), pair=block.repeat)
         self.run.steps.append(row)
@@ -245,14 +284,18 @@ class Experiment:
         yield from self.hold(row["t_steady"] + load.step_duration_s, tick)
         row["extended_s"] = 0.0
         while row["extended_s"] < load.max_extend_s and not self.interrupted and self.session.alive():
-            why = self.short_of(variant, step, users) or ("" if self.looks_steady(variant, level, row) else
-                                                           "throughput still drifting")
+            why = self.short_of(variant, step, users) or (
+                "" if self.looks_steady(variant, level, row) else "throughput still drifting"
+            )
             if not why:
                 break
             extra = min(load.step_duration_s / 2, load.max_extend_s - row["extended_s"])
             log.info("variant %s level %g: %s; extending the step by %gs", variant, level, why, extra)
-            self.warn("step_extended", f"{variant} at level {level:g}: {why}; step extended by {extra:g} s",
-                      key=(variant, step, row["extended_s"]))
+            self.warn(
+                "step_extended",
+                f"{variant} at level {level:g}: {why}; step extended by {extra:g} s",
+                key=(variant, step, row["extended_s"]),
+            )
             row["extended_s"] += extra
             yield from self.hold(now() + extra, tick)
         row["t_end"] = now()
@@ -266,8 +309,10 @@ class Experiment:
         in_flight = users if load.mode == "closed" else 0
         if done + in_flight >= load.min_requests and tokens >= load.min_output_tokens:
             return ""
-        return (f"{done} requests ({tokens} output tokens) completed so far, {load.min_requests} "
-                f"({load.min_output_tokens}) needed")
+        return (
+            f"{done} requests ({tokens} output tokens) completed so far, {load.min_requests} "
+            f"({load.min_output_tokens}) needed"
+        )
 
     def looks_steady(self, variant: str, level: float, row: dict) -> bool:
         """Drift of completed tokens per second since the steady window began, from the live figures."""
@@ -289,11 +334,20 @@ class Experiment:
             steady_from = row["t_steady"] if math.isfinite(row["t_steady"]) else row["t_start"] + load.warmup_s
             step_left = max(steady_from + load.step_duration_s + row.get("extended_s", 0.0) - now(), 0.0)
         steps_left = max(total - len(self.run.steps), 0)
-        return {"variant": self.state.variant, "level": self.state.level, "context": self.state.context,
-                "phase": self.state.phase, "mode": load.mode, "step": len(self.run.steps), "steps": total,
-                "step_left_s": round(step_left, 1), "extended_s": (row or {}).get("extended_s", 0.0),
-                "run_left_s": round(step_left + steps_left * (load.warmup_s + load.step_duration_s), 1),
-                "finished": self.finished, "interrupted": self.interrupted}
+        return {
+            "variant": self.state.variant,
+            "level": self.state.level,
+            "context": self.state.context,
+            "phase": self.state.phase,
+            "mode": load.mode,
+            "step": len(self.run.steps),
+            "steps": total,
+            "step_left_s": round(step_left, 1),
+            "extended_s": (row or {}).get("extended_s", 0.0),
+            "run_left_s": round(step_left + steps_left * (load.warmup_s + load.step_duration_s), 1),
+            "finished": self.finished,
+            "interrupted": self.interrupted,
+        }
 
     def warn(self, kind: str, text: str, key: object = None) -> None:
         """A warning for the web UI as it happens (once per ``key``); run events stay in steps.json."""
@@ -309,9 +363,18 @@ class Experiment:
         unit = "req/s" if load.mode == "open" else "users"
         where = f", {context}-token prompts" if context else ""
         where += f", spread over {servers} servers" if servers > 1 else ", one server of a scale-out" if servers else ""
-        log.info("variant %s, level %g %s%s (step %d/%d of the run): warm-up %gs + steady %gs; about %ds left",
-                 variant, level, unit, where, progress["step"], progress["steps"], load.warmup_s,
-                 load.step_duration_s, progress["run_left_s"])
+        log.info(
+            "variant %s, level %g %s%s (step %d/%d of the run): warm-up %gs + steady %gs; about %ds left",
+            variant,
+            level,
+            unit,
+            where,
+            progress["step"],
+            progress["steps"],
+            load.warmup_s,
+            load.step_duration_s,
+            progress["run_left_s"],
+        )
 
     def hold(self, until: float, tick: tuple) -> Iterator[tuple]:
         while now() < until:
@@ -357,13 +420,32 @@ class Experiment:
         return runner.worker_count if isinstance(runner, MasterRunner) else 1
 
     # -- step state -----------------------------------------------------------------------
-    def broadcast(self, variant: str, step: int, level: float, phase: str, t_start: float = math.nan,
-                  context: int = 0, base_urls: tuple = ()) -> None:
+    def broadcast(
+        self,
+        variant: str,
+        step: int,
+        level: float,
+        phase: str,
+        t_start: float = math.nan,
+        context: int = 0,
+        base_urls: tuple = (),
+    ) -> None:
         server = self.session.server
-        self.state = StepState(run_id=self.plan.run_id, variant=variant, step=step, level=level, phase=phase,
-                               mode=self.plan.load.mode, base_url=server.base_url if server else "",
-                               model=server.model if server else "", workers=max(self.worker_count(), 1),
-                               seed=self.plan.load.seed, t_start=t_start, context=context, base_urls=base_urls)
+        self.state = StepState(
+            run_id=self.plan.run_id,
+            variant=variant,
+            step=step,
+            level=level,
+            phase=phase,
+            mode=self.plan.load.mode,
+            base_url=server.base_url if server else "",
+            model=server.model if server else "",
+            workers=max(self.worker_count(), 1),
+            seed=self.plan.load.seed,
+            t_start=t_start,
+            context=context,
+            base_urls=base_urls,
+        )
         self.send_state()
 
     def send_state(self) -> None:
@@ -383,19 +465,44 @@ class Experiment:
                 row.setdefault("workers_lost", []).append(change.index)
             stop = self.plan.load.on_worker_loss == "stop"
             self.recorder.lost.add(change.index)
-            log.error("worker %d (%s) stopped answering during %s step %s; %s", change.index, change.client_id,
-                      self.state.variant, self.state.step, "stopping the run (load.on_worker_loss: stop)" if stop
-                      else "going on with the others (load.on_worker_loss: continue)")
-            self.run.note("worker_lost", worker=change.index, client_id=change.client_id, variant=self.state.variant,
-                          step=self.state.step, level=self.state.level, records_sent=tally.sent_total if tally else 0,
-                          records_received=tally.received if tally else 0, stopped=stop)
+            log.error(
+                "worker %d (%s) stopped answering during %s step %s; %s",
+                change.index,
+                change.client_id,
+                self.state.variant,
+                self.state.step,
+                "stopping the run (load.on_worker_loss: stop)"
+                if stop
+                else "going on with the others (load.on_worker_loss: continue)",
+            )
+            self.run.note(
+                "worker_lost",
+                worker=change.index,
+                client_id=change.client_id,
+                variant=self.state.variant,
+                step=self.state.step,
+                level=self.state.level,
+                records_sent=tally.sent_total if tally else 0,
+                records_received=tally.received if tally else 0,
+                stopped=stop,
+            )
             if stop:
                 self.interrupted = True
         for change in joined:
-            log.info("worker %d (%s) joined during %s step %s", change.index, change.client_id, self.state.variant,
-                     self.state.step)
-            self.run.note("worker_joined", worker=change.index, client_id=change.client_id,
-                          variant=self.state.variant, step=self.state.step)
+            log.info(
+                "worker %d (%s) joined during %s step %s",
+                change.index,
+                change.client_id,
+                self.state.variant,
+                self.state.step,
+            )
+            self.run.note(
+                "worker_joined",
+                worker=change.index,
+                client_id=change.client_id,
+                variant=self.state.variant,
+                step=self.state.step,
+            )
         if joined:
             self.environment.runner.shape_last_tick = None  # the next tick dispatches the users again, to all
 

@@ -56,16 +56,25 @@ class Faults:
         self.pending = list(self.spec.faults)  # faults still to inject, in order
         if self.pending and self.level not in plan.load.ladder:
             log.error("probes.fault_level %g is not a ladder level; no fault is injected", self.level)
-            experiment.run.note("faults_not_injected", fault_level=self.level, ladder=plan.load.ladder,
-                                reason="fault_level is not a ladder level")
+            experiment.run.note(
+                "faults_not_injected",
+                fault_level=self.level,
+                ladder=plan.load.ladder,
+                reason="fault_level is not a ladder level",
+            )
             self.pending = []
 
     # -- faults under load ----------------------------------------------------------------------------------------
     def tick(self, row: dict) -> None:
         """Inject the next fault once the step at ``fault_level`` reaches the middle of its steady window."""
-        if not self.pending or row.get("faults") or row.get("context") or row.get("servers") \
-                or row["level"] != self.level \
-                or not math.isfinite(row["t_steady"]):
+        if (
+            not self.pending
+            or row.get("faults")
+            or row.get("context")
+            or row.get("servers")
+            or row["level"] != self.level
+            or not math.isfinite(row["t_steady"])
+        ):
             return
         kind = self.pending[0]
         duration = self.experiment.plan.load.step_duration_s
@@ -75,14 +84,19 @@ class Faults:
         server = self.experiment.session.server
         if server is None or server.process is None or server.process.proc is None:
             log.warning("faults need a server locust-llm launched (a process to pause or restart); none injected")
-            self.experiment.run.note("faults_not_injected", faults=self.pending, variant=row["variant"],
-                                     reason="the server was not launched by locust-llm")
+            self.experiment.run.note(
+                "faults_not_injected",
+                faults=self.pending,
+                variant=row["variant"],
+                reason="the server was not launched by locust-llm",
+            )
             self.pending = []
             return
         self.pending.pop(0)
         row["faults"] = []
-        self.experiment.warn("fault", f"{kind} of the {server.variant} server in step {row['step']} "
-                                      f"(level {row['level']:g})")
+        self.experiment.warn(
+            "fault", f"{kind} of the {server.variant} server in step {row['step']} (level {row['level']:g})"
+        )
         if kind == "pause":
             self.pause(row, server)
         else:
@@ -103,17 +117,37 @@ class Faults:
             log.error("the %s server was gone before its pause ended", server.variant)
         t_end = now()
         row["faults"].append({"kind": "pause", "t_start": t_start, "t_end": t_end, "pause_s": pause_s})
-        self.experiment.run.note("server_paused", variant=server.variant, step=row["step"], level=row["level"],
-                                 t_start=t_start, t_end=t_end, pause_s=pause_s, pid=pid)
+        self.experiment.run.note(
+            "server_paused",
+            variant=server.variant,
+            step=row["step"],
+            level=row["level"],
+            t_start=t_start,
+            t_end=t_end,
+            pause_s=pause_s,
+            pid=pid,
+        )
         recovered, recover_ms, why = self.recovery(server, t_end)
-        self.add(ProbeResult(
-            variant=server.variant, probe="pause", kind="fault", step=row["step"], level=row["level"],
-            sent=f"SIGSTOP to the server's process group, SIGCONT {pause_s:g} s later, in the middle of step "
-                 f"{row['step']}'s steady window (level {row['level']:g})",
-            expected="requests in flight wait out the pause and complete; the server answers at once after SIGCONT",
-            answer=f"paused {t_end - t_start:.2f} s", latency_ms=(t_end - t_start) * 1e3, recovered=recovered,
-            recover_ms=recover_ms, verdict="ok" if recovered else "server-failed", note=why, t_start=t_start,
-            t_end=t_end))
+        self.add(
+            ProbeResult(
+                variant=server.variant,
+                probe="pause",
+                kind="fault",
+                step=row["step"],
+                level=row["level"],
+                sent=f"SIGSTOP to the server's process group, SIGCONT {pause_s:g} s later, in the middle of step "
+                f"{row['step']}'s steady window (level {row['level']:g})",
+                expected="requests in flight wait out the pause and complete; the server answers at once after SIGCONT",
+                answer=f"paused {t_end - t_start:.2f} s",
+                latency_ms=(t_end - t_start) * 1e3,
+                recovered=recovered,
+                recover_ms=recover_ms,
+                verdict="ok" if recovered else "server-failed",
+                note=why,
+                t_start=t_start,
+                t_end=t_end,
+            )
+        )
 
     def restart(self, row: dict, server: ActiveServer) -> None:
         session, variant = self.experiment.session, server.variant
@@ -139,32 +173,71 @@ class Faults:
         t_ready = now()
         self.rebroadcast()
         row["faults"].append({"kind": "restart", "t_start": t_start, "t_end": t_ready})
-        self.experiment.run.note("server_restarted", variant=variant, step=row["step"], level=row["level"],
-                                 t_start=t_start, t_end=t_ready, down_s=t_ready - t_start, old_url=server.base_url,
-                                 new_url=new.base_url, same_port=new.base_url == server.base_url)
+        self.experiment.run.note(
+            "server_restarted",
+            variant=variant,
+            step=row["step"],
+            level=row["level"],
+            t_start=t_start,
+            t_end=t_ready,
+            down_s=t_ready - t_start,
+            old_url=server.base_url,
+            new_url=new.base_url,
+            same_port=new.base_url == server.base_url,
+        )
         recovered, recover_ms, why = self.recovery(new, t_ready)
         recover_ms = recover_ms + (t_ready - t_start) * 1e3 if recover_ms is not None else None
         where = "the same port" if new.base_url == server.base_url else f"a new port ({new.base_url})"
-        self.add(self.restart_result(row, variant, t_start, t_ready, f"healthy again on {where} after "
-                                     f"{t_ready - t_start:.2f} s", recovered, recover_ms, why))
+        self.add(
+            self.restart_result(
+                row,
+                variant,
+                t_start,
+                t_ready,
+                f"healthy again on {where} after {t_ready - t_start:.2f} s",
+                recovered,
+                recover_ms,
+                why,
+            )
+        )
 
     @staticmethod
-    def restart_result(row: dict, variant: str, t_start: float, t_end: float, answer: str, recovered: bool,
-                       recover_ms: float | None, note: str | None) -> ProbeResult:
+    def restart_result(
+        row: dict,
+        variant: str,
+        t_start: float,
+        t_end: float,
+        answer: str,
+        recovered: bool,
+        recover_ms: float | None,
+        note: str | None,
+    ) -> ProbeResult:
         return ProbeResult(
-            variant=variant, probe="restart", kind="fault", step=row["step"], level=row["level"],
+            variant=variant,
+            probe="restart",
+            kind="fault",
+            step=row["step"],
+            level=row["level"],
             sent=f"stop the server (SIGTERM) and start it again, in the middle of step {row['step']}'s steady window "
-                 f"(level {row['level']:g})",
+            f"(level {row['level']:g})",
             expected="streams in flight may fail and connections are refused while it is down; it is healthy again "
-                     "within its start-up time and answers",
-            answer=answer, latency_ms=(t_end - t_start) * 1e3, recovered=recovered, recover_ms=recover_ms,
-            verdict="ok" if recovered else "server-failed", note=note, t_start=t_start, t_end=t_end)
+            "within its start-up time and answers",
+            answer=answer,
+            latency_ms=(t_end - t_start) * 1e3,
+            recovered=recovered,
+            recover_ms=recover_ms,
+            verdict="ok" if recovered else "server-failed",
+            note=note,
+            t_start=t_start,
+            t_end=t_end,
+        )
 
     def rebroadcast(self) -> None:
         """The current step again, with the active server's URL (empty while there is none)."""
         state = self.experiment.state
-        self.experiment.broadcast(state.variant, state.step, state.level, state.phase, t_start=state.t_start,
-                                  context=state.context)
+        self.experiment.broadcast(
+            state.variant, state.step, state.level, state.phase, t_start=state.t_start, context=state.context
+        )
 
     # -- the probe suite ------------------------------------------------------------------------------------------
     def probe(self, variant: str) -> Iterator[tuple]:
@@ -217,10 +290,18 @@ class Faults:
         plan = self.experiment.plan
         info = self.experiment.run.env["servers"].get(server.variant) or {}
         burst = self.spec.burst or min(max(2 * math.ceil(max(plan.load.ladder)), 2), MAX_BURST)
-        return Target(variant=server.variant, base_url=server.base_url, engine=plan.engine, model=server.model,
-                      context=info.get("context_size"), burst=burst, alive=self.alive_check(server),
-                      burst_tokens=min(plan.load.max_tokens, BURST_TOKENS),
-                      recover_s=self.spec.recover_s, timeout_s=self.spec.timeout_s)
+        return Target(
+            variant=server.variant,
+            base_url=server.base_url,
+            engine=plan.engine,
+            model=server.model,
+            context=info.get("context_size"),
+            burst=burst,
+            alive=self.alive_check(server),
+            burst_tokens=min(plan.load.max_tokens, BURST_TOKENS),
+            recover_s=self.spec.recover_s,
+            timeout_s=self.spec.timeout_s,
+        )
 
     @staticmethod
     def alive_check(server: ActiveServer):
@@ -233,12 +314,14 @@ class Faults:
     def add(self, result: ProbeResult) -> None:
         """Keep the result (probes.json is rewritten at once); a failed server is a run event (exit 6)."""
         self.results.append(result)
-        write_json(self.experiment.run.file(layout.PROBES), {"probes": [r.model_dump(mode="json")
-                                                                        for r in self.results]})
+        write_json(
+            self.experiment.run.file(layout.PROBES), {"probes": [r.model_dump(mode="json") for r in self.results]}
+        )
         if result.verdict == "server-failed" and result.variant not in self.failed:
             self.failed.add(result.variant)
             server = self.experiment.session.servers.get(result.variant)
             tail = server.process.log_tail() if server is not None and server.process is not None else None
             log.error("the %s server failed at probe %s: %s", result.variant, result.probe, result.note)
-            self.experiment.run.note("probe_server_failed", variant=result.variant, probe=result.probe,
-                                     reason=result.note, log_tail=tail)
+            self.experiment.run.note(
+                "probe_server_failed", variant=result.variant, probe=result.probe, reason=result.note, log_tail=tail
+            )

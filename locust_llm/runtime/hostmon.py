@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import sys
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import gevent
 import pyarrow as pa
@@ -37,9 +37,20 @@ class HostMonitor:
             return
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "locust_llm.hostscan", "--root", str(os.getpid()),
-                 "--interval", str(self.interval_s)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
+                [
+                    sys.executable,
+                    "-m",
+                    "locust_llm.hostscan",
+                    "--root",
+                    str(os.getpid()),
+                    "--interval",
+                    str(self.interval_s),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                preexec_fn=die_with_parent,
+            )
         except OSError as exc:
             log.warning("host contention is not monitored: %s", exc)
             return

@@ -51,8 +51,12 @@ class LiveStats:
         self.recent: deque = deque(maxlen=KEEP)  # (t_first, variant, TTFT(_sched) ms, tokens per chunk) per request
         self._done: dict[tuple, tuple] = {}  # (variant, level) -> (what it was computed from, point)
 
-    def add(self, records: list[dict], client_samples: list[dict], clock_offsets: dict[str, float] | None = None,
-            ) -> None:
+    def add(
+        self,
+        records: list[dict],
+        client_samples: list[dict],
+        clock_offsets: dict[str, float] | None = None,
+    ) -> None:
         """``clock_offsets``: worker index (as text) -> its clock minus the master's, taken off its stamps."""
         for r in records:
             shift = (clock_offsets or {}).get(str(r.get("worker", 0)), 0.0)
@@ -90,7 +94,7 @@ class LiveStats:
     def _count_tokens(bins: Counter, r: dict) -> None:
         offsets, tokens = r.get("chunk_offsets") or (), r.get("chunk_tokens") or ()
         if len(offsets) == len(tokens) and len(tokens):
-            for offset, n in zip(offsets, tokens):
+            for offset, n in zip(offsets, tokens, strict=False):
                 if n:
                     bins[int((r["t_send"] + offset) * TICKS_PER_S)] += n
         elif r["output_tokens"] and not math.isnan(r["t_end"]):
@@ -103,7 +107,7 @@ class LiveStats:
             return
         table = table.combine_chunks()
         variants = table.column("variant").to_pylist()
-        keys = list(zip(variants, table.column("level").to_pylist()))
+        keys = list(zip(variants, table.column("level").to_pylist(), strict=False))
         index: dict[tuple, int] = {}
         group = np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, len(keys))
         shift = np.zeros(len(keys))
@@ -111,8 +115,9 @@ class LiveStats:
             workers = table.column("worker").to_numpy()
             for worker in np.unique(workers).tolist():
                 shift[workers == worker] = clock_offsets.get(str(worker), 0.0)
-        t_send, t_first, t_end, intended = (table.column(name).to_numpy() - shift
-                                            for name in ("t_send", "t_first", "t_end", "t_intended"))
+        t_send, t_first, t_end, intended = (
+            table.column(name).to_numpy() - shift for name in ("t_send", "t_first", "t_end", "t_intended")
+        )
         anchor = np.where(np.isnan(intended), t_send, intended)  # open loop: TTFT from the intended send
         n = table.column("output_tokens").to_numpy()
         ok = table.column("error_class").is_null().to_numpy(zero_copy_only=False)
@@ -124,9 +129,16 @@ class LiveStats:
 
         has_first = ok & ~np.isnan(t_first)
         idx = np.flatnonzero(has_first)
-        per_chunk = [k / c if c else None for k, c in zip(n[idx].tolist(), chunks[idx].tolist())]
-        self.recent.extend(zip(t_first[idx].tolist(), [variants[i] for i in idx],
-                               ((t_first[idx] - anchor[idx]) * 1000).tolist(), per_chunk))
+        per_chunk = [k / c if c else None for k, c in zip(n[idx].tolist(), chunks[idx].tolist(), strict=False)]
+        self.recent.extend(
+            zip(
+                t_first[idx].tolist(),
+                [variants[i] for i in idx],
+                ((t_first[idx] - anchor[idx]) * 1000).tolist(),
+                per_chunk,
+                strict=False,
+            )
+        )
         ttft = has_first & steady
         tpot = ok & steady & (n > 1) & (t_end > t_first)
         levels = []
@@ -146,8 +158,15 @@ class LiveStats:
             levels[g].tokens_by_tick[tick] += int(count)
 
     @staticmethod
-    def _chunk_ticks(table: pa.Table, group: np.ndarray, ok: np.ndarray, t_send: np.ndarray, t_end: np.ndarray,
-                     n: np.ndarray, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _chunk_ticks(
+        table: pa.Table,
+        group: np.ndarray,
+        ok: np.ndarray,
+        t_send: np.ndarray,
+        t_end: np.ndarray,
+        n: np.ndarray,
+        chunks: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Group, arrival tick and tokens of every counted chunk, as ``_count_tokens`` counts them: a chunk's own
         arrival when the record's offsets and counts pair up, else all its tokens at ``t_end``. Repeats and
         selections only where needed: a batch's chunks are many, each pass over them costs."""
@@ -185,8 +204,10 @@ class LiveStats:
         return rates
 
     def client_ok(self) -> bool:
-        return all(s["cpu_percent"] <= CPU_PERCENT_MAX and s["loop_lag_ms_max"] <= LOOP_LAG_MS_MAX
-                   for s in self.client.values())
+        return all(
+            s["cpu_percent"] <= CPU_PERCENT_MAX and s["loop_lag_ms_max"] <= LOOP_LAG_MS_MAX
+            for s in self.client.values()
+        )
 
     def rows(self) -> list[dict]:
         """One row per variant and level for the LLM tab's table (and ``/llm/rows``)."""
@@ -195,12 +216,21 @@ class LiveStats:
         out = []
         for (variant, level), f in self.levels.items():
             recent = sum(n for tick, n in f.tokens_by_tick.items() if tick >= last - RATE_WINDOW_S * TICKS_PER_S)
-            out.append({
-                "variant": variant, "level": level, "requests": f.requests, "errors": f.errors,
-                "ttft_p50_ms": _pct(f.ttft_ms, 50), "ttft_from": "intended send (sched)" if f.sched else "send",
-                "tpot_p50_ms": _pct(f.tpot_ms, 50),
-                "tpot_p95_ms": _pct(f.tpot_ms, 95), "output_tps": round(recent / RATE_WINDOW_S, 1),
-                "acceptance": round(f.accepted / f.drafted, 3) if f.drafted else "", "client": client})
+            out.append(
+                {
+                    "variant": variant,
+                    "level": level,
+                    "requests": f.requests,
+                    "errors": f.errors,
+                    "ttft_p50_ms": _pct(f.ttft_ms, 50),
+                    "ttft_from": "intended send (sched)" if f.sched else "send",
+                    "tpot_p50_ms": _pct(f.tpot_ms, 50),
+                    "tpot_p95_ms": _pct(f.tpot_ms, 95),
+                    "output_tps": round(recent / RATE_WINDOW_S, 1),
+                    "acceptance": round(f.accepted / f.drafted, 3) if f.drafted else "",
+                    "client": client,
+                }
+            )
         return out
 
     def point(self, variant: str, level: float, windows: list[tuple[float, float]], done: bool) -> dict:
@@ -213,12 +243,17 @@ class LiveStats:
             return cached[1]  # its intervals cost a bootstrap: once per new record, not once per poll
         rates = np.concatenate([self.token_rates(variant, level, a, b) for a, b in windows] or [np.empty(0)])
         tpot = summarize(np.fromiter(figures.tpot_ms, float), n_boot=N_BOOT) if done else None
-        point = {"variant": variant, "level": level, "done": done,
-                 "tps": round(float(rates.mean()), 2) if rates.size else None,
-                 "tps_ci": series_mean_ci(rates) if done else None,
-                 "tpot_p50": _pct(figures.tpot_ms, 50) or None, "tpot_p95": _pct(figures.tpot_ms, 95) or None,
-                 "tpot_p50_ci": tpot["ci95"]["p50"] if tpot else None,
-                 "tpot_p95_ci": tpot["ci95"]["p95"] if tpot else None}
+        point = {
+            "variant": variant,
+            "level": level,
+            "done": done,
+            "tps": round(float(rates.mean()), 2) if rates.size else None,
+            "tps_ci": series_mean_ci(rates) if done else None,
+            "tpot_p50": _pct(figures.tpot_ms, 50) or None,
+            "tpot_p95": _pct(figures.tpot_ms, 95) or None,
+            "tpot_p50_ci": tpot["ci95"]["p50"] if tpot else None,
+            "tpot_p95_ci": tpot["ci95"]["p95"] if tpot else None,
+        }
         if done:
             self._done[(variant, level)] = (key, point)
         return point
@@ -226,9 +261,16 @@ class LiveStats:
     def recent_series(self) -> list[dict]:
         """The last ``RECENT_S`` seconds of requests: when the first token came, TTFT, tokens per chunk."""
         cutoff = now() - RECENT_S
-        return [{"t": round(t, 3), "variant": v, "ttft_ms": round(ttft, 2),
-                 "tokens_per_chunk": round(tpc, 2) if tpc is not None else None}
-                for t, v, ttft, tpc in self.recent if t >= cutoff]
+        return [
+            {
+                "t": round(t, 3),
+                "variant": v,
+                "ttft_ms": round(ttft, 2),
+                "tokens_per_chunk": round(tpc, 2) if tpc is not None else None,
+            }
+            for t, v, ttft, tpc in self.recent
+            if t >= cutoff
+        ]
 
 
 def _sum_by_tick(groups: np.ndarray, ticks: np.ndarray, tokens: np.ndarray, n_groups: int):
@@ -245,7 +287,7 @@ def _sum_by_tick(groups: np.ndarray, ticks: np.ndarray, tokens: np.ndarray, n_gr
     else:
         found, where = np.unique(keys, return_inverse=True)
         sums = np.bincount(where, weights=tokens)
-    return zip((found // span).tolist(), (found % span + low).tolist(), sums.tolist())
+    return zip((found // span).tolist(), (found % span + low).tolist(), sums.tolist(), strict=False)
 
 
 def _pct(values: deque, q: float):

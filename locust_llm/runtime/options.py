@@ -36,10 +36,16 @@ OPTIONS: list[Option] = [
     Option("--step-duration", 0.0, "steady window per step, seconds (0: the scenario's)"),
     Option("--warmup", -1.0, "warm-up per step, seconds, excluded (-1: the scenario's)"),
     Option("--repeats", 0, "measure each level this many times per variant (0: the scenario's)"),
-    Option("--order", "", "sequential or interleaved (ABBA blocks per level; default when repeats >= 2); "
-                          "empty: the scenario's"),
-    Option("--min-requests", -1, "completed requests a steady window needs, else the step is insufficient "
-                                 "(-1: the scenario's)"),
+    Option(
+        "--order",
+        "",
+        "sequential or interleaved (ABBA blocks per level; default when repeats >= 2); empty: the scenario's",
+    ),
+    Option(
+        "--min-requests",
+        -1,
+        "completed requests a steady window needs, else the step is insufficient (-1: the scenario's)",
+    ),
     Option("--prompt-tokens", 0, "prompt length in tokens (0: the scenario's)"),
     Option("--max-tokens", 0, "output length in tokens (0: the scenario's)"),
     Option("--api", "", "completions or chat (empty: the scenario's)"),
@@ -53,19 +59,40 @@ OPTIONS: list[Option] = [
     Option("--max-regression-pct", -1.0, "gate: worst change vs the baseline run, percent (-1: the scenario's)"),
     Option("--baseline-run", "", "saved baseline run to compare against"),
     Option("--gpu-hour-usd", 0.0, "price of one GPU per hour, USD, for cost per million tokens (0: the scenario's)"),
-    Option("--soak", "", "hold one level of one variant this long (90s, 10m, 2h), reported in windows with trends "
-                         "and soak gates; empty: the ladder"),
+    Option(
+        "--soak",
+        "",
+        "hold one level of one variant this long (90s, 10m, 2h), reported in windows with trends "
+        "and soak gates; empty: the ladder",
+    ),
     Option("--soak-level", 0.0, "the level a soak holds (0: the ladder's highest)"),
-    Option("--probes", False, "after each variant's ladder, send the probe suite (empty prompt, prompts at and over "
-                              "the context, bad parameters, a disconnect, a burst, ...); the scenario's probes: "
-                              "section sets faults"),
-    Option("--scale-out", -1, "after each variant's ladder, one server against this many (2 or more) at the same "
-                              "level per server, to measure how capacity scales (0: off; -1: the scenario's)"),
-    Option("--scale-out-urls", "", "comma list: an external server's other replicas for --scale-out (--host is the "
-                                   "first)", web=False),
-    Option("--prometheus-url", "", "query this Prometheus for server/GPU metrics (default: scrape /metrics directly)",
-           web=False),
+    Option(
+        "--probes",
+        False,
+        "after each variant's ladder, send the probe suite (empty prompt, prompts at and over "
+        "the context, bad parameters, a disconnect, a burst, ...); the scenario's probes: "
+        "section sets faults",
+    ),
+    Option(
+        "--scale-out",
+        -1,
+        "after each variant's ladder, one server against this many (2 or more) at the same "
+        "level per server, to measure how capacity scales (0: off; -1: the scenario's)",
+    ),
+    Option(
+        "--scale-out-urls",
+        "",
+        "comma list: an external server's other replicas for --scale-out (--host is the first)",
+        web=False,
+    ),
+    Option(
+        "--prometheus-url",
+        "",
+        "query this Prometheus for server/GPU metrics (default: scrape /metrics directly)",
+        web=False,
+    ),
 ]
+
 
 def defaults() -> dict:
     """Every option's default, by destination name (what ``parsed_options`` holds when nothing is given)."""

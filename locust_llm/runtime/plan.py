@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from ..client.engines import API_KEY_ENV
 from ..rundir.facts import new_run_id
 from ..rundir.redact import remember, secret_name
+from ..scalespec import ScaleOutPlan, scale_out_plan
 from ..scenario import (
     CostSpec,
     GatesSpec,
@@ -29,12 +30,19 @@ from ..scenario import (
     not_plain,
     valid_name,
 )
-from ..scalespec import ScaleOutPlan, scale_out_plan
 from ..soakspec import SoakPlan, soak_plan
 from .options import DEFAULT_SCENARIO, given
 
-__all__ = ["DEFAULT_SCENARIO", "Block", "Plan", "chosen_variants", "load_plan", "plan_blocks", "recordable_options",
-           "run_dir_free"]
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "Block",
+    "Plan",
+    "chosen_variants",
+    "load_plan",
+    "plan_blocks",
+    "recordable_options",
+    "run_dir_free",
+]
 
 
 @dataclass(frozen=True)
@@ -99,16 +107,22 @@ def load_plan(options, host: str | None = None) -> Plan:
             raise ScenarioError(f"--order must be 'sequential' or 'interleaved', found {options.order!r}")
         overrides["order"] = options.order
     # A number other than the option's default goes to the scenario's own bounds: NaN or -5 is an error there.
-    for option, key in (("step_duration", "step_duration_s"), ("prompt_tokens", "prompt_tokens"),
-                        ("max_tokens", "max_tokens"), ("repeats", "repeats"), ("warmup", "warmup_s"),
-                        ("min_requests", "min_requests")):
+    for option, key in (
+        ("step_duration", "step_duration_s"),
+        ("prompt_tokens", "prompt_tokens"),
+        ("max_tokens", "max_tokens"),
+        ("repeats", "repeats"),
+        ("warmup", "warmup_s"),
+        ("min_requests", "min_requests"),
+    ):
         if given(options, option):
             overrides[key] = getattr(options, option)
     try:
         load = LoadSpec.model_validate({**scenario.load.model_dump(), **overrides})
     except ValidationError as exc:
-        raise ScenarioError("command-line/web-form options are invalid: "
-                            + "; ".join(format_errors(exc, LoadSpec, ("load",)))) from None
+        raise ScenarioError(
+            "command-line/web-form options are invalid: " + "; ".join(format_errors(exc, LoadSpec, ("load",)))
+        ) from None
     external = host or (scenario.server.url if scenario.server.engine == "external" else None)
     if external:
         parts = urlsplit(external)
@@ -124,36 +138,64 @@ def load_plan(options, host: str | None = None) -> Plan:
         raise ScenarioError(str(exc)) from None
     variants = [soak.variant] if soak else variants
     try:
-        scale_out = scale_out_plan(scenario.scale_out, options.scale_out if given(options, "scale_out") else None,
-                                   options.scale_out_urls, load.ladder, external)
+        scale_out = scale_out_plan(
+            scenario.scale_out,
+            options.scale_out if given(options, "scale_out") else None,
+            options.scale_out_urls,
+            load.ladder,
+            external,
+        )
     except ValueError as exc:
         raise ScenarioError(f"{exc} ({scenario.source})") from None
     if scale_out is not None and soak is not None:
-        raise ScenarioError("--soak holds one level, --scale-out follows a ladder: run them separately (turn "
-                            "scale_out off with --scale-out 0)")
+        raise ScenarioError(
+            "--soak holds one level, --scale-out follows a ladder: run them separately (turn "
+            "scale_out off with --scale-out 0)"
+        )
     telemetry = scenario.telemetry
-    gate_overrides = {key: getattr(options, option) for option, key in (
-        ("slo_ttft_p99_ms", "ttft_p99_ms"), ("slo_tpot_p99_ms", "tpot_p99_ms"), ("slo_error_rate", "error_rate"),
-        ("max_regression_pct", "max_regression_pct"), ("baseline_run", "baseline_run")) if given(options, option)}
+    gate_overrides = {
+        key: getattr(options, option)
+        for option, key in (
+            ("slo_ttft_p99_ms", "ttft_p99_ms"),
+            ("slo_tpot_p99_ms", "tpot_p99_ms"),
+            ("slo_error_rate", "error_rate"),
+            ("max_regression_pct", "max_regression_pct"),
+            ("baseline_run", "baseline_run"),
+        )
+        if given(options, option)
+    }
     try:
         gates = GatesSpec.model_validate({**scenario.gates.model_dump(), **gate_overrides})
     except ValidationError as exc:
-        raise ScenarioError("gate options are invalid: " + "; ".join(format_errors(exc, GatesSpec, ("gates",))))\
-            from None
+        raise ScenarioError(
+            "gate options are invalid: " + "; ".join(format_errors(exc, GatesSpec, ("gates",)))
+        ) from None
     if given(options, "gpu_hour_usd"):
         cost = {**(scenario.cost.model_dump() if scenario.cost else {}), "gpu_hour_usd": options.gpu_hour_usd}
         try:
             scenario = scenario.model_copy(update={"cost": CostSpec.model_validate(cost)})
         except ValidationError as exc:
-            raise ScenarioError("--gpu-hour-usd is invalid: " + "; ".join(format_errors(exc, CostSpec, ("cost",))))\
-                from None
+            raise ScenarioError(
+                "--gpu-hour-usd is invalid: " + "; ".join(format_errors(exc, CostSpec, ("cost",)))
+            ) from None
     if options.prometheus_url:
         telemetry = telemetry.model_copy(update={"prometheus_url": options.prometheus_url, "prometheus": "off"})
     if options.probes:
         scenario = scenario.model_copy(update={"probes": scenario.probes.model_copy(update={"enabled": True})})
-    return Plan(scenario=scenario, load=load, telemetry=telemetry, gates=gates, variants=variants,
-                external_url=external, model=options.model, report_dir=Path(options.report_dir),
-                run_id=run_id, options=recordable_options(options), soak=soak, scale_out=scale_out)
+    return Plan(
+        scenario=scenario,
+        load=load,
+        telemetry=telemetry,
+        gates=gates,
+        variants=variants,
+        external_url=external,
+        model=options.model,
+        report_dir=Path(options.report_dir),
+        run_id=run_id,
+        options=recordable_options(options),
+        soak=soak,
+        scale_out=scale_out,
+    )
 
 
 def chosen_variants(scenario: Scenario, option: str, external: bool) -> list[str]:
@@ -167,8 +209,10 @@ def chosen_variants(scenario: Scenario, option: str, external: bool) -> list[str
         return chosen or [scenario.baseline_variant if scenario.server.engine == "external" else "external"]
     unknown = [name for name in chosen if name not in scenario.variants]
     if unknown:
-        raise ScenarioError(f"--variant {', '.join(map(repr, unknown))} is not in {scenario.source}; "
-                            f"choose from: {', '.join(scenario.variants)}")
+        raise ScenarioError(
+            f"--variant {', '.join(map(repr, unknown))} is not in {scenario.source}; "
+            f"choose from: {', '.join(scenario.variants)}"
+        )
     baseline = scenario.baseline_variant
     ordered = [baseline] + [v for v in scenario.variants if v != baseline]
     return [v for v in ordered if not chosen or v in chosen]
@@ -178,8 +222,9 @@ def plan_blocks(load: LoadSpec, too_long: Collection[int] = ()) -> list[Block]:
     """Every block of a variant's run, in step order: the ladder ``repeats`` times, then per context length its
     levels ``repeats`` times (lengths a server cannot hold left out). Step numbers are the same in every
     variant, so block r of one variant pairs with block r of another."""
-    groups = [(0, list(load.ladder))] + [(n, list(load.context_levels or load.ladder))
-                                         for n in load.context_tokens if n not in too_long]
+    groups = [(0, list(load.ladder))] + [
+        (n, list(load.context_levels or load.ladder)) for n in load.context_tokens if n not in too_long
+    ]
     out, base = [], 0
     for group, (context, levels) in enumerate(groups):
         for repeat in range(load.repeats):
@@ -195,8 +240,9 @@ def run_dir_free(plan: Plan, overwrite: bool) -> bool:
     if not (path.is_dir() and any(path.iterdir())):
         return True
     if not overwrite:
-        raise ScenarioError(f"run directory {path} exists already; choose another --run-id, or pass --overwrite "
-                            "to replace it")
+        raise ScenarioError(
+            f"run directory {path} exists already; choose another --run-id, or pass --overwrite to replace it"
+        )
     return False
 
 
@@ -211,8 +257,9 @@ def claim_run_dir(plan: Plan, overwrite: bool) -> None:
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
-        raise ScenarioError(f"cannot write the run directory {path}: {exc.strerror or exc}; choose a writable "
-                            "--report-dir") from None
+        raise ScenarioError(
+            f"cannot write the run directory {path}: {exc.strerror or exc}; choose a writable --report-dir"
+        ) from None
 
 
 def remember_secrets(scenario: Scenario, host: str | None, scale_out_urls: str = "") -> None:
@@ -224,7 +271,7 @@ def remember_secrets(scenario: Scenario, host: str | None, scale_out_urls: str =
     for env in [scenario.server.env] + [v.env for v in scenario.variants.values()]:
         values += [value for key, value in env.items() if secret_name(key)]
     for args in [scenario.server.args] + [v.args for v in scenario.variants.values()]:
-        for flag, value in zip(args, args[1:] + [""]):
+        for flag, value in zip(args, args[1:] + [""], strict=False):
             name, eq, inline = flag.partition("=")
             if flag.startswith("-") and secret_name(name):
                 values.append(inline if eq else value)
@@ -233,5 +280,8 @@ def remember_secrets(scenario: Scenario, host: str | None, scale_out_urls: str =
 
 def recordable_options(options) -> dict:
     """The command line as env.json records it: plain values only, and nothing that may hold a secret."""
-    return {k: v for k, v in vars(options).items()
-            if not secret_name(k) and (v is None or isinstance(v, (str, int, float, bool, list)))}
+    return {
+        k: v
+        for k, v in vars(options).items()
+        if not secret_name(k) and (v is None or isinstance(v, (str, int, float, bool, list)))
+    }

@@ -60,8 +60,7 @@ def add_arguments(parser) -> None:
     # On the parser itself (not an argument group), so Locust's web form shows them under "Custom parameters".
     for option in OPTIONS:
         kind = {"action": "store_true"} if isinstance(option.default, bool) else {"type": type(option.default)}
-        parser.add_argument(option.flag, default=option.default, help=option.help, include_in_web_ui=option.web,
-                            **kind)
+        parser.add_argument(option.flag, default=option.default, help=option.help, include_in_web_ui=option.web, **kind)
 
 
 def on_step_message(environment, msg, **_kw) -> None:
@@ -118,8 +117,11 @@ def on_init(environment, runner=None, **_kw) -> None:
             runner.register_message(CLOCK_PONG, clocks.on_pong)
             # A worker that joins is measured as soon as it listens (it registers its handlers after connecting).
             environment.events.worker_connect.add_listener(lambda **_kw: gevent.spawn_later(1.0, clocks.ping))
-        webui.install(environment, last_experiment=lambda: state_of(environment).last,
-                      cli_scenario=lambda: state_of(environment).cli_scenario)
+        webui.install(
+            environment,
+            last_experiment=lambda: state_of(environment).last,
+            cli_scenario=lambda: state_of(environment).cli_scenario,
+        )
     if not isinstance(runner, MasterRunner):
         runner.register_message(STEP_MESSAGE, on_step_message)
     if isinstance(runner, WorkerRunner):
@@ -137,9 +139,15 @@ def _setup_load_process(environment) -> None:
     load = plan.load
     context = users.context_of(environment)
     shipper = RecordShipper(runner, worker, measuring=lambda: context.board.state.active)
-    context.configure(load=load, worker=worker, engine=plan.engine, shipper=shipper,
-                      workload_factory=lambda base_url: Workload.from_spec(
-                          load, counter_for(base_url, load.tokenizer), plan.base_dir))
+    context.configure(
+        load=load,
+        worker=worker,
+        engine=plan.engine,
+        shipper=shipper,
+        workload_factory=lambda base_url: Workload.from_spec(
+            load, counter_for(base_url, load.tokenizer), plan.base_dir
+        ),
+    )
     context.shipper.start()
 
 

@@ -36,11 +36,14 @@ class QualityProbes:
         path = spec.tasks_path(plan.base_dir)
         temperature = spec.temperature if spec.temperature is not None else plan.load.temperature
         self.doc = {
-            "tasks": str(path), "temperature": temperature, "max_drop_pct": spec.max_drop_pct,
+            "tasks": str(path),
+            "temperature": temperature,
+            "max_drop_pct": spec.max_drop_pct,
             # At temperature 0 every seed would repeat the greedy answer: no sampled answers then.
             "seeds": [plan.load.seed + i for i in range(spec.seeds)] if temperature > 0 else [],
-            "items": [{**item.model_dump(), "max_tokens": item.max_tokens or spec.max_tokens}
-                      for item in read_tasks(path)],
+            "items": [
+                {**item.model_dump(), "max_tokens": item.max_tokens or spec.max_tokens} for item in read_tasks(path)
+            ],
             "variants": {},
         }
 
@@ -50,17 +53,27 @@ class QualityProbes:
         if doc is None or variant in doc["variants"]:
             return  # a server started again (interleaved restarts, a restart fault) keeps its first answers
         items, seeds = doc["items"], doc["seeds"]
-        log.info("quality check of %s: %d tasks greedy + %d sampled answers at temperature %g", variant, len(items),
-                 len(items) * len(seeds), doc["temperature"])
+        log.info(
+            "quality check of %s: %d tasks greedy + %d sampled answers at temperature %g",
+            variant,
+            len(items),
+            len(items) * len(seeds),
+            doc["temperature"],
+        )
         started = time.monotonic()
         with session() as http:
+
             def ask(item: dict, **sampling) -> dict:
-                return greedy_output(http, base_url, self.engine, model, item["prompt"], item["max_tokens"],
-                                     ignore_eos=False, **sampling)
+                return greedy_output(
+                    http, base_url, self.engine, model, item["prompt"], item["max_tokens"], ignore_eos=False, **sampling
+                )
 
             greedy = [{"item": i, **ask(item)} for i, item in enumerate(items)]
-            sampled = [{"item": i, "seed": seed, **ask(item, temperature=doc["temperature"], seed=seed)}
-                       for i, item in enumerate(items) for seed in seeds]
+            sampled = [
+                {"item": i, "seed": seed, **ask(item, temperature=doc["temperature"], seed=seed)}
+                for i, item in enumerate(items)
+                for seed in seeds
+            ]
         for answer in sampled:
             answer.pop("tokens", None)  # only the greedy answers are compared token by token
         doc["variants"][variant] = {"greedy": greedy, "sampled": sampled}

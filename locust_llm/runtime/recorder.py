@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import gevent
 import pyarrow as pa
@@ -40,8 +40,15 @@ FLUSH_INTERVAL_S = 2.0
 CLOSE_ATTEMPTS = 5  # the last flush: a disk that frees up within a few seconds still gets every row
 CLOSE_RETRY_S = 1.0
 INTAKE_SLICE = 200  # records converted at a time: streams sharing this process wait at most for one slice
-CLIENT_SCHEMA = pa.schema([("t", pa.float64()), ("worker", pa.int32()), ("cpu_percent", pa.float64()),
-                           ("loop_lag_ms_max", pa.float64()), ("loop_lag_ms_mean", pa.float64())])
+CLIENT_SCHEMA = pa.schema(
+    [
+        ("t", pa.float64()),
+        ("worker", pa.int32()),
+        ("cpu_percent", pa.float64()),
+        ("loop_lag_ms_max", pa.float64()),
+        ("loop_lag_ms_mean", pa.float64()),
+    ]
+)
 
 
 def in_native_thread(function: Callable, *args):
@@ -65,8 +72,9 @@ class Recorder:
 
     def __init__(self, run_dir: Path, clock_offsets: Callable[[], dict[str, float]] = dict):
         self.run_dir = Path(run_dir)
-        self.parts = PartWriter(self.run_dir, layout.REQUESTS, layout.REQUEST_PARTS, REQUESTS_SCHEMA,
-                                run_io=in_native_thread)
+        self.parts = PartWriter(
+            self.run_dir, layout.REQUESTS, layout.REQUEST_PARTS, REQUESTS_SCHEMA, run_io=in_native_thread
+        )
         self._writing = BoundedSemaphore()  # one part write or merge at a time (others wait, the loop runs on)
         self._stop = Event()
         self.client_samples: list[dict] = []
@@ -109,13 +117,13 @@ class Recorder:
                 self.intake.extend(cols.to_rows(packed))  # row by row: a value that does not fit costs only its row
                 continue
             self.parts.add_table(table)
-            self._live(lambda: self.live.add_table(table, self.clock_offsets()))
+            self._live(lambda table=table: self.live.add_table(table, self.clock_offsets()))
             if pause:
                 gevent.sleep(0)
         while self.intake:
             rows = [self.intake.popleft() for _ in range(min(INTAKE_SLICE, len(self.intake)))]
             self.parts.add(rows)
-            self._live(lambda: self.live.add(rows, [], self.clock_offsets()))
+            self._live(lambda rows=rows: self.live.add(rows, [], self.clock_offsets()))
             self.parts.convert()
             if pause:
                 gevent.sleep(0)
@@ -141,8 +149,13 @@ class Recorder:
         self.take_in(pause=False)
         self.flush()
         on_disk = self.parts.rows_written + self.parts.rows_lost == self.received()
-        return bool(self.tally) and on_disk and all(t.users_running == 0 and t.received == t.sent_total
-                                                    for w, t in self.tally.items() if w not in self.lost)
+        return (
+            bool(self.tally)
+            and on_disk
+            and all(
+                t.users_running == 0 and t.received == t.sent_total for w, t in self.tally.items() if w not in self.lost
+            )
+        )
 
     def progress(self, variant: str, step: int) -> tuple[int, int]:
         """Completed steady-window requests of a step and their output tokens, over every worker so far."""
@@ -171,8 +184,9 @@ class Recorder:
         """Merge all parts into ``requests.parquet`` (streamed); idempotent; ``client.parquet`` beside it."""
         self.take_in(pause=False)
         # One small row per worker and second: kept in memory, written whole.
-        layout.write_parquet(self.run_dir / layout.CLIENT,
-                             pa.Table.from_pylist(self.client_samples, schema=CLIENT_SCHEMA))
+        layout.write_parquet(
+            self.run_dir / layout.CLIENT, pa.Table.from_pylist(self.client_samples, schema=CLIENT_SCHEMA)
+        )
         with self._writing:  # after a part being written, never beside it
             return self.parts.merge()
 

@@ -13,7 +13,7 @@ The functions take the ``Experiment`` (``runtime.experiment``), which calls them
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..records import Phase
 from ..servers import ServerError
@@ -45,17 +45,29 @@ def scale_out(exp, variant: str) -> Iterator[tuple]:
         session.stop_replicas()
         return
     base = len(plan_blocks(exp.plan.load))
-    log.info("scale-out of %s: 1 server against %d at %g per server, %d pair(s) of steps", variant, plan.servers,
-             plan.level, plan.pairs)
-    order = [(pair, servers) for pair in range(plan.pairs)
-             for servers in ((1, plan.servers) if pair % 2 == 0 else (plan.servers, 1))]
+    log.info(
+        "scale-out of %s: 1 server against %d at %g per server, %d pair(s) of steps",
+        variant,
+        plan.servers,
+        plan.level,
+        plan.pairs,
+    )
+    order = [
+        (pair, servers)
+        for pair in range(plan.pairs)
+        for servers in ((1, plan.servers) if pair % 2 == 0 else (plan.servers, 1))
+    ]
     for index, (pair, servers) in enumerate(order):
         if exp.interrupted or not session.alive():
             break
         if not session.replicas_alive():
             log.error("a scale-out server of %s exited; the scale-out stops here", variant)
-            exp.run.note("scale_out_failed", variant=variant, error="a scale-out server exited",
-                         log_tails=[r.log_tail() for r in session.replicas if not r.alive()])
+            exp.run.note(
+                "scale_out_failed",
+                variant=variant,
+                error="a scale-out server exited",
+                log_tails=[r.log_tail() for r in session.replicas if not r.alive()],
+            )
             break
         block = Block(base + index, servers * plan.level, 0, pair, -1, index)
         yield from exp.measure(variant, block, urls[:servers])

@@ -64,11 +64,17 @@ class ServerSession:
             if spec.prometheus == "auto":
                 log.info("%s is set: scraping /metrics directly, with the key, not through our Prometheus", API_KEY_ENV)
                 return None
-            log.warning("our Prometheus scrapes /metrics without %s; if the server protects /metrics, set "
-                        "telemetry: {prometheus: off} (the direct scrape sends the key)", API_KEY_ENV)
+            log.warning(
+                "our Prometheus scrapes /metrics without %s; if the server protects /metrics, set "
+                "telemetry: {prometheus: off} (the direct scrape sends the key)",
+                API_KEY_ENV,
+            )
         try:
-            return PrometheusServer(scrape_interval_s=min(spec.interval_s, 1.0), dcgm_url=spec.dcgm_url,
-                                    log_path=self.run.file(layout.PROMETHEUS_LOG)).start()
+            return PrometheusServer(
+                scrape_interval_s=min(spec.interval_s, 1.0),
+                dcgm_url=spec.dcgm_url,
+                log_path=self.run.file(layout.PROMETHEUS_LOG),
+            ).start()
         except PrometheusError as exc:
             log.warning("no Prometheus of our own (%s); scraping /metrics directly", exc)
             self.run.note("prometheus_unavailable", error=str(exc))
@@ -81,15 +87,22 @@ class ServerSession:
         if plan.external_url:
             url = plan.external_url.rstrip("/")
             server = ActiveServer(variant, url, plan.model or served_model(url), None)
-            self.run.env["servers"][variant] = {"url": url, "served_model": server.model, "launched": False,
-                                                "local_pids": self.on_this_host(url)}
+            self.run.env["servers"][variant] = {
+                "url": url,
+                "served_model": server.model,
+                "launched": False,
+                "local_pids": self.on_this_host(url),
+            }
         else:
             log.info("starting the %s server for variant %s", plan.scenario.server.engine, variant)
             process = launch_variant(plan.scenario, variant, log_dir=self.run.path, port=port)
             server = ActiveServer(variant, process.base_url, plan.model or process.served_model or "", process)
             spec = plan.scenario.speculative(variant)
-            self.run.env["servers"][variant] = {**process.describe(), "launched": True,
-                                                "speculative": spec.model_dump(mode="json") if spec else None}
+            self.run.env["servers"][variant] = {
+                **process.describe(),
+                "launched": True,
+                "speculative": spec.model_dump(mode="json") if spec else None,
+            }
         self.run.env["servers"][variant]["context_size"] = context_size(server.base_url)
         self.run.write_env()
         self.servers[variant] = server
@@ -110,8 +123,15 @@ class ServerSession:
         if self.prometheus is not None:
             prometheus_url, selector = self.prometheus.url, self.prometheus.selector(variant)
         pid = server.process.proc.pid if server.process is not None and server.process.proc else None
-        self.telemetry.attach(variant, self.plan.engine, server.base_url, server_pid=pid,
-                              prometheus_url=prometheus_url, dcgm_url=spec.dcgm_url, prometheus_selector=selector)
+        self.telemetry.attach(
+            variant,
+            self.plan.engine,
+            server.base_url,
+            server_pid=pid,
+            prometheus_url=prometheus_url,
+            dcgm_url=spec.dcgm_url,
+            prometheus_selector=selector,
+        )
 
     def start_replicas(self, variant: str, servers: int, urls: list[str]) -> list[str]:
         """Every server of ``variant``'s scale-out steps, the active one first: ``servers - 1`` more launched on free
@@ -125,18 +145,22 @@ class ServerSession:
                     raise ServerError(f"scale-out server {url} does not answer: {exc}") from None
                 model = first_model_id(models) or ""
                 if status != 200 or (not self.plan.model and model != primary.model):
-                    raise ServerError(f"scale-out server {url} answers /v1/models with status {status} and model "
-                                      f"{model!r}; --host serves {primary.model!r}: every server must serve the same "
-                                      "model")
-            self.run.env["servers"][variant]["replicas"] = [{"url": url, "launched": False,
-                                                             "local_pids": self.on_this_host(url)} for url in urls]
+                    raise ServerError(
+                        f"scale-out server {url} answers /v1/models with status {status} and model "
+                        f"{model!r}; --host serves {primary.model!r}: every server must serve the same "
+                        "model"
+                    )
+            self.run.env["servers"][variant]["replicas"] = [
+                {"url": url, "launched": False, "local_pids": self.on_this_host(url)} for url in urls
+            ]
             self.run.write_env()
             return [primary.base_url] + list(urls)
         spec = self.plan.scenario
         for replica in range(1, servers):
             log.info("starting %s server %d of %d for the scale-out steps", variant, replica + 1, servers)
-            self.replicas.append(launch_variant(spec, variant, log_dir=self.run.path,
-                                                port=free_port(spec.server.host), replica=replica))
+            self.replicas.append(
+                launch_variant(spec, variant, log_dir=self.run.path, port=free_port(spec.server.host), replica=replica)
+            )
         self.run.env["servers"][variant]["replicas"] = [{**r.describe(), "launched": True} for r in self.replicas]
         self.run.write_env()
         return [primary.base_url] + [r.base_url for r in self.replicas]
@@ -170,10 +194,17 @@ class ServerSession:
         except WorkloadError as exc:
             self.run.note("consistency_skipped", variant=variant, error=str(exc))
             return None
-        prompts = workload.consistency_prompts(CONSISTENCY_PROMPTS,
-                                               max_tokens=min(load.max_tokens, CONSISTENCY_MAX_TOKENS))
-        self.consistency[variant] = greedy_outputs(server.base_url, self.plan.engine, server.model, prompts,
-                                                   deadline_s=CONSISTENCY_DEADLINE_S, stop=self.stopping)
+        prompts = workload.consistency_prompts(
+            CONSISTENCY_PROMPTS, max_tokens=min(load.max_tokens, CONSISTENCY_MAX_TOKENS)
+        )
+        self.consistency[variant] = greedy_outputs(
+            server.base_url,
+            self.plan.engine,
+            server.model,
+            prompts,
+            deadline_s=CONSISTENCY_DEADLINE_S,
+            stop=self.stopping,
+        )
         write_json(self.run.file(layout.CONSISTENCY), self.consistency)
         return workload
 

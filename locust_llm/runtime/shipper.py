@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import defaultdict, deque
-from typing import Callable
+from collections.abc import Callable
 
 import gevent
 
@@ -94,10 +94,20 @@ class RecordShipper:
         # Records still waiting to be refined count as running work: the master waits for them.
         self.users_running = (self.runner.user_count + len(self.deferred)) if not final else 0
         try:
-            self.runner.send_message(RECORDS_MESSAGE, {
-                "worker": self.worker, "records": batch.misfits, "columns": batch.columns(), "client": client,
-                "sent_total": self.sent_total, "users_running": self.users_running, "final": final,
-                "pid": os.getpid(), "progress": dict(self.progress)})
+            self.runner.send_message(
+                RECORDS_MESSAGE,
+                {
+                    "worker": self.worker,
+                    "records": batch.misfits,
+                    "columns": batch.columns(),
+                    "client": client,
+                    "sent_total": self.sent_total,
+                    "users_running": self.users_running,
+                    "final": final,
+                    "pid": os.getpid(),
+                    "progress": dict(self.progress),
+                },
+            )
         except Exception:  # keep the batch; the next ship retries it
             log.exception("could not send %d records to the master; will retry", len(batch))
             batch.extend(self.buffer)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 
@@ -37,8 +37,16 @@ def soak_program(exp) -> Iterator[tuple]:
     users = exp.users_for(soak.level)
     tick = (users, max(users, exp.environment.runner.user_count, 1), exp.classes)
     unit = "req/s" if exp.plan.load.mode == "open" else "users"
-    log.info("soak: %s at %g %s for %gs, %d windows of %gs (after a %gs warm-up)", soak.variant, soak.level, unit,
-             soak.duration_s, soak.windows, soak.window_s, exp.plan.load.warmup_s)
+    log.info(
+        "soak: %s at %g %s for %gs, %d windows of %gs (after a %gs warm-up)",
+        soak.variant,
+        soak.level,
+        unit,
+        soak.duration_s,
+        soak.windows,
+        soak.window_s,
+        exp.plan.load.warmup_s,
+    )
     first = None  # when the first window's measurement began: the windows' ends lie on a grid from here
     for index in range(soak.windows):
         if exp.interrupted or not exp.session.alive():
@@ -47,8 +55,12 @@ def soak_program(exp) -> Iterator[tuple]:
         first = row["t_steady"] if first is None else first
         checkpoint(exp)
         if math.isfinite(row["t_steady"]):
-            log.info("soak window %d/%d done; about %ds left", index + 1, soak.windows,
-                     max(first + soak.duration_s - now(), 0))
+            log.info(
+                "soak window %d/%d done; about %ds left",
+                index + 1,
+                soak.windows,
+                max(first + soak.duration_s - now(), 0),
+            )
     exp.broadcast(soak.variant, exp.state.step, soak.level, Phase.DRAIN)
     yield from exp.drain()
     exp.session.stop()
@@ -59,8 +71,18 @@ def window(exp, index: int, tick: tuple, first: float | None) -> Iterator[tuple]
     soak, load = exp.plan.soak, exp.plan.load
     # Later windows begin where the one before ended: no token falls between two windows.
     begin = now() if first is None else exp.run.steps[-1]["t_end"]
-    row = {"variant": soak.variant, "step": index, "window": index, "level": soak.level, "mode": load.mode,
-           "users": tick[0], "context": None, "t_start": begin, "t_steady": math.nan, "t_end": math.nan}
+    row = {
+        "variant": soak.variant,
+        "step": index,
+        "window": index,
+        "level": soak.level,
+        "mode": load.mode,
+        "users": tick[0],
+        "context": None,
+        "t_start": begin,
+        "t_steady": math.nan,
+        "t_end": math.nan,
+    }
     exp.run.steps.append(row)
     exp.run.write_steps()
     if first is None and load.warmup_s > 0:
@@ -73,8 +95,9 @@ def window(exp, index: int, tick: tuple, first: float | None) -> Iterator[tuple]
     exp.run.write_steps()
     # A new step: open-loop dispatchers start a new arrival clock at its start, closed-loop users label their next
     # requests with it; requests in flight keep their window's label, their tokens count where they arrive.
-    exp.broadcast(soak.variant, index, soak.level, Phase.STEADY,
-                  t_start=row["t_start"] if first is None else row["t_steady"])
+    exp.broadcast(
+        soak.variant, index, soak.level, Phase.STEADY, t_start=row["t_start"] if first is None else row["t_steady"]
+    )
     start = row["t_steady"] if first is None else first
     yield from exp.hold(start + (index + 1) * soak.window_s, tick)
     row["t_end"] = now()
@@ -85,8 +108,9 @@ def checkpoint(exp) -> None:
     """The window's end, the host's and the load processes' samples on disk, the telemetry parts flushed."""
     exp.run.write_steps()
     layout.write_parquet(exp.run.file(layout.HOST), exp.host.table())
-    layout.write_parquet(exp.run.file(layout.CLIENT),
-                         pa.Table.from_pylist(exp.recorder.client_samples, schema=CLIENT_SCHEMA))
+    layout.write_parquet(
+        exp.run.file(layout.CLIENT), pa.Table.from_pylist(exp.recorder.client_samples, schema=CLIENT_SCHEMA)
+    )
     exp.session.telemetry.flush()
 
 
@@ -100,7 +124,17 @@ def soak_progress(exp) -> dict:
         step_left = max(first + len(rows) * soak.window_s - now(), 0.0) if math.isnan(rows[-1]["t_end"]) else 0.0
     else:  # starting the server, or warming up
         step_left, run_left = load.warmup_s + soak.window_s, load.warmup_s + soak.duration_s
-    return {"variant": exp.state.variant, "level": exp.state.level, "context": exp.state.context,
-            "phase": exp.state.phase, "mode": load.mode, "step": len(rows), "steps": soak.windows,
-            "step_left_s": round(step_left, 1), "extended_s": 0.0, "run_left_s": round(run_left, 1),
-            "finished": exp.finished, "interrupted": exp.interrupted}
+    return {
+        "variant": exp.state.variant,
+        "level": exp.state.level,
+        "context": exp.state.context,
+        "phase": exp.state.phase,
+        "mode": load.mode,
+        "step": len(rows),
+        "steps": soak.windows,
+        "step_left_s": round(step_left, 1),
+        "extended_s": 0.0,
+        "run_left_s": round(run_left, 1),
+        "finished": exp.finished,
+        "interrupted": exp.interrupted,
+    }

@@ -59,4 +59,3 @@ class StepBoard:
         # Waiters hold the old event; setting it for good wakes every one of them exactly once.
         woken, self.changed = self.changed, gevent.event.Event()
         woken.set()
-

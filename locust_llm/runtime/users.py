@@ -11,8 +11,8 @@ import itertools
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import gevent
 import gevent.lock
@@ -49,8 +49,14 @@ class ProcessContext:
     server_seq: itertools.count = field(default_factory=itertools.count)  # round-robin over a step's servers
     step_index: dict[tuple, itertools.count] = field(default_factory=dict)
 
-    def configure(self, load: LoadSpec, worker: int, engine: str, shipper: RecordShipper,
-                  workload_factory: Callable[[str], Workload]) -> None:
+    def configure(
+        self,
+        load: LoadSpec,
+        worker: int,
+        engine: str,
+        shipper: RecordShipper,
+        workload_factory: Callable[[str], Workload],
+    ) -> None:
         """New run settings; the step board survives (the shape may have spoken before test_start)."""
         self.load, self.worker, self.engine = load, worker, engine
         self.shipper, self.workload_factory = shipper, workload_factory
@@ -105,8 +111,9 @@ class LLMUser(User):
 
     def client_for(self, base_url: str) -> StreamingClient:
         if base_url not in self._clients:
-            self._clients[base_url] = StreamingClient(base_url, timeouts=self.context.load.timeouts,
-                                                      engine=self.context.engine)
+            self._clients[base_url] = StreamingClient(
+                base_url, timeouts=self.context.load.timeouts, engine=self.context.engine
+            )
         return self._clients[base_url]
 
     def on_stop(self) -> None:
@@ -114,10 +121,18 @@ class LLMUser(User):
             client.close()
 
     def new_record(self, state: StepState, t_intended: float = math.nan) -> RequestRecord:
-        return RequestRecord(run_id=state.run_id, variant=state.variant, level=state.level, step=state.step,
-                             phase=state.phase, mode=state.mode, worker=self.context.worker,
-                             request_id=self.context.request_id(), t_intended=t_intended,
-                             api=self.context.load.api)
+        return RequestRecord(
+            run_id=state.run_id,
+            variant=state.variant,
+            level=state.level,
+            step=state.step,
+            phase=state.phase,
+            mode=state.mode,
+            worker=self.context.worker,
+            request_id=self.context.request_id(),
+            t_intended=t_intended,
+            api=self.context.load.api,
+        )
 
     def send(self, state: StepState, record: RequestRecord) -> None:
         """One request from the workload, timed and recorded whatever happens."""
@@ -131,11 +146,17 @@ class LLMUser(User):
             record.bucket, record.prompt_tokens = item.bucket, item.prompt_tokens
             if item.images is not None:
                 record.images, record.image_bytes = len(item.images), sum(i.nbytes for i in item.images)
-            spec = RequestSpec(prompt=item.prompt, max_tokens=item.max_tokens, api=load.api,
-                               model=state.model or None, temperature=load.temperature,
-                               ignore_eos=load.ignore_eos, seed=state.seed,
-                               extra=request_extra(ctx.engine, item.max_tokens, load.ignore_eos),
-                               images=tuple(i.url for i in item.images or ()))
+            spec = RequestSpec(
+                prompt=item.prompt,
+                max_tokens=item.max_tokens,
+                api=load.api,
+                model=state.model or None,
+                temperature=load.temperature,
+                ignore_eos=load.ignore_eos,
+                seed=state.seed,
+                extra=request_extra(ctx.engine, item.max_tokens, load.ignore_eos),
+                images=tuple(i.url for i in item.images or ()),
+            )
             split = self.client_for(ctx.target(state, record)).stream(spec, record)
         except gevent.GreenletExit:
             record.error_class = ErrorClass.CANCELLED
@@ -146,8 +167,11 @@ class LLMUser(User):
             record.error_class = record.error_class or ErrorClass.CLIENT_ERROR
             record.error_message = f"{type(exc).__name__}: {exc}"[:500]
         counter = workload.counter if workload is not None else None
-        self.emit(record, split.apply if split is not None and counter is not None else None,
-                  counter.count if counter is not None else None)
+        self.emit(
+            record,
+            split.apply if split is not None and counter is not None else None,
+            counter.count if counter is not None else None,
+        )
 
     def emit(self, record: RequestRecord, refine=None, count=None) -> None:
         """Report to Locust's stats now; ship the record once ``refine(count)`` (a tokenizer's per-chunk split,
@@ -158,11 +182,15 @@ class LLMUser(User):
         start = record.t_done if math.isnan(record.t_send) else record.t_send
         exception = None if record.ok else RuntimeError(f"{record.error_class}: {record.error_message}")
         self.environment.events.request.fire(
-            request_type=record.api, name=f"{record.variant} @ {record.level:g}",
-            response_time=max(record.t_done - start, 0.0) * 1000.0, response_length=int(record.output_tokens),
-            exception=exception, context={"variant": record.variant, "level": record.level,
-                                          "step": record.step, "bucket": record.bucket},
-            response=None, start_time=time.time())
+            request_type=record.api,
+            name=f"{record.variant} @ {record.level:g}",
+            response_time=max(record.t_done - start, 0.0) * 1000.0,
+            response_length=int(record.output_tokens),
+            exception=exception,
+            context={"variant": record.variant, "level": record.level, "step": record.step, "bucket": record.bucket},
+            response=None,
+            start_time=time.time(),
+        )
         shipper = self.context.shipper
         if shipper is not None:
             if refine is not None:
@@ -222,11 +250,15 @@ class OpenLoopUser(LLMUser):
             ctx.workload(state.base_url)  # ready before the first arrival, so set-up is not schedule lag
             # One clock for all processes (the master's step start); worker i starts i/level later, so constant
             # arrivals from several processes interleave evenly instead of coming in bursts.
-            t0 = state.t_start + state.clock_offsets.get(str(ctx.worker), 0.0) if not math.isnan(state.t_start) \
+            t0 = (
+                state.t_start + state.clock_offsets.get(str(ctx.worker), 0.0)
+                if not math.isnan(state.t_start)
                 else ctx.board.started_at
+            )
             rate = state.level / max(state.workers, 1)
-            self.clock = ArrivalClock(rate, t0 + ctx.worker / state.level, (state.seed, ctx.worker, state.step),
-                                      load.arrival, load.burstiness)
+            self.clock = ArrivalClock(
+                rate, t0 + ctx.worker / state.level, (state.seed, ctx.worker, state.step), load.arrival, load.burstiness
+            )
             self.clock_key = key
         t_intended = self.clock.next()
         board = self.context.board

@@ -14,8 +14,16 @@ from ..scenario import ScenarioError, load_scenario
 from .options import OPTIONS, parse_value
 from .plan import DEFAULT_SCENARIO, chosen_variants, load_plan, plan_blocks, run_dir_free
 
-__all__ = ["CHOICES", "PROJECT_SCENARIOS", "allowed_scenarios", "check_form", "check_web_scenario", "form_values",
-           "options_for", "with_baseline"]
+__all__ = [
+    "CHOICES",
+    "PROJECT_SCENARIOS",
+    "allowed_scenarios",
+    "check_form",
+    "check_web_scenario",
+    "form_values",
+    "options_for",
+    "with_baseline",
+]
 
 PROJECT_SCENARIOS = "scenarios"
 # Fields the form offers as a list (the command line takes any text and says what is wrong with it).
@@ -38,8 +46,10 @@ def check_web_scenario(chosen: str, cli_scenario: str) -> None:
     project's own, never an arbitrary file."""
     allowed = {Path(p).resolve() for p in allowed_scenarios(cli_scenario)}
     if Path(chosen or DEFAULT_SCENARIO).resolve() not in allowed:
-        raise ScenarioError(f"the web form runs the scenario given on the command line or one under "
-                            f"{PROJECT_SCENARIOS}/; {chosen!r} is neither")
+        raise ScenarioError(
+            f"the web form runs the scenario given on the command line or one under "
+            f"{PROJECT_SCENARIOS}/; {chosen!r} is neither"
+        )
 
 
 def options_for(scenario: str, current: Namespace, cli_scenario: str) -> Namespace:
@@ -55,12 +65,23 @@ def form_values(options: Namespace, host: str | None) -> dict:
     plan = load_plan(options, host)
     load, gates = plan.load, plan.gates
     fields = {
-        "scenario": options.scenario, "variant": ",".join(plan.variants), "mode": load.mode,
-        "ladder": ",".join(lvl(x) for x in load.ladder), "step_duration": load.step_duration_s,
-        "warmup": load.warmup_s, "repeats": load.repeats, "order": "interleaved" if load.interleaved else "sequential",
-        "min_requests": load.min_requests, "prompt_tokens": load.prompt_tokens, "max_tokens": load.max_tokens,
-        "api": load.api, "model": plan.model, "run_id": options.run_id, "overwrite": options.overwrite,
-        "slo_ttft_p99_ms": gates.ttft_p99_ms or 0.0, "slo_tpot_p99_ms": gates.tpot_p99_ms or 0.0,
+        "scenario": options.scenario,
+        "variant": ",".join(plan.variants),
+        "mode": load.mode,
+        "ladder": ",".join(lvl(x) for x in load.ladder),
+        "step_duration": load.step_duration_s,
+        "warmup": load.warmup_s,
+        "repeats": load.repeats,
+        "order": "interleaved" if load.interleaved else "sequential",
+        "min_requests": load.min_requests,
+        "prompt_tokens": load.prompt_tokens,
+        "max_tokens": load.max_tokens,
+        "api": load.api,
+        "model": plan.model,
+        "run_id": options.run_id,
+        "overwrite": options.overwrite,
+        "slo_ttft_p99_ms": gates.ttft_p99_ms or 0.0,
+        "slo_tpot_p99_ms": gates.tpot_p99_ms or 0.0,
         "slo_error_rate": -1.0 if gates.error_rate is None else gates.error_rate,
         "max_regression_pct": -1.0 if gates.max_regression_pct is None else gates.max_regression_pct,
         "baseline_run": gates.baseline_run or "",
@@ -68,10 +89,17 @@ def form_values(options: Namespace, host: str | None) -> dict:
         "scale_out": plan.scale_out.servers if plan.scale_out else 0,
     }
     available = chosen_variants(plan.scenario, "", bool(plan.external_url))
-    return {"fields": fields, "variants": available, "baseline": available[0], "engine": plan.engine,
-            "external_url": plan.external_url, "description": plan.scenario.description,
-            "steps_per_variant": len(plan_blocks(load)), "contexts": len(load.context_tokens),
-            "context_levels": len(load.context_levels) if load.context_levels else None}
+    return {
+        "fields": fields,
+        "variants": available,
+        "baseline": available[0],
+        "engine": plan.engine,
+        "external_url": plan.external_url,
+        "description": plan.scenario.description,
+        "steps_per_variant": len(plan_blocks(load)),
+        "contexts": len(load.context_tokens),
+        "context_levels": len(load.context_levels) if load.context_levels else None,
+    }
 
 
 def submitted_options(current: Namespace, form: Mapping[str, str]) -> Namespace:
@@ -101,7 +129,7 @@ def check_form(current: Namespace, form: Mapping[str, str], host: str | None, cl
     try:
         options = submitted_options(current, form)
         check_web_scenario(options.scenario, cli_scenario)
-        host = (form["host"] if "host" in form else host) or None
+        host = (form.get("host", host)) or None
         options.variant = with_baseline(options, host)
         plan = load_plan(options, host)
         run_dir_free(plan, options.overwrite)

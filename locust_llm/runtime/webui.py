@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 from flask import Response, jsonify, request
 
@@ -30,10 +30,19 @@ log = logging.getLogger(__name__)
 
 __all__ = ["install"]
 
-COLUMNS = [("variant", "Variant"), ("level", "Level"), ("requests", "Requests"), ("errors", "Errors"),
-           ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_from", "TTFT from"), ("tpot_p50_ms", "TPOT p50 ms"),
-           ("tpot_p95_ms", "TPOT p95 ms"), ("output_tps", "Output tok/s (10 s)"), ("acceptance", "Acceptance (client)"),
-           ("client", "Client")]
+COLUMNS = [
+    ("variant", "Variant"),
+    ("level", "Level"),
+    ("requests", "Requests"),
+    ("errors", "Errors"),
+    ("ttft_p50_ms", "TTFT p50 ms"),
+    ("ttft_from", "TTFT from"),
+    ("tpot_p50_ms", "TPOT p50 ms"),
+    ("tpot_p95_ms", "TPOT p95 ms"),
+    ("output_tps", "Output tok/s (10 s)"),
+    ("acceptance", "Acceptance (client)"),
+    ("client", "Client"),
+]
 ASSETS = ("cockpit.js", "cockpit.css")
 PAGE_HOOK = "</body>"  # after Locust's own script that sets window.templateArgs
 # Run files as text in the browser; anything else (Parquet) is a download. Never served as HTML but the report.
@@ -48,7 +57,8 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
     app = web_ui.app
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": "llm"}]
     web_ui.template_args["extended_tables"] = [
-        {"key": "llm", "structure": [{"key": key, "title": title} for key, title in COLUMNS]}]
+        {"key": "llm", "structure": [{"key": key, "title": title} for key, title in COLUMNS]}
+    ]
     web_ui.template_args["extended_csv_files"] = [{"href": "/llm/report", "title": "LLM report (HTML)"}]
     _shape_the_form(web_ui, environment, cli_scenario)
 
@@ -77,12 +87,21 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
             data = response.get_json()
             data["extended_stats"] = [{"key": "llm", "data": rows()}]
             response.set_data(json.dumps(data))
-        elif (request.endpoint or "").endswith("index") and response.mimetype == "text/html" \
-                and not response.direct_passthrough:  # Locust's page, not its downloadable report
+        elif (
+            (request.endpoint or "").endswith("index")
+            and response.mimetype == "text/html"
+            and not response.direct_passthrough
+        ):  # Locust's page, not its downloadable report
             page = response.get_data(as_text=True)
             if PAGE_HOOK in page:
-                response.set_data(page.replace(PAGE_HOOK, '<link rel="stylesheet" href="/llm/static/cockpit.css">'
-                                               '<script src="/llm/static/cockpit.js"></script>' + PAGE_HOOK, 1))
+                response.set_data(
+                    page.replace(
+                        PAGE_HOOK,
+                        '<link rel="stylesheet" href="/llm/static/cockpit.css">'
+                        '<script src="/llm/static/cockpit.js"></script>' + PAGE_HOOK,
+                        1,
+                    )
+                )
         return response
 
     def route(path: str):

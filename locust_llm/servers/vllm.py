@@ -23,8 +23,14 @@ def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
     launcher = shlex.split(server.binary) if server.binary else ["vllm"]
     launcher[0] = find_executable(launcher[0], INSTALL_HINT)
     spec = scenario.speculative(variant)
-    return assemble_plan(scenario, variant, "vllm", port,
-                         head=[*launcher, "serve", server.model, "--host", server.host, "--port", str(port)],
-                         served_name_flag="--served-model-name",
-                         speculative_args=speculative_args(spec) if spec is not None else [],
-                         version_argv=[*launcher, "--version"], model=server.model)
+    return assemble_plan(
+        scenario,
+        variant,
+        "vllm",
+        port,
+        head=[*launcher, "serve", server.model, "--host", server.host, "--port", str(port)],
+        served_name_flag="--served-model-name",
+        speculative_args=speculative_args(spec) if spec is not None else [],
+        version_argv=[*launcher, "--version"],
+        model=server.model,
+    )

@@ -21,8 +21,18 @@ from dataclasses import dataclass
 
 from .parse import Sample
 
-__all__ = ["CANONICAL", "COUNTER", "ENGINES", "HISTOGRAM", "MetricMap", "Reading", "canonical_of", "histogram_parts",
-           "map_for", "normalise_nvml"]
+__all__ = [
+    "CANONICAL",
+    "COUNTER",
+    "ENGINES",
+    "HISTOGRAM",
+    "MetricMap",
+    "Reading",
+    "canonical_of",
+    "histogram_parts",
+    "map_for",
+    "normalise_nvml",
+]
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 
@@ -31,8 +41,8 @@ COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 class Canonical:
     kind: str
     unit: str
-    combine: str = "sum"           # across label series at one instant: sum | mean | max
-    group_by: str | None = None    # a label kept apart instead of combined (per position, per GPU)
+    combine: str = "sum"  # across label series at one instant: sum | mean | max
+    group_by: str | None = None  # a label kept apart instead of combined (per position, per GPU)
     note: str = ""
 
 
@@ -44,11 +54,15 @@ CANONICAL: dict[str, Canonical] = {
     "spec_accepted_per_pos": Canonical(COUNTER, "tokens", group_by="position"),
     "spec_verify_calls": Canonical(COUNTER, "calls", note="SGLang: verify passes, counted when requests finish"),
     # SGLang's only acceptance figures: interval gauges over the last decode-log window. Never difference them.
-    "spec_accept_length_gauge": Canonical(GAUGE, "tokens/step", combine="mean",
-                                          note="interval gauge over recent decode batches (SGLang)"),
-    "spec_accept_rate_gauge": Canonical(GAUGE, "ratio", combine="mean",
-                                        note="interval gauge; includes the bonus token (SGLang), not "
-                                             "comparable with accepted/drafted"),
+    "spec_accept_length_gauge": Canonical(
+        GAUGE, "tokens/step", combine="mean", note="interval gauge over recent decode batches (SGLang)"
+    ),
+    "spec_accept_rate_gauge": Canonical(
+        GAUGE,
+        "ratio",
+        combine="mean",
+        note="interval gauge; includes the bonus token (SGLang), not comparable with accepted/drafted",
+    ),
     # load and memory inside the server
     "generation_tokens": Canonical(COUNTER, "tokens"),
     "prompt_tokens": Canonical(COUNTER, "tokens"),
@@ -61,20 +75,30 @@ CANONICAL: dict[str, Canonical] = {
     "generation_seconds": Canonical(COUNTER, "s"),
     # the server's own latency histograms (``_sum`` / ``_count`` pairs)
     "ttft_seconds": Canonical(HISTOGRAM, "s"),
-    "itl_seconds": Canonical(HISTOGRAM, "s", note="vLLM: per engine step (several tokens under speculation); "
-                                                  "SGLang: per token"),
+    "itl_seconds": Canonical(
+        HISTOGRAM, "s", note="vLLM: per engine step (several tokens under speculation); SGLang: per token"
+    ),
     "tpot_seconds": Canonical(HISTOGRAM, "s", note="per finished request"),
     "e2e_seconds": Canonical(HISTOGRAM, "s"),
     "queue_seconds": Canonical(HISTOGRAM, "s"),
     "prefill_seconds": Canonical(HISTOGRAM, "s"),
     "decode_seconds": Canonical(HISTOGRAM, "s"),
     # SGLang's per-stage request histogram: one series per stage (prefill_forward, request_process, ...)
-    "stage_seconds": Canonical(HISTOGRAM, "s", group_by="stage",
-                               note="SGLang: time of one request stage; prefill_forward runs from forward entry "
-                                    "to the end of prefill (chunks included)"),
+    "stage_seconds": Canonical(
+        HISTOGRAM,
+        "s",
+        group_by="stage",
+        note="SGLang: time of one request stage; prefill_forward runs from forward entry "
+        "to the end of prefill (chunks included)",
+    ),
     # GPU (DCGM via Prometheus or a direct scrape, or NVML), one series per GPU
-    "gpu_util": Canonical(GAUGE, "ratio", combine="mean", group_by="gpu",
-                          note="fraction of time any kernel ran; saturates on memory-bound decode"),
+    "gpu_util": Canonical(
+        GAUGE,
+        "ratio",
+        combine="mean",
+        group_by="gpu",
+        note="fraction of time any kernel ran; saturates on memory-bound decode",
+    ),
     "gpu_mem_copy_util": Canonical(GAUGE, "ratio", combine="mean", group_by="gpu"),
     "gpu_mem_used_mib": Canonical(GAUGE, "MiB", combine="sum", group_by="gpu"),
     "gpu_mem_free_mib": Canonical(GAUGE, "MiB", combine="sum", group_by="gpu"),
@@ -150,11 +174,11 @@ LLAMACPP: list[Entry] = [
 ]
 
 DCGM: list[Entry] = [
-    ("gpu_util", ("DCGM_FI_DEV_GPU_UTIL",), 0.01),            # percent -> ratio
+    ("gpu_util", ("DCGM_FI_DEV_GPU_UTIL",), 0.01),  # percent -> ratio
     ("gpu_mem_copy_util", ("DCGM_FI_DEV_MEM_COPY_UTIL",), 0.01),
-    ("gpu_mem_used_mib", ("DCGM_FI_DEV_FB_USED",), 1.0),      # already MiB
+    ("gpu_mem_used_mib", ("DCGM_FI_DEV_FB_USED",), 1.0),  # already MiB
     ("gpu_mem_free_mib", ("DCGM_FI_DEV_FB_FREE",), 1.0),
-    ("gpu_power_w", ("DCGM_FI_DEV_POWER_USAGE",), 1.0),       # already W
+    ("gpu_power_w", ("DCGM_FI_DEV_POWER_USAGE",), 1.0),  # already W
     ("gpu_energy_j", ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",), 0.001),  # mJ -> J
     ("gpu_sm_clock_mhz", ("DCGM_FI_DEV_SM_CLOCK",), 1.0),
     ("gpu_mem_clock_mhz", ("DCGM_FI_DEV_MEM_CLOCK",), 1.0),
@@ -170,15 +194,15 @@ ENGINES: dict[str, list[Entry]] = {"vllm": VLLM, "sglang": SGLANG, "llamacpp": L
 
 # NVML (nvidia-ml-py) raw readings -> canonical: (canonical, factor). The poller reads these raw keys.
 NVML: dict[str, tuple[str, float]] = {
-    "utilization_gpu_percent": ("gpu_util", 0.01),          # nvmlDeviceGetUtilizationRates(h).gpu
+    "utilization_gpu_percent": ("gpu_util", 0.01),  # nvmlDeviceGetUtilizationRates(h).gpu
     "utilization_memory_percent": ("gpu_mem_copy_util", 0.01),
     "memory_used_bytes": ("gpu_mem_used_mib", 1.0 / 2**20),  # nvmlDeviceGetMemoryInfo(h).used
     "memory_free_bytes": ("gpu_mem_free_mib", 1.0 / 2**20),
-    "power_mw": ("gpu_power_w", 0.001),                      # nvmlDeviceGetPowerUsage(h)
-    "energy_mj": ("gpu_energy_j", 0.001),                    # nvmlDeviceGetTotalEnergyConsumption(h)
-    "sm_clock_mhz": ("gpu_sm_clock_mhz", 1.0),               # nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM)
+    "power_mw": ("gpu_power_w", 0.001),  # nvmlDeviceGetPowerUsage(h)
+    "energy_mj": ("gpu_energy_j", 0.001),  # nvmlDeviceGetTotalEnergyConsumption(h)
+    "sm_clock_mhz": ("gpu_sm_clock_mhz", 1.0),  # nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM)
     "mem_clock_mhz": ("gpu_mem_clock_mhz", 1.0),
-    "temperature_c": ("gpu_temp_c", 1.0),                    # nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU)
+    "temperature_c": ("gpu_temp_c", 1.0),  # nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU)
 }
 
 
@@ -200,7 +224,7 @@ def canonical_of(metric: str) -> tuple[str, Canonical] | None:
 
 @dataclass(frozen=True)
 class Reading:
-    metric: str      # canonical (histograms: ``<metric>_sum`` / ``<metric>_count``)
+    metric: str  # canonical (histograms: ``<metric>_sum`` / ``<metric>_count``)
     labels: dict
     value: float
     timestamp: float | None = None

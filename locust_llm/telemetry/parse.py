@@ -22,7 +22,7 @@ class MetricsParseError(ValueError):
 
 @dataclass(frozen=True)
 class Sample:
-    name: str                      # the exposed sample name, e.g. ``vllm:spec_decode_num_drafts_total``
+    name: str  # the exposed sample name, e.g. ``vllm:spec_decode_num_drafts_total``
     value: float
     labels: dict = field(default_factory=dict, hash=False, compare=True)
     timestamp: float | None = None  # seconds, when the page carries one (rare)
@@ -91,8 +91,14 @@ def parse_text(text: str | bytes, wanted: Callable[[str], bool] | Iterable[str] 
     for family in families:
         for s in family.samples:
             value = float(s.value)
-            samples.append(Sample(name=s.name, value=value, labels=dict(s.labels),
-                                  timestamp=float(s.timestamp) if s.timestamp is not None else None))
+            samples.append(
+                Sample(
+                    name=s.name,
+                    value=value,
+                    labels=dict(s.labels),
+                    timestamp=float(s.timestamp) if s.timestamp is not None else None,
+                )
+            )
     return samples
 
 

@@ -45,8 +45,16 @@ __all__ = ["TELEMETRY_SCHEMA", "TelemetryPoller"]
 LIVE_METRICS = ("spec_draft_tokens", "spec_accepted_tokens", "kv_cache_usage", "spec_accept_rate_gauge")
 LIVE_KEEP = 120
 
-TELEMETRY_SCHEMA = pa.schema([("t", pa.float64()), ("variant", pa.string()), ("source", pa.string()),
-                              ("metric", pa.string()), ("labels", pa.string()), ("value", pa.float64())])
+TELEMETRY_SCHEMA = pa.schema(
+    [
+        ("t", pa.float64()),
+        ("variant", pa.string()),
+        ("source", pa.string()),
+        ("metric", pa.string()),
+        ("labels", pa.string()),
+        ("value", pa.float64()),
+    ]
+)
 
 
 @dataclass
@@ -73,25 +81,42 @@ class Attachment:
     errors: list[str] = field(default_factory=list)
 
     def describe(self) -> dict:
-        return {"variant": self.variant, "engine": self.engine, "base_url": self.base_url,
-                "server_pid": self.server_pid, "prometheus_url": self.prometheus_url,
-                "t_attach": self.t_attach, "t_detach": self.t_detach,
-                "sources": [{**s.source.describe, "polls": s.polls, "failures": s.failures} for s in self.states],
-                "errors": self.errors}
+        return {
+            "variant": self.variant,
+            "engine": self.engine,
+            "base_url": self.base_url,
+            "server_pid": self.server_pid,
+            "prometheus_url": self.prometheus_url,
+            "t_attach": self.t_attach,
+            "t_detach": self.t_detach,
+            "sources": [{**s.source.describe, "polls": s.polls, "failures": s.failures} for s in self.states],
+            "errors": self.errors,
+        }
 
 
 class TelemetryPoller:
     """Polls the attached variant's server (one at a time) until ``detach``; ``close`` writes the files."""
 
-    def __init__(self, run_dir: str | Path, interval_s: float = 1.0, timeout_s: float | None = None,
-                 flush_interval_s: float = 2.0, nvml_module=None):
+    def __init__(
+        self,
+        run_dir: str | Path,
+        interval_s: float = 1.0,
+        timeout_s: float | None = None,
+        flush_interval_s: float = 2.0,
+        nvml_module=None,
+    ):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.interval_s = float(interval_s)
         self.timeout_s = float(timeout_s) if timeout_s is not None else max(0.2, 0.9 * self.interval_s)
         self.flush_interval_s = flush_interval_s
-        self.parts = PartWriter(self.run_dir, layout.TELEMETRY, layout.TELEMETRY_PARTS, TELEMETRY_SCHEMA,
-                                sort_by=[("variant", "ascending"), ("t", "ascending")])
+        self.parts = PartWriter(
+            self.run_dir,
+            layout.TELEMETRY,
+            layout.TELEMETRY_PARTS,
+            TELEMETRY_SCHEMA,
+            sort_by=[("variant", "ascending"), ("t", "ascending")],
+        )
         self.attachments: list[Attachment] = []
         self.current: Attachment | None = None
         self.gaps: list[dict] = []
@@ -100,30 +125,51 @@ class TelemetryPoller:
         self.live: dict[tuple[str, str], deque] = {}  # (variant, metric) -> recent (t, value)
         self.nvml, self.gpu_description = probe_nvml(nvml_module)
         if self.nvml is None:
-            self._note("no_gpu", f"no GPU telemetry: {self.gpu_description}; recording the server process's "
-                                 "CPU and resident memory instead")
-            log.info("telemetry: no GPU (%s); recording the server process's CPU and resident memory instead",
-                     self.gpu_description)
+            self._note(
+                "no_gpu",
+                f"no GPU telemetry: {self.gpu_description}; recording the server process's "
+                "CPU and resident memory instead",
+            )
+            log.info(
+                "telemetry: no GPU (%s); recording the server process's CPU and resident memory instead",
+                self.gpu_description,
+            )
         self._flusher = gevent.spawn(self._flush_forever)
         self._write_meta()
 
     # -- public API -------------------------------------------------------------------------
-    def attach(self, variant: str, engine: str, base_url: str, server_pid: int | None = None,
-               prometheus_url: str | None = None, dcgm_url: str | None = None,
-               prometheus_selector: str | None = None) -> None:
+    def attach(
+        self,
+        variant: str,
+        engine: str,
+        base_url: str,
+        server_pid: int | None = None,
+        prometheus_url: str | None = None,
+        dcgm_url: str | None = None,
+        prometheus_selector: str | None = None,
+    ) -> None:
         """Start polling ``variant``'s server (call once it is healthy). Detaches a previous one first."""
         if self.closed:
             raise RuntimeError("the telemetry poller is closed")
         if self.current is not None:
             self.detach()
-        att = Attachment(variant=variant, engine=engine, base_url=base_url.rstrip("/"), t_attach=now(),
-                         server_pid=server_pid, prometheus_url=prometheus_url)
+        att = Attachment(
+            variant=variant,
+            engine=engine,
+            base_url=base_url.rstrip("/"),
+            t_attach=now(),
+            server_pid=server_pid,
+            prometheus_url=prometheus_url,
+        )
         sources: list[object] = []
         engine_map = map_for(engine)
         if prometheus_url:
             try:
-                sources.append(PrometheusSource(prometheus_url, engine_map, prometheus_selector, self.timeout_s,
-                                                dcgm_map=map_for("dcgm")))
+                sources.append(
+                    PrometheusSource(
+                        prometheus_url, engine_map, prometheus_selector, self.timeout_s, dcgm_map=map_for("dcgm")
+                    )
+                )
             except Exception as exc:  # noqa: BLE001  (prometheus-api-client missing or bad URL)
                 att.errors.append(f"Prometheus source not available ({exc}); scraping /metrics directly")
                 log.warning("telemetry: %s", att.errors[-1])
@@ -227,6 +273,7 @@ class TelemetryPoller:
     def live_figures(self, variant: str, window_s: float = 10.0) -> dict:
         """Server-side acceptance (accepted / drafted tokens over about the last ``window_s``) and KV-cache use
         (the last reading) of ``variant``; None where the server does not export them."""
+
         def series(metric: str) -> deque:
             return self.live.get((variant, metric)) or deque()
 
@@ -240,28 +287,52 @@ class TelemetryPoller:
 
         drafted, accepted = delta("spec_draft_tokens"), delta("spec_accepted_tokens")
         kv, gauge = series("kv_cache_usage"), series("spec_accept_rate_gauge")
-        return {"acceptance": accepted / drafted if drafted and accepted is not None and drafted > 0 else None,
-                "acceptance_gauge": gauge[-1][1] if gauge else None,
-                "kv_cache_usage": kv[-1][1] if kv else None}
+        return {
+            "acceptance": accepted / drafted if drafted and accepted is not None and drafted > 0 else None,
+            "acceptance_gauge": gauge[-1][1] if gauge else None,
+            "kv_cache_usage": kv[-1][1] if kv else None,
+        }
 
     def _append(self, att: Attachment, state: SourceState, t: float, rows: list[Row]) -> None:
         name = state.source.name
-        self.parts.add([{"t": ts if ts is not None else t, "variant": att.variant, "source": name, "metric": metric,
-                         "labels": labels, "value": value} for ts, metric, labels, value in rows])
+        self.parts.add(
+            [
+                {
+                    "t": ts if ts is not None else t,
+                    "variant": att.variant,
+                    "source": name,
+                    "metric": metric,
+                    "labels": labels,
+                    "value": value,
+                }
+                for ts, metric, labels, value in rows
+            ]
+        )
 
     def _failed(self, att: Attachment, state: SourceState, t: float, exc: BaseException) -> None:
         state.failures += 1
         message = str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}"
         if not state.warned:
             state.warned = True
-            log.warning("telemetry: %s/%s failed (%s); recording a gap, the load test continues",
-                        att.variant, state.source.name, message)
+            log.warning(
+                "telemetry: %s/%s failed (%s); recording a gap, the load test continues",
+                att.variant,
+                state.source.name,
+                message,
+            )
         else:
             log.debug("telemetry: %s/%s still failing: %s", att.variant, state.source.name, message)
         if state.gap is None:
-            state.gap = {"variant": att.variant, "source": state.source.name,
-                         "start": state.last_ok if state.last_ok is not None else att.t_attach,
-                         "first_failure": t, "end": None, "failures": 0, "error": message, "recovered": None}
+            state.gap = {
+                "variant": att.variant,
+                "source": state.source.name,
+                "start": state.last_ok if state.last_ok is not None else att.t_attach,
+                "first_failure": t,
+                "end": None,
+                "failures": 0,
+                "error": message,
+                "recovered": None,
+            }
             self.gaps.append(state.gap)
             self._write_meta()
         state.gap["failures"] += 1
@@ -286,10 +357,17 @@ class TelemetryPoller:
         self.notes.append({"kind": kind, "t": now(), "message": message})
 
     def meta(self) -> dict:
-        return {"interval_s": self.interval_s, "timeout_s": self.timeout_s, "gpu": self.gpu_description,
-                "gpu_available": self.nvml is not None,
-                "attachments": [a.describe() for a in self.attachments], "gaps": self.gaps, "notes": self.notes,
-                "rows_written": self.parts.rows_written, "rows_lost": self.parts.rows_lost}
+        return {
+            "interval_s": self.interval_s,
+            "timeout_s": self.timeout_s,
+            "gpu": self.gpu_description,
+            "gpu_available": self.nvml is not None,
+            "attachments": [a.describe() for a in self.attachments],
+            "gaps": self.gaps,
+            "notes": self.notes,
+            "rows_written": self.parts.rows_written,
+            "rows_lost": self.parts.rows_lost,
+        }
 
     def _write_meta(self) -> None:
         layout.write_json(self.run_dir / layout.TELEMETRY_META, self.meta())

@@ -78,9 +78,17 @@ def _stop_all() -> None:
 
 
 class PrometheusServer:
-    def __init__(self, scrape_interval_s: float = 1.0, dcgm_url: str | None = None, log_path: str | Path | None = None,
-                 host: str = "127.0.0.1", port: int | None = None, binary: str | None = None,
-                 startup_timeout_s: float = 30.0, stop_grace_s: float = 10.0):
+    def __init__(
+        self,
+        scrape_interval_s: float = 1.0,
+        dcgm_url: str | None = None,
+        log_path: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        binary: str | None = None,
+        startup_timeout_s: float = 30.0,
+        stop_grace_s: float = 10.0,
+    ):
         self.scrape_interval_s = scrape_interval_s
         self.dcgm_url = dcgm_url
         self.host = host
@@ -106,24 +114,41 @@ class PrometheusServer:
     def config(self) -> dict:
         interval = f"{max(round(self.scrape_interval_s * 1000), 100)}ms"  # Prometheus takes no "0.5s"
         servers_file = str(self.workdir / "servers.json")
-        scrape_configs = [{
-            "job_name": SERVER_JOB, "scrape_interval": interval, "scrape_timeout": interval,
-            "file_sd_configs": [{"files": [servers_file], "refresh_interval": "1s"}],
-        }]
+        scrape_configs = [
+            {
+                "job_name": SERVER_JOB,
+                "scrape_interval": interval,
+                "scrape_timeout": interval,
+                "file_sd_configs": [{"files": [servers_file], "refresh_interval": "1s"}],
+            }
+        ]
         if self.dcgm_url:
             scheme, address, path = _target(self.dcgm_url)
-            scrape_configs.append({"job_name": DCGM_JOB, "scrape_interval": interval, "scrape_timeout": interval,
-                                   "scheme": scheme, "metrics_path": path,
-                                   "static_configs": [{"targets": [address]}]})
-        return {"global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": interval},
-                "scrape_configs": scrape_configs}
+            scrape_configs.append(
+                {
+                    "job_name": DCGM_JOB,
+                    "scrape_interval": interval,
+                    "scrape_timeout": interval,
+                    "scheme": scheme,
+                    "metrics_path": path,
+                    "static_configs": [{"targets": [address]}],
+                }
+            )
+        return {
+            "global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": interval},
+            "scrape_configs": scrape_configs,
+        }
 
     def _write_targets(self) -> None:
         groups = []
         for variant, url in self.targets.items():
             scheme, address, path = _target(url)
-            groups.append({"targets": [address], "labels": {VARIANT_LABEL: variant, "__scheme__": scheme,
-                                                            "__metrics_path__": path}})
+            groups.append(
+                {
+                    "targets": [address],
+                    "labels": {VARIANT_LABEL: variant, "__scheme__": scheme, "__metrics_path__": path},
+                }
+            )
         write_json(self.workdir / "servers.json", groups)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -131,8 +156,10 @@ class PrometheusServer:
         if self.proc is not None:
             return self
         if not self.binary:
-            raise PrometheusError("prometheus is not on PATH; install it (Debian: apt-get install prometheus) "
-                                  "or set LOCUST_LLM_PROMETHEUS, or run without it (direct /metrics scrape)")
+            raise PrometheusError(
+                "prometheus is not on PATH; install it (Debian: apt-get install prometheus) "
+                "or set LOCUST_LLM_PROMETHEUS, or run without it (direct /metrics scrape)"
+            )
         self.port = self.port or _free_port(self.host)
         self.workdir = Path(tempfile.mkdtemp(prefix="locust-llm-prometheus-"))
         (self.workdir / "config.yml").write_text(json.dumps(self.config(), indent=1))  # JSON is YAML
@@ -146,16 +173,26 @@ class PrometheusServer:
             self.version = text.splitlines()[0] if text else None
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise PrometheusError(f"cannot run {self.binary!r}: {exc}") from None
-        argv = [self.binary, f"--config.file={self.workdir / 'config.yml'}",
-                f"--storage.tsdb.path={self.workdir / 'data'}", f"--web.listen-address={self.host}:{self.port}",
-                "--storage.tsdb.retention.time=1d"]
+        argv = [
+            self.binary,
+            f"--config.file={self.workdir / 'config.yml'}",
+            f"--storage.tsdb.path={self.workdir / 'data'}",
+            f"--web.listen-address={self.host}:{self.port}",
+            "--storage.tsdb.retention.time=1d",
+        ]
         with open(self.log_path, "ab") as log_file:
             log_file.write(f"$ {' '.join(argv)}\n".encode())
             log_file.flush()
             try:
-                self.proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             cwd=self.workdir, start_new_session=True,
-                                             preexec_fn=die_with_parent)  # noqa: PLW1509
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.workdir,
+                    start_new_session=True,
+                    preexec_fn=die_with_parent,
+                )  # noqa: PLW1509
             except OSError as exc:
                 self._cleanup()
                 raise PrometheusError(f"could not start {self.binary!r}: {exc}") from None
@@ -173,8 +210,9 @@ class PrometheusServer:
         last = "no answer"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise PrometheusError(f"prometheus exited with code {self.proc.returncode} during start-up:\n"
-                                      f"{self.log_tail()}")
+                raise PrometheusError(
+                    f"prometheus exited with code {self.proc.returncode} during start-up:\n{self.log_tail()}"
+                )
             try:
                 answer = requests.get(f"{self.url}/-/ready", timeout=2)
                 if answer.status_code == 200:
@@ -231,8 +269,13 @@ class PrometheusServer:
             self.workdir = None
 
     def describe(self) -> dict:
-        return {"url": self.url, "version": self.version, "binary": self.binary,
-                "scrape_interval_s": self.scrape_interval_s, "dcgm_url": self.dcgm_url}
+        return {
+            "url": self.url,
+            "version": self.version,
+            "binary": self.binary,
+            "scrape_interval_s": self.scrape_interval_s,
+            "dcgm_url": self.dcgm_url,
+        }
 
     def __enter__(self) -> PrometheusServer:  # noqa: PYI034
         return self.start()
@@ -251,7 +294,7 @@ def _rfc3339(text: str) -> float:
     head, _, rest = text.partition(".")
     if rest:  # trim the fraction to microseconds, keep the offset
         digits = "".join(ch for ch in rest if ch.isdigit())
-        offset = rest[len(digits):]
+        offset = rest[len(digits) :]
         text = f"{head}.{digits[:6]}{offset}"
     try:
         return datetime.fromisoformat(text).timestamp()

@@ -6,6 +6,7 @@ Each source's ``poll()`` returns rows ``(t or None, canonical metric, labels JSO
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -20,8 +21,16 @@ from .parse import MetricsParseError, Sample, parse_text
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NvmlSource", "ProcessSource", "PrometheusSource", "Row", "ScrapeSource", "SourceError", "probe_nvml",
-           "promql_string"]
+__all__ = [
+    "NvmlSource",
+    "ProcessSource",
+    "PrometheusSource",
+    "Row",
+    "ScrapeSource",
+    "SourceError",
+    "probe_nvml",
+    "promql_string",
+]
 
 
 class SourceError(RuntimeError):
@@ -74,8 +83,15 @@ class PrometheusSource:
 
     name = "prometheus"
 
-    def __init__(self, url: str, engine_map: MetricMap, selector: str | None, timeout_s: float,
-                 dcgm_map: MetricMap | None = None, dcgm_selector: str | None = None):
+    def __init__(
+        self,
+        url: str,
+        engine_map: MetricMap,
+        selector: str | None,
+        timeout_s: float,
+        dcgm_map: MetricMap | None = None,
+        dcgm_selector: str | None = None,
+    ):
         from prometheus_api_client import PrometheusConnect
         from urllib3.util.retry import Retry
 
@@ -106,8 +122,11 @@ class PrometheusSource:
         samples = []
         for labels, ts, value in series:
             name = labels.get("__name__", "")
-            samples.append(Sample(name=name, value=value, labels={k: v for k, v in labels.items() if k != "__name__"},
-                                  timestamp=ts))
+            samples.append(
+                Sample(
+                    name=name, value=value, labels={k: v for k, v in labels.items() if k != "__name__"}, timestamp=ts
+                )
+            )
         rows = []
         for reading in metric_map.normalise(samples):
             key = (reading.metric, reading.labels_json())
@@ -123,8 +142,9 @@ class PrometheusSource:
         for query, metric_map, required in self.queries:
             result = self._query(query)
             if not result and required:
-                raise SourceError(f"Prometheus {self.url} has no current sample for {query[:200]} "
-                                  "(target down or not scraped yet)")
+                raise SourceError(
+                    f"Prometheus {self.url} has no current sample for {query[:200]} (target down or not scraped yet)"
+                )
             series = []
             for item in result:
                 ts, value = item.get("value", (None, None))
@@ -177,10 +197,8 @@ class ProcessSource:
 
     def _procs(self) -> list[psutil.Process]:
         procs = [self.process]
-        try:
+        with contextlib.suppress(psutil.Error):
             procs.extend(self.process.children(recursive=True))
-        except psutil.Error:
-            pass
         return procs
 
     def _cpu_total(self, procs: list[psutil.Process]) -> float:
@@ -206,10 +224,8 @@ class ProcessSource:
         except psutil.Error as exc:
             raise SourceError(f"server process {self.pid}: {exc}") from None
         for child in procs[1:]:
-            try:
+            with contextlib.suppress(psutil.Error):
                 rss += child.memory_info().rss
-            except psutil.Error:
-                pass
         wall, cpu = time.monotonic(), self._cpu_total(procs)
         rows: list[Row] = [(None, "process_rss_mib", "{}", rss / 2**20)]
         # CPU times tick in 10 ms steps: over a shorter wall interval the quotient is noise, so wait.

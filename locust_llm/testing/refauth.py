@@ -32,8 +32,11 @@ def require_key(app, key: str):
         ok = hmac.compare_digest(environ.get("HTTP_AUTHORIZATION", "").encode(), expected)
         seen["with_key" if ok else "without_key"][f"{method} {path}"] += 1
         if not ok:
-            return _json(start_response, "401 Unauthorized",
-                         {"error": {"message": "invalid API key", "type": "authentication_error", "code": 401}})
+            return _json(
+                start_response,
+                "401 Unauthorized",
+                {"error": {"message": "invalid API key", "type": "authentication_error", "code": 401}},
+            )
         return app(environ, start_response)
 
     return guarded

@@ -11,13 +11,37 @@ import itertools
 import zlib
 from typing import Any
 
-__all__ = ["BadRequest", "DEFAULTS", "FRAMINGS", "HUGE_EVENT_BYTES", "LOG_SIZE", "MODEL", "MODELS_ANSWERS",
-           "USAGE_MODES", "chunk_sizes", "patch", "token_text", "validate", "word_ids"]
+__all__ = [
+    "BadRequest",
+    "DEFAULTS",
+    "FRAMINGS",
+    "HUGE_EVENT_BYTES",
+    "LOG_SIZE",
+    "MODEL",
+    "MODELS_ANSWERS",
+    "USAGE_MODES",
+    "chunk_sizes",
+    "patch",
+    "token_text",
+    "validate",
+    "word_ids",
+]
 
 MODEL = "refserver-model"
 USAGE_MODES = ("continuous", "final", "none")
-FAULTS = ("none", "truncate_after", "malformed_after", "http_500", "http_500_endless", "error_event",
-          "error_event_after", "empty", "reset_after", "close_after", "huge_event_after")
+FAULTS = (
+    "none",
+    "truncate_after",
+    "malformed_after",
+    "http_500",
+    "http_500_endless",
+    "error_event",
+    "error_event_after",
+    "empty",
+    "reset_after",
+    "close_after",
+    "huge_event_after",
+)
 MODELS_ANSWERS = ("object", "list", "garbage")
 HUGE_EVENT_BYTES = 8 << 20
 FRAMINGS = ("chunked", "close")
@@ -74,8 +98,9 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     tpc = cfg["tokens_per_chunk"]
     tpc = list(tpc) if isinstance(tpc, (list, tuple)) else [tpc]
     if not tpc or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in tpc):
-        raise BadRequest("ref.tokens_per_chunk must be an int >= 1 or a non-empty list of them, "
-                         f"got {cfg['tokens_per_chunk']!r}")
+        raise BadRequest(
+            f"ref.tokens_per_chunk must be an int >= 1 or a non-empty list of them, got {cfg['tokens_per_chunk']!r}"
+        )
     cfg["tokens_per_chunk"] = tpc
     if cfg["usage"] not in USAGE_MODES:
         raise BadRequest(f"ref.usage must be one of {USAGE_MODES}, got {cfg['usage']!r}")

@@ -71,7 +71,7 @@ def _image(obj: Any, where: str) -> dict:
         mime, width, height = image_header(data, f"{where}.image_url.url")
     except ValueError as exc:
         raise BadContent(str(exc)) from None
-    if head[len("data:"):-len(";base64")] != mime:
+    if head[len("data:") : -len(";base64")] != mime:
         raise BadContent(f"{where}.image_url.url: declared {head[5:-7]!r}, but the data is {mime}")
     return {"mime": mime, "bytes": len(data), "width": width, "height": height}
 

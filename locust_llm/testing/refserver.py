@@ -72,6 +72,7 @@ standard library, so no monkey-patching is needed and one process serves hundred
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import socket
@@ -151,10 +152,8 @@ class _Handler(WSGIHandler):
     (for ``reset_after``), and a quiet connection drop when a stream aborts on purpose."""
 
     def __init__(self, sock, address, server, rfile=None):
-        try:
+        with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
         super().__init__(sock, address, server, rfile)
 
     def read_requestline(self):
@@ -190,8 +189,9 @@ class _Handler(WSGIHandler):
 class RefServer:
     """The WSGI application."""
 
-    def __init__(self, defaults: dict[str, Any] | None = None, model: str = MODEL, models_answer: str = "object",
-                 slots: int = 0):
+    def __init__(
+        self, defaults: dict[str, Any] | None = None, model: str = MODEL, models_answer: str = "object", slots: int = 0
+    ):
         self.defaults = dict(DEFAULTS, **(defaults or {}))
         validate(dict(self.defaults))
         self.model = model
@@ -233,16 +233,18 @@ class RefServer:
             if path == "/v1/models" and method == "GET":
                 entry = {"id": self.model, "object": "model", "owned_by": "locust-llm-refserver"}
                 answer = {"list": [entry, "odd"], "garbage": ["not", {"an": "entry"}, 7]}.get(
-                    self.models_answer, {"object": "list", "data": [entry]})
+                    self.models_answer, {"object": "list", "data": [entry]}
+                )
                 return self._json(start_response, "200 OK", answer)
             if path == "/tokenize" and method == "POST":
                 body = self._read_json(environ)
                 return self._json(start_response, "200 OK", {"tokens": word_ids(str(body.get("content", "")))})
             if path.startswith("/ref/log/") and method == "GET":
-                entry = self.log.get(path[len("/ref/log/"):])
+                entry = self.log.get(path[len("/ref/log/") :])
                 if entry is None:
-                    return self._json(start_response, "404 Not Found",
-                                      {"error": {"message": f"no stream logged as {path[9:]!r}"}})
+                    return self._json(
+                        start_response, "404 Not Found", {"error": {"message": f"no stream logged as {path[9:]!r}"}}
+                    )
                 return self._json(start_response, "200 OK", entry)
             if path == "/ref/logs" and method == "GET":
                 return self._json(start_response, "200 OK", {"logs": list(self.log.values())})
@@ -255,8 +257,11 @@ class RefServer:
                 return self._completion(environ, start_response, body, api, t_recv)
             return self._json(start_response, "404 Not Found", {"error": {"message": f"no route {method} {path}"}})
         except (BadRequest, BadContent) as exc:
-            return self._json(start_response, "400 Bad Request",
-                              {"error": {"message": str(exc), "type": "BadRequestError", "code": 400}})
+            return self._json(
+                start_response,
+                "400 Bad Request",
+                {"error": {"message": str(exc), "type": "BadRequestError", "code": 400}},
+            )
 
     # -- completions ----------------------------------------------------------------------------
     def _completion(self, environ, start_response, body: dict, api: str, t_recv: float):
@@ -265,7 +270,7 @@ class RefServer:
             raise BadRequest("ref must be a JSON object")
         cfg = validate(dict(self.defaults, **ref))
         if not body.get("stream"):
-            raise BadRequest("the reference server only streams; send \"stream\": true")
+            raise BadRequest('the reference server only streams; send "stream": true')
         max_tokens = body.get("max_tokens", 16)
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
             raise BadRequest(f"max_tokens must be an int >= 0, got {max_tokens!r}")
@@ -276,9 +281,19 @@ class RefServer:
             self.paused_until = t_recv + cfg["pause_once_s"]
         stream_id = str(cfg["id"]) if cfg["id"] is not None else f"anon-{next(self._anon)}"
         delay = image_delay_s(images, cfg["image_ms_per_kpx"])
-        entry = {"id": stream_id, "api": api, "t_recv": t_recv, "max_tokens": max_tokens, "stall_s": stall,
-                 "fault": ":".join(map(str, cfg["fault"])), "chunks": [], "complete": False, "images": images,
-                 "image_delay_s": delay, "t_slot": None}
+        entry = {
+            "id": stream_id,
+            "api": api,
+            "t_recv": t_recv,
+            "max_tokens": max_tokens,
+            "stall_s": stall,
+            "fault": ":".join(map(str, cfg["fault"])),
+            "chunks": [],
+            "complete": False,
+            "images": images,
+            "image_delay_s": delay,
+            "t_slot": None,
+        }
         entry["client"] = environ.get("REMOTE_ADDR")  # which host sent it (the cluster test's network namespaces)
         self.log[stream_id] = entry
         while len(self.log) > LOG_SIZE:
@@ -286,8 +301,11 @@ class RefServer:
         fault, _ = cfg["fault"]
         if fault == "http_500":
             entry["complete"] = True
-            return self._json(start_response, "500 Internal Server Error", {"error": {
-                "message": "refserver fault http_500", "type": "InternalServerError", "code": 500}})
+            return self._json(
+                start_response,
+                "500 Internal Server Error",
+                {"error": {"message": "refserver fault http_500", "type": "InternalServerError", "code": 500}},
+            )
         if fault == "http_500_endless":
             start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
             entry["complete"] = True
@@ -356,8 +374,12 @@ class _Stream:
         return data
 
     def _base(self) -> dict:
-        obj = {"id": self.rid, "object": "chat.completion.chunk" if self.api == "chat" else "text_completion",
-               "created": self.created, "model": self.server.model}
+        obj = {
+            "id": self.rid,
+            "object": "chat.completion.chunk" if self.api == "chat" else "text_completion",
+            "created": self.created,
+            "model": self.server.model,
+        }
         if self.cfg["llamacpp"]:
             obj["system_fingerprint"] = "refserver-llamacpp"
         return obj
@@ -373,8 +395,11 @@ class _Stream:
         return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
 
     def _usage(self, completion: int) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
-                "total_tokens": self.prompt_tokens + completion}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": self.prompt_tokens + completion,
+        }
 
     def _sleep_until(self, t: float) -> None:
         delay = max(t, self.server.paused_until) - time.perf_counter()
@@ -431,9 +456,13 @@ class _Stream:
             obj["choices"] = [self._choice(None if self.api == "chat" else "", "length")]
             obj["usage"] = self._usage(sent)
             first = next((c[0] for c in entry["chunks"] if c[1] > 0), self.t0)
-            obj["timings"] = {"prompt_n": self.prompt_tokens, "predicted_n": sent,
-                              "predicted_ms": (time.perf_counter() - first) * 1e3,
-                              "draft_n": cfg["draft_n"], "draft_n_accepted": cfg["draft_accepted"]}
+            obj["timings"] = {
+                "prompt_n": self.prompt_tokens,
+                "predicted_n": sent,
+                "predicted_ms": (time.perf_counter() - first) * 1e3,
+                "draft_n": cfg["draft_n"],
+                "draft_n_accepted": cfg["draft_accepted"],
+            }
             yield self._frame(obj, 0, "final")
         elif cfg["usage"] in ("continuous", "final"):
             obj = self._base()
@@ -471,8 +500,19 @@ class _Stream:
         raise AssertionError(fault)
 
 
-def make_server(port: int, defaults: dict[str, Any] | None = None, model: str = MODEL,
-                access_log: bool = False, models_answer: str = "object", bind: str = "127.0.0.1",
-                slots: int = 0) -> WSGIServer:
-    return WSGIServer((bind, port), RefServer(defaults, model, models_answer, slots), handler_class=_Handler,
-                      log=sys.stderr if access_log else None, backlog=1024)
+def make_server(
+    port: int,
+    defaults: dict[str, Any] | None = None,
+    model: str = MODEL,
+    access_log: bool = False,
+    models_answer: str = "object",
+    bind: str = "127.0.0.1",
+    slots: int = 0,
+) -> WSGIServer:
+    return WSGIServer(
+        (bind, port),
+        RefServer(defaults, model, models_answer, slots),
+        handler_class=_Handler,
+        log=sys.stderr if access_log else None,
+        backlog=1024,
+    )

@@ -9,5 +9,15 @@ from .items import PromptItem, WorkloadError
 from .tokenizers import ApproxCounter, LocalTokenizer, ServerTokenizer, TokenCounter, counter_for
 from .workload import Workload
 
-__all__ = ["ApproxCounter", "DatasetRecord", "LocalTokenizer", "PromptItem", "ServerTokenizer", "TokenCounter",
-           "Workload", "WorkloadError", "counter_for", "read_dataset"]
+__all__ = [
+    "ApproxCounter",
+    "DatasetRecord",
+    "LocalTokenizer",
+    "PromptItem",
+    "ServerTokenizer",
+    "TokenCounter",
+    "Workload",
+    "WorkloadError",
+    "counter_for",
+    "read_dataset",
+]

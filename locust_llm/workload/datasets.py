@@ -32,16 +32,17 @@ def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-
 def _jsonl_record(obj: Any, where: str) -> DatasetRecord | None:
     if not isinstance(obj, dict):
-        raise WorkloadError(f"{where}: expected a JSON object with a 'prompt' string, found "
-                            f"{type(obj).__name__} {describe_value(obj)}")
+        raise WorkloadError(
+            f"{where}: expected a JSON object with a 'prompt' string, found {type(obj).__name__} {describe_value(obj)}"
+        )
     if "conversations" in obj:
         return _sharegpt_record(obj, where)
     if "prompt" not in obj:
-        raise WorkloadError(f"{where}: missing key 'prompt' (a non-empty string); keys found: "
-                            f"{', '.join(map(str, obj)) or 'none'}")
+        raise WorkloadError(
+            f"{where}: missing key 'prompt' (a non-empty string); keys found: {', '.join(map(str, obj)) or 'none'}"
+        )
     prompt = obj["prompt"]
     if not isinstance(prompt, str) or not prompt.strip():
         raise WorkloadError(f"{where}: 'prompt' must be a non-empty string, found {describe_value(prompt)}")
@@ -61,17 +62,23 @@ def _jsonl_record(obj: Any, where: str) -> DatasetRecord | None:
 def _sharegpt_record(obj: Any, where: str) -> DatasetRecord | None:
     """First human turn = prompt, the next answer turn = reference output; None if no prompt."""
     if not isinstance(obj, dict):
-        raise WorkloadError(f"{where}: expected a conversation object with a 'conversations' list, found "
-                            f"{type(obj).__name__} {describe_value(obj)}")
+        raise WorkloadError(
+            f"{where}: expected a conversation object with a 'conversations' list, found "
+            f"{type(obj).__name__} {describe_value(obj)}"
+        )
     turns = obj.get("conversations")
     if not isinstance(turns, list):
-        raise WorkloadError(f"{where}: 'conversations' must be a list of {{'from': ..., 'value': ...}} turns, "
-                            f"found {describe_value(turns)}")
+        raise WorkloadError(
+            f"{where}: 'conversations' must be a list of {{'from': ..., 'value': ...}} turns, "
+            f"found {describe_value(turns)}"
+        )
     prompt = answer = None
     for i, turn in enumerate(turns):
         if not (isinstance(turn, dict) and isinstance(turn.get("from"), str) and isinstance(turn.get("value"), str)):
-            raise WorkloadError(f"{where}: conversations[{i}] must be an object with string 'from' and 'value', "
-                                f"found {describe_value(turn)}")
+            raise WorkloadError(
+                f"{where}: conversations[{i}] must be an object with string 'from' and 'value', "
+                f"found {describe_value(turn)}"
+            )
         role = turn["from"].lower()
         if prompt is None and role in HUMAN_ROLES:
             prompt = turn["value"]
@@ -121,8 +128,9 @@ def _read_sharegpt(path: Path, text: str) -> tuple[list[DatasetRecord], int]:
             continue
         if i < len(text) and text[i] == "]":
             break
-        raise WorkloadError(f"{path}:{line_at(min(i, len(text)))}: not valid JSON: expected ',' or ']' "
-                            "after a conversation")
+        raise WorkloadError(
+            f"{path}:{line_at(min(i, len(text)))}: not valid JSON: expected ',' or ']' after a conversation"
+        )
     rest = _skip_ws(text, i + 1)
     if rest < len(text):
         raise WorkloadError(f"{path}:{line_at(rest)}: not valid JSON: extra data after the closing ']'")
@@ -150,15 +158,19 @@ def read_dataset(path: str | Path) -> tuple[list[DatasetRecord], int]:
             try:
                 obj = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise WorkloadError(f"{path}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno}); "
-                                    "JSONL needs one complete JSON object per line") from None
+                raise WorkloadError(
+                    f"{path}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno}); "
+                    "JSONL needs one complete JSON object per line"
+                ) from None
             record = _jsonl_record(obj, f"{path}:{lineno}")
             if record is None:
                 skipped += 1
             else:
                 records.append(record)
     if not records:
-        raise WorkloadError(f"{path}: no usable prompts (" + (f"{skipped} conversations without a human turn"
-                                                             if skipped else "no entries") + ")")
+        raise WorkloadError(
+            f"{path}: no usable prompts ("
+            + (f"{skipped} conversations without a human turn" if skipped else "no entries")
+            + ")"
+        )
     return records, skipped
-

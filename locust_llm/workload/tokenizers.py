@@ -46,8 +46,12 @@ class ServerTokenizer:
         self.shape: str | None = None
 
     def _post(self, shape: str, text: str) -> int:
-        status, raw = control.call(f"{self.base_url}/tokenize", tokenize_body(shape, text, self.model),
-                                   timeout_s=self.timeout, max_bytes=self.MAX_ANSWER_BYTES)
+        status, raw = control.call(
+            f"{self.base_url}/tokenize",
+            tokenize_body(shape, text, self.model),
+            timeout_s=self.timeout,
+            max_bytes=self.MAX_ANSWER_BYTES,
+        )
         if status != 200:
             raise ValueError(f"HTTP {status} {raw[:160].decode('utf-8', 'replace').strip()}")
         data = json.loads(raw.decode("utf-8"))
@@ -66,17 +70,21 @@ class ServerTokenizer:
             try:
                 n = self._post(shape, self.PROBE)
             except control.Unreachable as exc:  # not listening at all: no point trying shapes
-                raise WorkloadError(f"cannot reach {self.base_url}/tokenize to count prompt tokens: "
-                                    f"{exc}; is the server up?") from None
+                raise WorkloadError(
+                    f"cannot reach {self.base_url}/tokenize to count prompt tokens: {exc}; is the server up?"
+                ) from None
             except (ValueError, OSError) as exc:
                 failures.append(f"{shape} request shape: {exc}")
                 continue
             if n > 0:
                 return shape
             failures.append(f"{shape} request shape: {self.PROBE!r} counted as 0 tokens")
-        raise WorkloadError(f"{self.base_url} has no usable POST /tokenize endpoint ("
-                            + "; ".join(failures) + "). Give a local tokenizer instead, or accept "
-                            "approximate prompt lengths (no counter: PromptItem.exact is False)")
+        raise WorkloadError(
+            f"{self.base_url} has no usable POST /tokenize endpoint ("
+            + "; ".join(failures)
+            + "). Give a local tokenizer instead, or accept "
+            "approximate prompt lengths (no counter: PromptItem.exact is False)"
+        )
 
     def count(self, text: str) -> int:
         if not text:
@@ -86,8 +94,9 @@ class ServerTokenizer:
         try:
             return self._post(self.shape, text)
         except (ValueError, OSError) as exc:
-            raise WorkloadError(f"tokenizing {len(text)} characters at {self.base_url}/tokenize "
-                                f"({self.shape} shape) failed: {exc}") from None
+            raise WorkloadError(
+                f"tokenizing {len(text)} characters at {self.base_url}/tokenize ({self.shape} shape) failed: {exc}"
+            ) from None
 
     @staticmethod
     def available(base_url: str, model: str | None = None, timeout: float = 5.0) -> bool:
@@ -126,8 +135,10 @@ class LocalTokenizer:
             try:
                 from transformers import AutoTokenizer
             except ImportError:
-                raise WorkloadError(f"local tokenizer {self.name!r} needs the 'tokenizers' package (for a "
-                                    "tokenizer.json) or 'transformers'; pip install one of them") from None
+                raise WorkloadError(
+                    f"local tokenizer {self.name!r} needs the 'tokenizers' package (for a "
+                    "tokenizer.json) or 'transformers'; pip install one of them"
+                ) from None
             tok = AutoTokenizer.from_pretrained(str(path) if path.exists() else self.name)
             self._encode = lambda text: len(tok.encode(text, add_special_tokens=False))
 
@@ -148,8 +159,9 @@ class ApproxCounter:
         return sum(max(1, round(len(word) / 4)) for word in text.split())
 
 
-def counter_for(base_url: str | None, tokenizer: str = "server", model: str | None = None,
-                timeout: float = 10.0) -> TokenCounter | None:
+def counter_for(
+    base_url: str | None, tokenizer: str = "server", model: str | None = None, timeout: float = 10.0
+) -> TokenCounter | None:
     """The counter the scenario's ``load.tokenizer`` names: ``server`` (the server's ``/tokenize`` when it
     answers), ``none``, or a Hugging Face tokenizer name or path. None makes :class:`Workload` fall back to
     :class:`ApproxCounter` with ``exact=False``."""

@@ -51,9 +51,10 @@ from __future__ import annotations
 import bisect
 import random
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..images import Image, ImagesSpec, as_image, image_files, synthetic_png
 from ..scenario import LoadSpec
@@ -76,34 +77,52 @@ class ImageSet:
     count: int
 
     @classmethod
-    def build(cls, spec: ImagesSpec, seed: int, bucket: str, base_dir: Path) -> "ImageSet":
+    def build(cls, spec: ImagesSpec, seed: int, bucket: str, base_dir: Path) -> ImageSet:
         if not spec.files:
-            return cls(tuple(as_image(synthetic_png(spec.width, spec.height, f"{seed}|{bucket}|image|{i}"))
-                             for i in range(spec.count)), spec.count)
+            return cls(
+                tuple(
+                    as_image(synthetic_png(spec.width, spec.height, f"{seed}|{bucket}|image|{i}"))
+                    for i in range(spec.count)
+                ),
+                spec.count,
+            )
         try:
-            return cls(tuple(as_image(path.read_bytes(), str(path))
-                             for path in image_files(spec.files, Path(base_dir))), spec.count)
+            return cls(
+                tuple(as_image(path.read_bytes(), str(path)) for path in image_files(spec.files, Path(base_dir))),
+                spec.count,
+            )
         except (OSError, ValueError) as exc:
             raise WorkloadError(f"bucket {bucket!r}: images: {exc}") from None
 
     def pick(self, seed: int, worker: int, index: int) -> tuple[Image, ...]:
         if len(self.choices) == self.count:
             return self.choices
-        return tuple(self.choices[hash64(seed, "image", worker, index, j) % len(self.choices)]
-                     for j in range(self.count))
+        return tuple(
+            self.choices[hash64(seed, "image", worker, index, j) % len(self.choices)] for j in range(self.count)
+        )
 
     def describe(self) -> dict[str, Any]:
-        return {"per_request": self.count, "distinct": len(self.choices),
-                "sizes": sorted({f"{i.width}x{i.height}" for i in self.choices}),
-                "bytes_mean": sum(i.nbytes for i in self.choices) / len(self.choices)}
+        return {
+            "per_request": self.count,
+            "distinct": len(self.choices),
+            "sizes": sorted({f"{i.width}x{i.height}" for i in self.choices}),
+            "bytes_mean": sum(i.nbytes for i in self.choices) / len(self.choices),
+        }
 
 
 class Workload:
     """Pools of prompts per bucket plus the seeded choice of which one a request gets."""
 
-    def __init__(self, pools: dict[str, list[PromptItem]], weights: dict[str, float], seed: int,
-                 prefixer: Prefixer | None = None, prefix_exact: bool = True, source: str = "generated",
-                 skipped: int = 0):
+    def __init__(
+        self,
+        pools: dict[str, list[PromptItem]],
+        weights: dict[str, float],
+        seed: int,
+        prefixer: Prefixer | None = None,
+        prefix_exact: bool = True,
+        source: str = "generated",
+        skipped: int = 0,
+    ):
         if not pools or any(not items for items in pools.values()):
             raise WorkloadError("a workload needs at least one bucket with at least one prompt")
         if set(weights) != set(pools) or any(w <= 0 for w in weights.values()):
@@ -128,9 +147,14 @@ class Workload:
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
-    def from_spec(cls, load: LoadSpec, counter: TokenCounter | None, base_dir: Path,
-                  pool_size: int = DEFAULT_POOL_SIZE,
-                  max_dataset_items: int = DEFAULT_MAX_DATASET_ITEMS) -> "Workload":
+    def from_spec(
+        cls,
+        load: LoadSpec,
+        counter: TokenCounter | None,
+        base_dir: Path,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        max_dataset_items: int = DEFAULT_MAX_DATASET_ITEMS,
+    ) -> Workload:
         """Build the workload a scenario's ``load`` section describes. ``counter`` None means no
         tokenizer: lengths are estimated and every item has ``exact=False``. ``base_dir`` resolves a
         relative ``load.dataset`` (the scenario file's folder)."""
@@ -145,32 +169,51 @@ class Workload:
             path = path if path.is_absolute() else Path(base_dir) / path
             workload = cls._dataset(path, load, counter, exact, measure, prefixer, max_dataset_items)
         else:
-            buckets = {name: (b.prompt_tokens, b.max_tokens, b.weight) for name, b in load.buckets.items()} \
-                or {"default": (load.prompt_tokens, load.max_tokens, 1.0)}
+            buckets = {name: (b.prompt_tokens, b.max_tokens, b.weight) for name, b in load.buckets.items()} or {
+                "default": (load.prompt_tokens, load.max_tokens, 1.0)
+            }
             pools = {}
             for name, (prompt_tokens, max_tokens, _) in buckets.items():
-                pools[name] = cls._generate_pool(name, prompt_tokens, max_tokens, load.seed, gen, measure,
-                                                 prefixer, exact, pool_size)
+                pools[name] = cls._generate_pool(
+                    name, prompt_tokens, max_tokens, load.seed, gen, measure, prefixer, exact, pool_size
+                )
             workload = cls(pools, {n: b[2] for n, b in buckets.items()}, load.seed, prefixer)
-            workload.images = {name: ImageSet.build(b.images, load.seed, name, base_dir)
-                               for name, b in load.buckets.items() if b.images}
+            workload.images = {
+                name: ImageSet.build(b.images, load.seed, name, base_dir)
+                for name, b in load.buckets.items()
+                if b.images
+            }
             # Long prompts cost a tokenizer round trip each: a smaller pool per context length.
-            workload.contexts = {n: cls._generate_pool(f"ctx-{n}", n, load.max_tokens, load.seed, gen, measure,
-                                                       prefixer, exact, max(pool_size // 4, 1))
-                                 for n in load.context_tokens}
+            workload.contexts = {
+                n: cls._generate_pool(
+                    f"ctx-{n}", n, load.max_tokens, load.seed, gen, measure, prefixer, exact, max(pool_size // 4, 1)
+                )
+                for n in load.context_tokens
+            }
         if prefixer and exact:
             workload.prefix_exact = workload._check_prefixes(counter)
         workload.counter = counter if exact else None
         return workload
 
     @staticmethod
-    def _generate_pool(name: str, prompt_tokens: int, max_tokens: int, seed: int, gen: Generator,
-                       measure: Measure, prefixer: Prefixer | None, exact: bool, size: int) -> list[PromptItem]:
+    def _generate_pool(
+        name: str,
+        prompt_tokens: int,
+        max_tokens: int,
+        seed: int,
+        gen: Generator,
+        measure: Measure,
+        prefixer: Prefixer | None,
+        exact: bool,
+        size: int,
+    ) -> list[PromptItem]:
         body_tokens = prompt_tokens - (prefixer.tokens if prefixer else 0)
         if body_tokens < 1:
-            raise WorkloadError(f"bucket {name!r}: prompt_tokens {prompt_tokens} leaves no room for the unique "
-                                f"prefix, which costs {prefixer.tokens} tokens with this tokenizer; raise "
-                                f"prompt_tokens to at least {prefixer.tokens + 1} or turn unique_prefix off")
+            raise WorkloadError(
+                f"bucket {name!r}: prompt_tokens {prompt_tokens} leaves no room for the unique "
+                f"prefix, which costs {prefixer.tokens} tokens with this tokenizer; raise "
+                f"prompt_tokens to at least {prefixer.tokens + 1} or turn unique_prefix off"
+            )
         items, seen = [], set()
         for slot in range(size):
             for attempt in range(8):  # a handful of retries keeps the pool distinct
@@ -183,8 +226,16 @@ class Workload:
         return items
 
     @classmethod
-    def _dataset(cls, path: Path, load: LoadSpec, counter: TokenCounter, exact: bool, measure: Measure,
-                 prefixer: Prefixer | None, limit: int) -> "Workload":
+    def _dataset(
+        cls,
+        path: Path,
+        load: LoadSpec,
+        counter: TokenCounter,
+        exact: bool,
+        measure: Measure,
+        prefixer: Prefixer | None,
+        limit: int,
+    ) -> Workload:
         records, skipped = read_dataset(path)
         if limit and len(records) > limit:
             keep = sorted(random.Random(f"{load.seed}|dataset").sample(range(len(records)), limit))
@@ -197,8 +248,9 @@ class Workload:
                 max_tokens = max(1, counter.count(rec.answer))
             else:
                 max_tokens = load.max_tokens
-            items.append(PromptItem(rec.bucket or "dataset", rec.prompt, measure(rec.prompt), max_tokens,
-                                    exact, rec.where))
+            items.append(
+                PromptItem(rec.bucket or "dataset", rec.prompt, measure(rec.prompt), max_tokens, exact, rec.where)
+            )
         return cls({"dataset": items}, {"dataset": 1.0}, load.seed, prefixer, source=str(path), skipped=skipped)
 
     def _check_prefixes(self, counter: TokenCounter, per_bucket: int = 16) -> bool:
@@ -209,17 +261,26 @@ class Workload:
                 item = self._prefixed(base, w, s, k)
                 got = counter.count(item.prompt)
                 if got != item.prompt_tokens:
-                    warnings.warn(f"unique_prefix: bucket {name!r} prompt {base.prompt_id} counts {got} tokens "
-                                  f"with a prefix, not {item.prompt_tokens}; the tokenizer merges across the "
-                                  "prefix boundary, so prompt lengths are marked approximate (exact=False)")
+                    warnings.warn(
+                        f"unique_prefix: bucket {name!r} prompt {base.prompt_id} counts {got} tokens "
+                        f"with a prefix, not {item.prompt_tokens}; the tokenizer merges across the "
+                        "prefix boundary, so prompt lengths are marked approximate (exact=False)",
+                        stacklevel=2,
+                    )
                     return False
         return True
 
     # -- per request -----------------------------------------------------------------------------
     def _prefixed(self, base: PromptItem, worker: int, step: int, index: int) -> PromptItem:
         prefix = self.prefixer.text(worker, step, index)
-        return PromptItem(base.bucket, f"{prefix} {base.prompt}", base.prompt_tokens + self.prefixer.tokens,
-                          base.max_tokens, base.exact and self.prefix_exact, base.prompt_id)
+        return PromptItem(
+            base.bucket,
+            f"{prefix} {base.prompt}",
+            base.prompt_tokens + self.prefixer.tokens,
+            base.max_tokens,
+            base.exact and self.prefix_exact,
+            base.prompt_id,
+        )
 
     def item(self, worker: int, step: int, index: int, context: int = 0) -> PromptItem:
         """The prompt of request ``index`` of ``worker`` in ladder ``step`` (of the ``context``-token pool in
@@ -232,8 +293,11 @@ class Workload:
         if context:
             pool = self.contexts[context]
         else:
-            pool_name = self._names[bisect.bisect_right(self._cum, unit(self.seed, "bucket", worker, index))] \
-                if len(self._names) > 1 else self._names[0]
+            pool_name = (
+                self._names[bisect.bisect_right(self._cum, unit(self.seed, "bucket", worker, index))]
+                if len(self._names) > 1
+                else self._names[0]
+            )
             pool = self.pools[pool_name]
         base = pool[hash64(self.seed, "prompt", worker, index) % len(pool)]
         item = self._prefixed(base, worker, step, index) if self.prefixer else base
@@ -252,8 +316,14 @@ class Workload:
             pool = self.pools[name]
             base = pool[(i // len(self._names)) % len(pool)]
             if max_tokens is not None:
-                base = PromptItem(base.bucket, base.prompt, base.prompt_tokens, min(base.max_tokens, max_tokens),
-                                  base.exact, base.prompt_id)
+                base = PromptItem(
+                    base.bucket,
+                    base.prompt,
+                    base.prompt_tokens,
+                    min(base.max_tokens, max_tokens),
+                    base.exact,
+                    base.prompt_id,
+                )
             out.append(base)
         return out
 
@@ -261,8 +331,9 @@ class Workload:
     @property
     def exact(self) -> bool:
         """True when every request's prompt_tokens is tokenizer-verified."""
-        return all(it.exact for items in [*self.pools.values(), *self.contexts.values()] for it in items) and \
-            (self.prefixer is None or self.prefix_exact)
+        return all(it.exact for items in [*self.pools.values(), *self.contexts.values()] for it in items) and (
+            self.prefixer is None or self.prefix_exact
+        )
 
     @property
     def prefix_tokens(self) -> int:
@@ -270,21 +341,34 @@ class Workload:
 
     def describe(self) -> dict[str, Any]:
         """Conditions for env.json and the report: source, exactness, buckets and their pools."""
+
         def span(values: list[int]) -> int | dict[str, int]:
             return values[0] if min(values) == max(values) else {"min": min(values), "max": max(values)}
 
         total = sum(self.weights.values())
         return {
-            "source": self.source, "seed": self.seed, "exact": self.exact,
-            "unique_prefix_tokens": self.prefix_tokens, "skipped_conversations": self.skipped,
-            "buckets": {name: {"share": self.weights[name] / total, "pool": len(items),
-                               "prompt_tokens": span([it.prompt_tokens + self.prefix_tokens for it in items]),
-                               "max_tokens": span([it.max_tokens for it in items]),
-                               **({"images": self.images[name].describe()} if name in self.images else {})}
-                        for name, items in self.pools.items()},
-            "contexts": {str(n): {"pool": len(items), "prompt_tokens": span([it.prompt_tokens + self.prefix_tokens
-                                                                              for it in items])}
-                         for n, items in self.contexts.items()},
+            "source": self.source,
+            "seed": self.seed,
+            "exact": self.exact,
+            "unique_prefix_tokens": self.prefix_tokens,
+            "skipped_conversations": self.skipped,
+            "buckets": {
+                name: {
+                    "share": self.weights[name] / total,
+                    "pool": len(items),
+                    "prompt_tokens": span([it.prompt_tokens + self.prefix_tokens for it in items]),
+                    "max_tokens": span([it.max_tokens for it in items]),
+                    **({"images": self.images[name].describe()} if name in self.images else {}),
+                }
+                for name, items in self.pools.items()
+            },
+            "contexts": {
+                str(n): {
+                    "pool": len(items),
+                    "prompt_tokens": span([it.prompt_tokens + self.prefix_tokens for it in items]),
+                }
+                for n, items in self.contexts.items()
+            },
         }
 
     def __iter__(self) -> Iterator[PromptItem]:

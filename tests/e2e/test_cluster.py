@@ -28,16 +28,45 @@ COMMON = ["-f", LOCUSTFILE, "--skip-log"]
 
 
 def master(tmp_path: Path, port: int, host_url: str, workers: int, *args: str, prefix=(), bind="127.0.0.1"):
-    command = [*prefix, sys.executable, "-m", "locust", *COMMON, "--headless", "--master", "--master-bind-host",
-               bind, "--master-bind-port", str(port), "--expect-workers", str(workers), "--host", host_url,
-               "--scenario", "scenarios/external.yaml", "--report-dir", str(tmp_path), *args]
+    command = [
+        *prefix,
+        sys.executable,
+        "-m",
+        "locust",
+        *COMMON,
+        "--headless",
+        "--master",
+        "--master-bind-host",
+        bind,
+        "--master-bind-port",
+        str(port),
+        "--expect-workers",
+        str(workers),
+        "--host",
+        host_url,
+        "--scenario",
+        "scenarios/external.yaml",
+        "--report-dir",
+        str(tmp_path),
+        *args,
+    ]
     return subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def worker(port: int, skew_s: float = 0.0, prefix=(), master_host="127.0.0.1"):
     env = {**os.environ, "LOCUST_LLM_TEST_CLOCK_OFFSET_S": str(skew_s)}
-    command = [*prefix, sys.executable, "-m", "locust", *COMMON, "--worker", "--master-host", master_host,
-               "--master-port", str(port)]
+    command = [
+        *prefix,
+        sys.executable,
+        "-m",
+        "locust",
+        *COMMON,
+        "--worker",
+        "--master-host",
+        master_host,
+        "--master-port",
+        str(port),
+    ]
     return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -70,8 +99,9 @@ def steps_of(run_dir: Path) -> list[dict]:
 def test_a_worker_clock_200_ms_off_is_aligned_onto_the_masters(tmp_path):
     server = RefServerProcess("--ttft-s", "0.02", "--gap-s", "0.005")
     port = free_port()
-    boss = master(tmp_path, port, server.url, 2, "--ladder", "2,4", "--step-duration", "4", "--warmup", "1",
-                  "--run-id", "clock")
+    boss = master(
+        tmp_path, port, server.url, 2, "--ladder", "2,4", "--step-duration", "4", "--warmup", "1", "--run-id", "clock"
+    )
     crew = [worker(port), worker(port, SKEW_S)]
     try:
         stderr = finish(boss, crew)
@@ -104,9 +134,11 @@ def test_a_worker_clock_200_ms_off_is_aligned_onto_the_masters(tmp_path):
 
     aligned, true = per_step(run.requests), per_step(truth)
     worst = max(np.nanmax(np.abs(run.requests[c].to_numpy() - truth[c].to_numpy())) for c in ("t_send", "t_first"))
-    print(f"injected {SKEW_S * 1000:.0f} ms: measured {skewed * 1000:.3f} ms (other worker {plain * 1000:.3f} ms); "
-          f"largest stamp error after alignment {worst * 1000:.3f} ms; step tok/s aligned vs truth "
-          f"{[(round(aligned[k], 1), round(v, 1)) for k, v in true.items()]}")
+    print(
+        f"injected {SKEW_S * 1000:.0f} ms: measured {skewed * 1000:.3f} ms (other worker {plain * 1000:.3f} ms); "
+        f"largest stamp error after alignment {worst * 1000:.3f} ms; step tok/s aligned vs truth "
+        f"{[(round(aligned[k], 1), round(v, 1)) for k, v in true.items()]}"
+    )
     for key, value in true.items():
         assert value and abs(aligned[key] - value) <= 0.01 * value, (key, aligned[key], value)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -116,12 +148,27 @@ def test_a_worker_clock_200_ms_off_is_aligned_onto_the_masters(tmp_path):
 @pytest.mark.parametrize("policy", ["stop", "continue"])
 def test_a_worker_lost_mid_step(tmp_path, policy):
     scenario = tmp_path / "lossy.yaml"
-    scenario.write_text((REPO / "scenarios" / "external.yaml").read_text()
-                        + f"  on_worker_loss: {policy}\n  min_requests: 0\n")
+    scenario.write_text(
+        (REPO / "scenarios" / "external.yaml").read_text() + f"  on_worker_loss: {policy}\n  min_requests: 0\n"
+    )
     server = RefServerProcess("--ttft-s", "0.02", "--gap-s", "0.005")
     port = free_port()
-    boss = master(tmp_path, port, server.url, 2, "--scenario", str(scenario), "--ladder", "2,4,2",
-                  "--step-duration", "8", "--warmup", "1", "--run-id", "lossy")
+    boss = master(
+        tmp_path,
+        port,
+        server.url,
+        2,
+        "--scenario",
+        str(scenario),
+        "--ladder",
+        "2,4,2",
+        "--step-duration",
+        "8",
+        "--warmup",
+        "1",
+        "--run-id",
+        "lossy",
+    )
     crew = [worker(port), worker(port)]
     run_dir = tmp_path / "lossy"
     try:
@@ -178,13 +225,19 @@ def two_hosts():
         pytest.skip(why)
     tag = os.getpid() % 100_000
     a, b, subnet = f"llm-a-{tag}", f"llm-b-{tag}", f"10.{200 + tag % 50}.{tag % 250}"
-    commands = [["ip", "netns", "add", a], ["ip", "netns", "add", b],
-                ["ip", "link", "add", f"va{tag}", "type", "veth", "peer", "name", f"vb{tag}"],
-                ["ip", "link", "set", f"va{tag}", "netns", a], ["ip", "link", "set", f"vb{tag}", "netns", b],
-                ["ip", "-n", a, "addr", "add", f"{subnet}.1/30", "dev", f"va{tag}"],
-                ["ip", "-n", b, "addr", "add", f"{subnet}.2/30", "dev", f"vb{tag}"],
-                ["ip", "-n", a, "link", "set", f"va{tag}", "up"], ["ip", "-n", b, "link", "set", f"vb{tag}", "up"],
-                ["ip", "-n", a, "link", "set", "lo", "up"], ["ip", "-n", b, "link", "set", "lo", "up"]]
+    commands = [
+        ["ip", "netns", "add", a],
+        ["ip", "netns", "add", b],
+        ["ip", "link", "add", f"va{tag}", "type", "veth", "peer", "name", f"vb{tag}"],
+        ["ip", "link", "set", f"va{tag}", "netns", a],
+        ["ip", "link", "set", f"vb{tag}", "netns", b],
+        ["ip", "-n", a, "addr", "add", f"{subnet}.1/30", "dev", f"va{tag}"],
+        ["ip", "-n", b, "addr", "add", f"{subnet}.2/30", "dev", f"vb{tag}"],
+        ["ip", "-n", a, "link", "set", f"va{tag}", "up"],
+        ["ip", "-n", b, "link", "set", f"vb{tag}", "up"],
+        ["ip", "-n", a, "link", "set", "lo", "up"],
+        ["ip", "-n", b, "link", "set", "lo", "up"],
+    ]
     try:
         for command in commands:
             subprocess.run(command, check=True, capture_output=True)
@@ -196,19 +249,53 @@ def two_hosts():
 
 def test_master_and_two_workers_on_another_network_host(tmp_path, two_hosts):
     (in_a, address_a), (in_b, address_b) = two_hosts
-    server = subprocess.Popen([*in_a, sys.executable, "-m", "locust_llm.refserver", "--bind", address_a, "--port",
-                               "0", "--ttft-s", "0.02", "--gap-s", "0.005"], cwd=REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+    server = subprocess.Popen(
+        [
+            *in_a,
+            sys.executable,
+            "-m",
+            "locust_llm.refserver",
+            "--bind",
+            address_a,
+            "--port",
+            "0",
+            "--ttft-s",
+            "0.02",
+            "--gap-s",
+            "0.005",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         url = "http://" + server.stdout.readline().split()[-1]
         port = free_port()
-        boss = master(tmp_path, port, url, 2, "--ladder", "2,4", "--step-duration", "3", "--warmup", "1",
-                      "--run-id", "netns", prefix=in_a, bind=address_a)
+        boss = master(
+            tmp_path,
+            port,
+            url,
+            2,
+            "--ladder",
+            "2,4",
+            "--step-duration",
+            "3",
+            "--warmup",
+            "1",
+            "--run-id",
+            "netns",
+            prefix=in_a,
+            bind=address_a,
+        )
         crew = [worker(port, prefix=in_b, master_host=address_a) for _ in range(2)]
         stderr = finish(boss, crew)
         fetch = f"import urllib.request; print(urllib.request.urlopen('{url}/ref/logs', timeout=10).read().decode())"
-        logs = json.loads(subprocess.run([*in_a, sys.executable, "-c", fetch], capture_output=True, text=True,
-                                         timeout=60, check=True).stdout)["logs"]
+        logs = json.loads(
+            subprocess.run(
+                [*in_a, sys.executable, "-c", fetch], capture_output=True, text=True, timeout=60, check=True
+            ).stdout
+        )["logs"]
     finally:
         terminate(server, 10)
     frame = pd.read_parquet(tmp_path / "netns" / "requests.parquet")

@@ -28,8 +28,9 @@ def level_one(run_dir):
 def test_a_neighbour_burning_cpu_next_to_the_baseline_is_named_and_leaves_no_verdict(tmp_path):
     require_llama_server()
     quiet = run_locust(tmp_path, *SHORT, "--run-id", "quiet")
-    burner = subprocess.Popen([sys.executable, "-m", "locust_llm.testing.burner", "--max-s", "300"], cwd=REPO,
-                              start_new_session=True)  # another job on the machine: not in our process tree
+    burner = subprocess.Popen(
+        [sys.executable, "-m", "locust_llm.testing.burner", "--max-s", "300"], cwd=REPO, start_new_session=True
+    )  # another job on the machine: not in our process tree
     try:
         busy = run_locust(tmp_path, *SHORT, "--run-id", "busy")
     finally:

@@ -23,16 +23,38 @@ LOCUSTFILE = str(REPO / "locustfiles" / "spec_decode.py")
 
 def locust_json(stdout: str) -> list[dict]:
     """Locust's --json stats of the master; forked children print an empty list first."""
-    return json.loads(stdout[stdout.index("[\n"):])
+    return json.loads(stdout[stdout.index("[\n") :])
 
 
 @pytest.mark.server
 def test_processes_two_records_every_request(tmp_path):
     require_llama_server()
-    command = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--processes", "2", "--json",
-               "--skip-log", "--scenario", "scenarios/tiny-cpu-test.yaml", "--variant", "spec-k4",
-               "--ladder", "2,4", "--step-duration", "3", "--warmup", "1", "--run-id", "procs",
-               "--report-dir", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILE,
+        "--headless",
+        "--processes",
+        "2",
+        "--json",
+        "--skip-log",
+        "--scenario",
+        "scenarios/tiny-cpu-test.yaml",
+        "--variant",
+        "spec-k4",
+        "--ladder",
+        "2,4",
+        "--step-duration",
+        "3",
+        "--warmup",
+        "1",
+        "--run-id",
+        "procs",
+        "--report-dir",
+        str(tmp_path),
+    ]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=os.environ.copy())
     assert_run_completed(done)
     made = sum(entry["num_requests"] for entry in locust_json(done.stdout))
@@ -53,9 +75,25 @@ def test_in_process_master_and_two_workers(tmp_path, monkeypatch):
     require_llama_server()
     monkeypatch.chdir(REPO)
     monkeypatch.setattr(sys, "argv", ["locust"])  # the web-UI arg parser reads sys.argv
-    args = ["-f", LOCUSTFILE, "--headless", "--scenario", "scenarios/tiny-cpu-test.yaml", "--variant", "baseline",
-            "--ladder", "2,4", "--step-duration", "3", "--warmup", "1", "--run-id", "inproc",
-            "--report-dir", str(tmp_path)]
+    args = [
+        "-f",
+        LOCUSTFILE,
+        "--headless",
+        "--scenario",
+        "scenarios/tiny-cpu-test.yaml",
+        "--variant",
+        "baseline",
+        "--ladder",
+        "2,4",
+        "--step-duration",
+        "3",
+        "--warmup",
+        "1",
+        "--run-id",
+        "inproc",
+        "--report-dir",
+        str(tmp_path),
+    ]
     port = free_port()
     classes = [ClosedLoopUser, OpenLoopUser]
 
@@ -63,8 +101,7 @@ def test_in_process_master_and_two_workers(tmp_path, monkeypatch):
         # Each node gets its own event hooks, as separate processes would, so Locust's stats travel as usual.
         hooks = Events()
         plugin.register(hooks)
-        return Environment(user_classes=classes, events=hooks, parsed_options=get_parser().parse_args(args),
-                           **kwargs)
+        return Environment(user_classes=classes, events=hooks, parsed_options=get_parser().parse_args(args), **kwargs)
 
     master_env = node_environment(shape_class=LadderShape())
     master = master_env.create_master_runner("127.0.0.1", port)

@@ -29,17 +29,17 @@ SERVER_FAULTS = [
 
 
 def counted(stdout: str) -> int:
-    return sum(entry["num_requests"] for entry in json.loads(stdout[stdout.index("["):]))
+    return sum(entry["num_requests"] for entry in json.loads(stdout[stdout.index("[") :]))
 
 
-@pytest.mark.parametrize("flags, code, error_class, words", SERVER_FAULTS,
-                         ids=[" ".join(f[0]) for f in SERVER_FAULTS])
+@pytest.mark.parametrize("flags, code, error_class, words", SERVER_FAULTS, ids=[" ".join(f[0]) for f in SERVER_FAULTS])
 def test_a_misbehaving_server(tmp_path, refserver_factory, flags, code, error_class, words):
     server = refserver_factory("--ttft-s", "0.005", "--gap-s", "0.002", *flags)
     scenario = tmp_path / "faults.yaml"
     scenario.write_text(SCENARIO)
-    done = run_locust(tmp_path, "--json", "--host", server.url, "--scenario", str(scenario), "--run-id", "f",
-                      timeout=120)
+    done = run_locust(
+        tmp_path, "--json", "--host", server.url, "--scenario", str(scenario), "--run-id", "f", timeout=120
+    )
     assert done.returncode == code, done.stderr[-3000:]
     frame = pd.read_parquet(tmp_path / "f" / "requests.parquet")
     assert len(frame) == counted(done.stdout) > 0  # every request Locust counted is a row

@@ -33,15 +33,31 @@ def test_nightly_compares_with_a_saved_baseline(tmp_path):
     first = run_locust(tmp_path, *args, "--run-id", "first")
     assert_run_completed(first)
     library = tmp_path / "library"
-    saved = subprocess.run([sys.executable, "-m", "locust_llm.cli", "baseline", "save", str(tmp_path / "first"),
-                            "--name", "golden", "--library", str(library)], capture_output=True, text=True)
+    saved = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "locust_llm.cli",
+            "baseline",
+            "save",
+            str(tmp_path / "first"),
+            "--name",
+            "golden",
+            "--library",
+            str(library),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert saved.returncode == 0, saved.stderr
     missing = run_locust(tmp_path, *args, "--run-id", "missing", "--baseline-run", "nope")
     assert missing.returncode == EXIT_BAD_INPUT
     scenario = tmp_path / "nightly.yaml"
-    scenario.write_text((REPO / "scenarios" / "tiny-cpu-test.yaml").read_text()
-                        + f"gates: {{baseline_run: golden, library: {json.dumps(str(library))}, "
-                          f"max_regression_pct: 1000}}\n")
+    scenario.write_text(
+        (REPO / "scenarios" / "tiny-cpu-test.yaml").read_text()
+        + f"gates: {{baseline_run: golden, library: {json.dumps(str(library))}, "
+        f"max_regression_pct: 1000}}\n"
+    )
     second = run_locust(tmp_path, "--scenario", str(scenario), "--variant", "baseline", *SHORT, "--run-id", "second")
     assert_run_completed(second)
     assert json.loads((tmp_path / "second" / "compare.json").read_text())["old"] == "first"

@@ -8,9 +8,29 @@ import pytest
 from tests.helpers import assert_run_completed, require_llama_server, run_locust
 
 SECRET = "sk-test-never-in-a-file-7c1e"
-CONTRACT_COLUMNS = ["run_id", "variant", "level", "worker", "request_id", "bucket", "prompt_tokens", "output_tokens",
-                    "token_source", "t_intended", "t_send", "t_first", "t_end", "chunk_offsets", "chunk_tokens",
-                    "finish_reason", "error_class", "error_message", "http_status", "draft_n", "draft_accepted"]
+CONTRACT_COLUMNS = [
+    "run_id",
+    "variant",
+    "level",
+    "worker",
+    "request_id",
+    "bucket",
+    "prompt_tokens",
+    "output_tokens",
+    "token_source",
+    "t_intended",
+    "t_send",
+    "t_first",
+    "t_end",
+    "chunk_offsets",
+    "chunk_tokens",
+    "finish_reason",
+    "error_class",
+    "error_message",
+    "http_status",
+    "draft_n",
+    "draft_accepted",
+]
 METRICS = ["ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "decode_tps"]
 
 
@@ -18,17 +38,35 @@ METRICS = ["ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "decode_tps"]
 def headless_run(tmp_path_factory):
     require_llama_server()
     tmp_path = tmp_path_factory.mktemp("runs")
-    done = run_locust(tmp_path, "--json", "--scenario", "scenarios/tiny-cpu-test.yaml", "--ladder", "1,2",
-                      "--step-duration", "3", "--warmup", "1", "--run-id", "headless",
-                      env={"LOCUST_LLM_API_KEY": SECRET})
+    done = run_locust(
+        tmp_path,
+        "--json",
+        "--scenario",
+        "scenarios/tiny-cpu-test.yaml",
+        "--ladder",
+        "1,2",
+        "--step-duration",
+        "3",
+        "--warmup",
+        "1",
+        "--run-id",
+        "headless",
+        env={"LOCUST_LLM_API_KEY": SECRET},
+    )
     assert_run_completed(done)
     return tmp_path / "headless", json.loads(done.stdout)
 
 
 def test_run_directory_is_complete(headless_run):
     run_dir, _ = headless_run
-    for name in ("requests.parquet", "env.json", "summary.json", "steps.json",
-                 "server-baseline.log", "server-spec-k4.log"):
+    for name in (
+        "requests.parquet",
+        "env.json",
+        "summary.json",
+        "steps.json",
+        "server-baseline.log",
+        "server-spec-k4.log",
+    ):
         assert (run_dir / name).stat().st_size > 0, name
     assert not (run_dir / "requests.parts").exists()
 
@@ -71,8 +109,9 @@ def test_summary_has_every_variant_and_level(headless_run):
         steps = summary["variants"][variant]["steps"]
         assert [s["level"] for s in steps] == [1.0, 2.0]
         for step in steps:
-            steady = frame[(frame["variant"] == variant) & (frame["step"] == step["step"])
-                           & (frame["phase"] == "steady")]
+            steady = frame[
+                (frame["variant"] == variant) & (frame["step"] == step["step"]) & (frame["phase"] == "steady")
+            ]
             assert step["requests"] == len(steady) > 0
             assert step["errors"] == steady["error_class"].notna().sum()
             assert step["output_tps"] > 0

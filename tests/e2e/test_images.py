@@ -62,8 +62,10 @@ def test_ttft_with_and_without_images_differs_by_the_servers_known_encode_cost(t
     lo, hi = level["overhead_ci95"]
     assert 0 < lo <= level["overhead_ms"] <= hi
     assert level["prompt_tokens_with"] == level["prompt_tokens_without"] == 16  # the same text length
-    print(f"TTFT P50 with {level['ttft_p50_with_ms']:.1f} ms, without {level['ttft_p50_without_ms']:.1f} ms, "
-          f"added {level['overhead_ms']:.1f} ms [{lo:.1f}, {hi:.1f}], truth {TRUTH_MS:.1f} ms")
+    print(
+        f"TTFT P50 with {level['ttft_p50_with_ms']:.1f} ms, without {level['ttft_p50_without_ms']:.1f} ms, "
+        f"added {level['overhead_ms']:.1f} ms [{lo:.1f}, {hi:.1f}], truth {TRUTH_MS:.1f} ms"
+    )
     assert "Image requests: what the images add to TTFT" in (run / "report.html").read_text()
     assert "- Images: ref at 2 users, bucket vision" in (run / "summary.md").read_text()
     assert "images: ref at 2 users, bucket vision" in done.stdout + done.stderr

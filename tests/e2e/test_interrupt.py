@@ -22,15 +22,37 @@ EXIT_INTERRUPTED = 7
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_interrupt_mid_step_writes_the_run_and_leaves_no_process(tmp_path, signum):
     require_llama_server()
-    command = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--skip-log", "--json",
-               "--scenario", "scenarios/tiny-cpu-test.yaml", "--ladder", "1,2", "--step-duration", "30",
-               "--warmup", "1", "--report-dir", str(tmp_path), "--run-id", "cut"]
+    command = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILE,
+        "--headless",
+        "--skip-log",
+        "--json",
+        "--scenario",
+        "scenarios/tiny-cpu-test.yaml",
+        "--ladder",
+        "1,2",
+        "--step-duration",
+        "30",
+        "--warmup",
+        "1",
+        "--report-dir",
+        str(tmp_path),
+        "--run-id",
+        "cut",
+    ]
     locust = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run_dir = tmp_path / "cut"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait until the first step's steady window is open
-        steps = json.loads((run_dir / "steps.json").read_text()).get("steps", []) \
-            if (run_dir / "steps.json").exists() else []
+        steps = (
+            json.loads((run_dir / "steps.json").read_text()).get("steps", [])
+            if (run_dir / "steps.json").exists()
+            else []
+        )
         if steps and steps[0]["t_steady"] == steps[0]["t_steady"]:  # not NaN
             break
         time.sleep(0.2)
@@ -55,5 +77,8 @@ def test_interrupt_mid_step_writes_the_run_and_leaves_no_process(tmp_path, signu
     time.sleep(0.5)
     left = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not left, [p.cmdline() for p in left]
-    assert not [p for p in psutil.process_iter(["cmdline"]) if str(run_dir) in " ".join(p.info["cmdline"] or [])
-                and p.pid != os.getpid()]
+    assert not [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if str(run_dir) in " ".join(p.info["cmdline"] or []) and p.pid != os.getpid()
+    ]

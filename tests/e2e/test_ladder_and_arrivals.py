@@ -26,8 +26,9 @@ load:
 def run(tmp_path, server, run_id, mode, ladder, *extra):
     scenario = tmp_path / f"{run_id}.yaml"
     scenario.write_text(SCENARIO.replace("MODE", mode).replace("LADDER", ladder))
-    done = run_locust(tmp_path, "--host", server.url, "--scenario", str(scenario), "--run-id", run_id, *extra,
-                      timeout=180)
+    done = run_locust(
+        tmp_path, "--host", server.url, "--scenario", str(scenario), "--run-id", run_id, *extra, timeout=180
+    )
     assert_run_completed(done)
     return tmp_path / run_id
 

@@ -52,7 +52,8 @@ def test_speculation_is_real_and_lossless(tmp_path):
     assert all(t.get("draft_n_accepted", 0) > 0 for t in timings["spec-k4"])
     assert counters["spec-k4"]["llamacpp:spec_decode_num_accepted_tokens_total"] > 0
     assert counters["spec-k4"]["llamacpp:spec_decode_num_accepted_tokens_total"] == sum(
-        t["draft_n_accepted"] for t in timings["spec-k4"])
+        t["draft_n_accepted"] for t in timings["spec-k4"]
+    )
     assert all("draft_n" not in t for t in timings["baseline"])
     assert counters["baseline"].get("llamacpp:spec_decode_num_drafts_total", 0) == 0
 
@@ -60,9 +61,23 @@ def test_speculation_is_real_and_lossless(tmp_path):
 @pytest.mark.server
 def test_serve_runs_until_ctrl_c(tmp_path):
     require_llama_server()
-    serve = subprocess.Popen([sys.executable, "-m", "locust_llm.cli", "serve", "--scenario", str(SCENARIO),
-                              "--variant", "spec-k4", "--log-dir", str(tmp_path)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    serve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "locust_llm.cli",
+            "serve",
+            "--scenario",
+            str(SCENARIO),
+            "--variant",
+            "spec-k4",
+            "--log-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = [serve.stdout.readline() for _ in range(2)]
         url = re.search(r"at (http://127\.0\.0\.1:\d+)", lines[1]).group(1)
@@ -71,8 +86,9 @@ def test_serve_runs_until_ctrl_c(tmp_path):
         assert server_pids
         serve.send_signal(signal.SIGINT)
         assert serve.wait(timeout=60) == 0
-        assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-                       for pid in server_pids)
+        assert not any(
+            psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in server_pids
+        )
     finally:
         if serve.poll() is None:
             serve.kill()

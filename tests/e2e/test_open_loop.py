@@ -43,7 +43,7 @@ def test_inflight_cap_drops_are_recorded_never_hidden(tmp_path, refserver_factor
     assert len(dropped) > len(frame) / 2
     assert dropped["t_send"].isna().all() and dropped["t_intended"].notna().all()
     step = json.loads((run_dir / "summary.json").read_text())["variants"]["ref"]["steps"][0]
-    assert step["errors_by_class"]["dropped_inflight_cap"] == ((dropped["phase"] == "steady")).sum()
+    assert step["errors_by_class"]["dropped_inflight_cap"] == (dropped["phase"] == "steady").sum()
     assert step["requests"] == (frame["phase"] == "steady").sum()
     assert step["client_valid"] is False
     assert any("in-flight cap" in reason for reason in step["client_validity"]["reasons"])

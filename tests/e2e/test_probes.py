@@ -25,9 +25,27 @@ def test_probe_table_pause_and_restart_on_the_cpu_server(tmp_path):
     scenario["probes"] = {"faults": ["pause", "restart"], "pause_s": PAUSE_S}
     path = tmp_path / "probes.yaml"
     path.write_text(yaml.safe_dump(scenario))
-    done = run_locust(tmp_path, "--scenario", str(path), "--variant", "baseline", "--probes", "--ladder", "2",
-                      "--repeats", "3", "--order", "sequential", "--step-duration", str(STEP_S), "--warmup", "1",
-                      "--run-id", "p", timeout=400)
+    done = run_locust(
+        tmp_path,
+        "--scenario",
+        str(path),
+        "--variant",
+        "baseline",
+        "--probes",
+        "--ladder",
+        "2",
+        "--repeats",
+        "3",
+        "--order",
+        "sequential",
+        "--step-duration",
+        str(STEP_S),
+        "--warmup",
+        "1",
+        "--run-id",
+        "p",
+        timeout=400,
+    )
     run = tmp_path / "p"
     assert done.returncode in (0, 5), done.stderr[-3000:]  # 5: a busy machine left no step clean; never 6
     rows = json.loads((run / "probes.json").read_text())["probes"]
@@ -48,11 +66,11 @@ def test_probe_table_pause_and_restart_on_the_cpu_server(tmp_path):
     assert probes["burst"]["answer"].startswith("4 x 200")  # twice the highest ladder level
 
     steps = json.loads((run / "steps.json").read_text())["steps"]
-    paused, = events_of(run, "server_paused")
+    (paused,) = events_of(run, "server_paused")
     assert paused["t_end"] - paused["t_start"] == pytest.approx(PAUSE_S, abs=0.5)
     window = next(s for s in steps if s["step"] == paused["step"])
     assert window["t_steady"] < paused["t_start"] < paused["t_end"] < window["t_end"]
-    restarted, = events_of(run, "server_restarted")
+    (restarted,) = events_of(run, "server_restarted")
     assert restarted["step"] != paused["step"]
     summary = json.loads((run / "summary.json").read_text())
     statuses = {s["step"]: s["status"] for s in summary["variants"]["baseline"]["steps"]}
@@ -75,11 +93,14 @@ def test_probe_table_pause_and_restart_on_the_cpu_server(tmp_path):
 def test_a_server_that_crashes_on_a_probe_fails_the_run_with_exit_6(tmp_path, refserver_factory):
     server = refserver_factory("--ttft-s", "0.005", "--gap-s", "0.002", "--exit-on", "\\u0000")
     scenario = tmp_path / "ref.yaml"
-    scenario.write_text("name: ref\nserver: {engine: external, url: 'http://127.0.0.1:9'}\nvariants: {ref: {}}\n"
-                        "load: {ladder: [1], step_duration_s: 2, warmup_s: 0, prompt_tokens: 8, max_tokens: 8}\n"
-                        "probes: {recover_s: 3}\n")
-    done = run_locust(tmp_path, "--host", server.url, "--scenario", str(scenario), "--probes", "--run-id", "c",
-                      timeout=120)
+    scenario.write_text(
+        "name: ref\nserver: {engine: external, url: 'http://127.0.0.1:9'}\nvariants: {ref: {}}\n"
+        "load: {ladder: [1], step_duration_s: 2, warmup_s: 0, prompt_tokens: 8, max_tokens: 8}\n"
+        "probes: {recover_s: 3}\n"
+    )
+    done = run_locust(
+        tmp_path, "--host", server.url, "--scenario", str(scenario), "--probes", "--run-id", "c", timeout=120
+    )
     assert done.returncode == 6, done.stderr[-3000:]
     assert "[exit 6] probe_server_failed: variant ref at probe control_characters" in done.stderr
     verdict = json.loads((tmp_path / "c" / "verdict.json").read_text())

@@ -9,14 +9,17 @@ import pytest
 from locust_llm.analysis.gates import EXIT_INVALID, EXIT_SLO
 from tests.helpers import REPO, require_llama_server, run_locust
 
-SCENARIO = (REPO / "scenarios" / "tiny-cpu-test.yaml").read_text().replace("""  spec-k4:
+SCENARIO = (REPO / "scenarios" / "tiny-cpu-test.yaml").read_text().replace(
+    """  spec-k4:
     speculative: {type: draft-simple, n_max: 4, p_min: 0.0}
-""", """  spec-k4:
+""",
+    """  spec-k4:
     speculative: {type: draft-simple, n_max: 4, p_min: 0.0}
   spec-broken:
     tiny_model: {preset: test, seed: 1}
     speculative: {type: draft-simple, n_max: 4, p_min: 0.0}
-""") + "quality: {temperature: 0.3, seeds: 3, max_drop_pct: 5}\n"
+""",
+) + "quality: {temperature: 0.3, seeds: 3, max_drop_pct: 5}\n"
 
 
 @pytest.mark.server
@@ -25,8 +28,9 @@ def test_a_variant_that_changes_the_output_fails_the_quality_gate(tmp_path):
     assert "spec-broken" in SCENARIO
     scenario = tmp_path / "quality.yaml"
     scenario.write_text(SCENARIO)
-    done = run_locust(tmp_path, "--scenario", str(scenario), "--ladder", "1", "--step-duration", "3", "--warmup", "1",
-                      "--run-id", "q")
+    done = run_locust(
+        tmp_path, "--scenario", str(scenario), "--ladder", "1", "--step-duration", "3", "--warmup", "1", "--run-id", "q"
+    )
     run = tmp_path / "q"
     verdict = json.loads((run / "verdict.json").read_text())
     assert done.returncode == verdict["exit_code"] and done.returncode in (EXIT_SLO, EXIT_INVALID), done.stderr[-3000:]

@@ -16,8 +16,20 @@ pytestmark = pytest.mark.server
 def real_run(tmp_path_factory):
     require_llama_server()
     out = tmp_path_factory.mktemp("report-runs")
-    done = run_locust(out, "--scenario", "scenarios/tiny-cpu-test.yaml", "--ladder", "1,2,4", "--step-duration", "4",
-                      "--warmup", "1", "--run-id", "report", timeout=400)
+    done = run_locust(
+        out,
+        "--scenario",
+        "scenarios/tiny-cpu-test.yaml",
+        "--ladder",
+        "1,2,4",
+        "--step-duration",
+        "4",
+        "--warmup",
+        "1",
+        "--run-id",
+        "report",
+        timeout=400,
+    )
     run_dir = out / "report"
     # The exit code is the nightly gates' business (SLO / regression codes); this test needs the run directory.
     for name in ("summary.json", "steps.json", "env.json", "requests.parquet"):
@@ -33,7 +45,8 @@ def test_real_report_is_self_contained(real_run):
     assert "could not be rendered" not in text
     assert_inert(text)
     assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "").replace(
-        "http://127.0.0.1", "")  # the only URLs are the SVG namespace and the server's local address (text)
+        "http://127.0.0.1", ""
+    )  # the only URLs are the SVG namespace and the server's local address (text)
     assert "https://" not in text
     summary = json.loads((run_dir / "summary.json").read_text())
     (comparison,) = summary["comparisons"]
@@ -59,9 +72,21 @@ def test_real_report_in_chromium(real_run, browser, tmp_path):
     }))()""")
     assert dom["title"] == "locust-llm report \u2014 report"
     assert dom["svgs"] >= 7 and dom["paths"] > 20 and dom["scripts"] == 0
-    assert {"verdict", "conditions", "charts", "ladder", "speedup", "consistency", "validity", "events",
-            "telemetry", "method"} <= set(dom["sections"])
-    assert dom["ladderRows"] == 2 * 3 * 3  # three tables per variant (latency, latency of all, throughput), three levels
+    assert {
+        "verdict",
+        "conditions",
+        "charts",
+        "ladder",
+        "speedup",
+        "consistency",
+        "validity",
+        "events",
+        "telemetry",
+        "method",
+    } <= set(dom["sections"])
+    assert (
+        dom["ladderRows"] == 2 * 3 * 3
+    )  # three tables per variant (latency, latency of all, throughput), three levels
     assert dom["width"] <= 1280  # nothing overflows the page sideways
     (comparison,) = json.loads((run_dir / "summary.json").read_text())["comparisons"]
     assert comparison["recommendation"] in dom["verdict"]

@@ -45,8 +45,19 @@ def test_the_slope_of_known_capacities(tmp_path, refserver_factory, shared):
     scenario = tmp_path / "scale.yaml"
     scenario.write_text(SCENARIO)
     extra = () if shared else ("--processes", "2")
-    done = run_locust(tmp_path, "--host", first.url, "--scale-out-urls", other, "--scenario", str(scenario),
-                      "--run-id", "scale", *extra, timeout=240)
+    done = run_locust(
+        tmp_path,
+        "--host",
+        first.url,
+        "--scale-out-urls",
+        other,
+        "--scenario",
+        str(scenario),
+        "--run-id",
+        "scale",
+        *extra,
+        timeout=240,
+    )
     run_dir = tmp_path / "scale"
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert done.returncode == verdict["exit_code"] == 0, done.stderr[-3000:]
@@ -84,8 +95,18 @@ def test_a_replica_that_does_not_answer_fails_the_run(tmp_path, refserver_factor
     server = refserver_factory("--ttft-s", str(TTFT_S), "--gap-s", str(GAP_S))
     scenario = tmp_path / "scale.yaml"
     scenario.write_text(SCENARIO.replace("step_duration_s: 6", "step_duration_s: 2"))
-    done = run_locust(tmp_path, "--host", server.url, "--scale-out-urls", "http://127.0.0.1:9", "--scenario",
-                      str(scenario), "--run-id", "gone", timeout=120)
+    done = run_locust(
+        tmp_path,
+        "--host",
+        server.url,
+        "--scale-out-urls",
+        "http://127.0.0.1:9",
+        "--scenario",
+        str(scenario),
+        "--run-id",
+        "gone",
+        timeout=120,
+    )
     verdict = json.loads((tmp_path / "gone" / "verdict.json").read_text())
     assert done.returncode == verdict["exit_code"] == 6, done.stderr[-3000:]
     assert any("scale_out_failed" in reason for reason in verdict["reasons"]["6"])
@@ -102,8 +123,20 @@ def test_launched_llamacpp_replicas_serve_what_the_records_say(tmp_path):
     text = (REPO / "scenarios" / "tiny-cpu-test.yaml").read_text()
     scenario = tmp_path / "scale.yaml"
     scenario.write_text(text.replace('"-np", "4"]', '"-np", "4", "-t", "1"]') + "scale_out: {servers: 2, pairs: 1}\n")
-    done = run_locust(tmp_path, "--scenario", str(scenario), "--variant", "baseline", "--ladder", "2",
-                      "--step-duration", "4", "--run-id", "llama", timeout=300)
+    done = run_locust(
+        tmp_path,
+        "--scenario",
+        str(scenario),
+        "--variant",
+        "baseline",
+        "--ladder",
+        "2",
+        "--step-duration",
+        "4",
+        "--run-id",
+        "llama",
+        timeout=300,
+    )
     run_dir = tmp_path / "llama"
     assert_run_completed(done)
     env = json.loads((run_dir / "env.json").read_text())

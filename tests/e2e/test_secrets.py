@@ -26,10 +26,21 @@ def test_a_password_in_the_host_url_is_never_written_and_the_key_goes_on_every_r
     server = refserver_factory("--ttft-s", "0.005", "--gap-s", "0.002", "--api-key", API_KEY)
     host = server.url.replace("http://", f"http://alice:{PASSWORD}@")
     scenario = tmp_path / "ext.yaml"
-    scenario.write_text("name: ext\nserver: {engine: external, url: 'http://127.0.0.1:9'}\nvariants: {ref: {}}\n"
-                        "load: {ladder: [1], step_duration_s: 2, warmup_s: 0.5, max_tokens: 8, prompt_tokens: 8}\n")
-    done = run_locust(tmp_path, "--host", host, "--scenario", str(scenario), "--run-id", "pw",
-                      env={"LOCUST_LLM_API_KEY": API_KEY}, timeout=120)
+    scenario.write_text(
+        "name: ext\nserver: {engine: external, url: 'http://127.0.0.1:9'}\nvariants: {ref: {}}\n"
+        "load: {ladder: [1], step_duration_s: 2, warmup_s: 0.5, max_tokens: 8, prompt_tokens: 8}\n"
+    )
+    done = run_locust(
+        tmp_path,
+        "--host",
+        host,
+        "--scenario",
+        str(scenario),
+        "--run-id",
+        "pw",
+        env={"LOCUST_LLM_API_KEY": API_KEY},
+        timeout=120,
+    )
     assert_run_completed(done)
     assert files_with(tmp_path / "pw", PASSWORD, API_KEY) == []
     assert "http://***@127.0.0.1" in (tmp_path / "pw" / "env.json").read_text()
@@ -49,13 +60,30 @@ def test_a_password_in_the_host_url_is_never_written_and_the_key_goes_on_every_r
 def test_secrets_in_server_arguments_and_environment_are_never_written(tmp_path):
     require_llama_server()
     scenario = tmp_path / "keyed.yaml"
-    scenario.write_text((REPO / "scenarios" / "tiny-cpu-test.yaml").read_text()
-                        .replace('args: ["-c", "2048", "-np", "4"]',
-                                 f'args: ["-c", "2048", "-np", "4", "--api-key", "{API_KEY}"]\n'
-                                 f'  env: {{HF_TOKEN: "{HF_TOKEN}"}}'))
-    done = run_locust(tmp_path, "--scenario", str(scenario), "--variant", "baseline", "--ladder", "1",
-                      "--step-duration", "2", "--warmup", "0.5", "--run-id", "keyed",
-                      env={"LOCUST_LLM_API_KEY": API_KEY})
+    scenario.write_text(
+        (REPO / "scenarios" / "tiny-cpu-test.yaml")
+        .read_text()
+        .replace(
+            'args: ["-c", "2048", "-np", "4"]',
+            f'args: ["-c", "2048", "-np", "4", "--api-key", "{API_KEY}"]\n  env: {{HF_TOKEN: "{HF_TOKEN}"}}',
+        )
+    )
+    done = run_locust(
+        tmp_path,
+        "--scenario",
+        str(scenario),
+        "--variant",
+        "baseline",
+        "--ladder",
+        "1",
+        "--step-duration",
+        "2",
+        "--warmup",
+        "0.5",
+        "--run-id",
+        "keyed",
+        env={"LOCUST_LLM_API_KEY": API_KEY},
+    )
     assert_run_completed(done)  # the key reached the server on every request, or it would have refused them
     assert files_with(tmp_path / "keyed", API_KEY, HF_TOKEN) == []
     assert "--api-key ***" in (tmp_path / "keyed" / "server-baseline.log").read_text()

@@ -55,12 +55,14 @@ def test_each_server_shape_against_the_servers_own_stamps(tmp_path, refserver_fa
 
     logs = [log for log in server.all_logs() if log["complete"]]
     token_times = [[c[0] for c in log["chunks"] if c[1] > 0] for log in logs]
-    server_ttft = np.median([t[0] - log["t_recv"] for t, log in zip(token_times, logs)]) * 1000
+    server_ttft = np.median([t[0] - log["t_recv"] for t, log in zip(token_times, logs, strict=False)]) * 1000
     server_tpot = np.median([(t[-1] - t[0]) / (TOKENS - 1) for t in token_times]) * 1000
     step = json.loads((run_dir / "summary.json").read_text())["variants"]["ref"]["steps"][0]
-    print(f"{shape}: TTFT P50 {step['ttft_ms']['p50']:.2f} ms (server {server_ttft:.2f}), TPOT P50 "
-          f"{step['tpot_ms']['p50']:.3f} ms (server {server_tpot:.3f}), {len(ok)} requests, {source}, "
-          f"exit {done.returncode}")
+    print(
+        f"{shape}: TTFT P50 {step['ttft_ms']['p50']:.2f} ms (server {server_ttft:.2f}), TPOT P50 "
+        f"{step['tpot_ms']['p50']:.3f} ms (server {server_tpot:.3f}), {len(ok)} requests, {source}, "
+        f"exit {done.returncode}"
+    )
     # A close-delimited server takes a new connection per request: its accept and handler set-up come after our
     # send and before its own "received" stamp (the user waits for them too, the oracle does not count them).
     ttft_slack_ms = 1.5 if shape == "close-delimited" else 1.0

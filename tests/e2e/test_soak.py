@@ -46,16 +46,31 @@ def closed_windows(run_dir) -> int:
 
 
 def report(run_dir) -> dict:
-    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(run_dir)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "report", str(run_dir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((run_dir / "summary.json").read_text())
 
 
 def test_a_one_minute_soak_in_three_windows(tmp_path, refserver_factory):
     server = refserver_factory("--ttft-s", "0.02", "--gap-s", "0.01")
-    done = run_locust(tmp_path, "--host", server.url, "--scenario", scenario(tmp_path), "--soak", "60s",
-                      "--run-id", "soak", timeout=240)
+    done = run_locust(
+        tmp_path,
+        "--host",
+        server.url,
+        "--scenario",
+        scenario(tmp_path),
+        "--soak",
+        "60s",
+        "--run-id",
+        "soak",
+        timeout=240,
+    )
     assert_run_completed(done)
     run_dir = tmp_path / "soak"
     soak = json.loads((run_dir / "summary.json").read_text())["soak"]
@@ -65,7 +80,7 @@ def test_a_one_minute_soak_in_three_windows(tmp_path, refserver_factory):
     assert all(abs(w["window_s"] - 20.0) < 1.0 and w["requests"] > 20 and w["error_rate"] == 0 for w in windows)
     assert abs(soak["measured_s"] - 60.0) < 2.0
     # consecutive windows: each begins where the one before ended
-    assert all(abs(b["start_s"] - a["end_s"]) < 1e-6 for a, b in zip(windows, windows[1:]))
+    assert all(abs(b["start_s"] - a["end_s"]) < 1e-6 for a, b in zip(windows, windows[1:], strict=False))
     # the reference server's TTFT is 20 ms and its TPOT 10 ms in every window
     assert all(15 < w["ttft_p50_ms"] < 40 and 9 < w["tpot_p50_ms"] < 15 for w in windows), windows
     trends = {t["figure"]: t for t in soak["trends"]}
@@ -88,8 +103,25 @@ def test_a_one_minute_soak_in_three_windows(tmp_path, refserver_factory):
 
 def test_a_soak_killed_after_two_windows_is_reported_from_its_parts(tmp_path, refserver_factory):
     server = refserver_factory("--ttft-s", "0.02", "--gap-s", "0.01")
-    command = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--skip-log", "--host", server.url,
-               "--scenario", scenario(tmp_path), "--soak", "80s", "--report-dir", str(tmp_path), "--run-id", "cut"]
+    command = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILE,
+        "--headless",
+        "--skip-log",
+        "--host",
+        server.url,
+        "--scenario",
+        scenario(tmp_path),
+        "--soak",
+        "80s",
+        "--report-dir",
+        str(tmp_path),
+        "--run-id",
+        "cut",
+    ]
     locust = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run_dir = tmp_path / "cut"
     try:

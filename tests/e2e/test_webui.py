@@ -37,18 +37,42 @@ def poll(url: str, accept, timeout_s: float = 120.0):
 def test_llm_tab_and_report_link(tmp_path):
     require_llama_server()
     port = free_port()
-    command = [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "spec_decode.py"), "--autostart",
-               "--autoquit", "20", "--web-host", "127.0.0.1", "--web-port", str(port), "--skip-log",
-               "--scenario", "scenarios/tiny-cpu-test.yaml", "--ladder", "1,2", "--step-duration", "3",
-               "--warmup", "1", "--run-id", "ui", "--report-dir", str(tmp_path)]
-    locust = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              env=os.environ.copy())
+    command = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(REPO / "locustfiles" / "spec_decode.py"),
+        "--autostart",
+        "--autoquit",
+        "20",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--skip-log",
+        "--scenario",
+        "scenarios/tiny-cpu-test.yaml",
+        "--ladder",
+        "1,2",
+        "--step-duration",
+        "3",
+        "--warmup",
+        "1",
+        "--run-id",
+        "ui",
+        "--report-dir",
+        str(tmp_path),
+    ]
+    locust = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         index = poll(base + "/", lambda r: r.status_code == 200)
         assert '"llm"' in index.text and "LLM report (HTML)" in index.text
         # the experiment's options are in the start form ("Custom parameters"), not only on the command line
-        options = index.text[index.text.index('"extra_options"'):]
+        options = index.text[index.text.index('"extra_options"') :]
         for name in ("scenario", "ladder", "mode", "step_duration", "slo_ttft_p99_ms"):
             assert f'"{name}": {{' in options, name
         during = poll(base + "/llm/rows", lambda r: r.status_code == 200 and r.json()["rows"])

@@ -17,8 +17,8 @@ import requests
 import yaml
 
 from tests.browser import Chromium, chromium_binary
-from tests.helpers import LOCUSTFILE, REPO, RefServerProcess, require_llama_server, terminate
 from tests.e2e.test_webui import free_port, poll
+from tests.helpers import LOCUSTFILE, REPO, RefServerProcess, require_llama_server, terminate
 
 pytestmark = pytest.mark.browser
 
@@ -32,8 +32,20 @@ class Cockpit:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.report_dir = tmp_path / "reports"
-        command = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--web-host", "127.0.0.1", "--web-port",
-                   str(self.port), "--report-dir", str(self.report_dir), *args]
+        command = [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            LOCUSTFILE,
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(self.port),
+            "--report-dir",
+            str(self.report_dir),
+            *args,
+        ]
         self.log = (tmp_path / "locust.log").open("w")
         self.locust = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=self.log)
         self.browser = None
@@ -41,8 +53,10 @@ class Cockpit:
             poll(self.base + "/", lambda r: r.status_code == 200)
             self.browser = Chromium(chromium_binary())
             self.browser.load(self.base + "/", settle_s=1.0)
-            self.wait("document.getElementById('llm-plan-sentence') && "
-                      "document.getElementById('llm-plan-sentence').textContent.length > 0")
+            self.wait(
+                "document.getElementById('llm-plan-sentence') && "
+                "document.getElementById('llm-plan-sentence').textContent.length > 0"
+            )
         except BaseException:
             self.close()
             raise
@@ -142,9 +156,29 @@ def test_the_form_the_live_tab_and_the_verdict(refserver_run, tmp_path):
     ui.type_into("ladder", "1,two")
     ui.start()
     alert = ui.wait("document.querySelector('[role=alert]') && document.querySelector('[role=alert]').innerText")
-    cli = subprocess.run([sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--skip-log", "--scenario",
-                          SCENARIO, "--host", server.url, "--ladder", "1,two", "--report-dir", str(tmp_path / "cli")],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            LOCUSTFILE,
+            "--headless",
+            "--skip-log",
+            "--scenario",
+            SCENARIO,
+            "--host",
+            server.url,
+            "--ladder",
+            "1,two",
+            "--report-dir",
+            str(tmp_path / "cli"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     message = "--ladder must be a comma list of numbers, found '1,two'"
     assert message in alert and message in cli.stderr and cli.returncode == 2
 
@@ -156,17 +190,20 @@ def test_the_form_the_live_tab_and_the_verdict(refserver_run, tmp_path):
     assert "2 step(s) at 1, 2" in ui.js("document.getElementById('llm-plan-sentence').textContent")
     ui.start()
     ui.open_llm_tab()
-    where = ui.wait("document.getElementById('llm-where') && "
-                    "document.getElementById('llm-where').textContent.includes('measuring') && "
-                    "document.querySelectorAll('#llm-charts circle').length > 0 && "
-                    "document.getElementById('llm-where').textContent")
+    where = ui.wait(
+        "document.getElementById('llm-where') && "
+        "document.getElementById('llm-where').textContent.includes('measuring') && "
+        "document.querySelectorAll('#llm-charts circle').length > 0 && "
+        "document.getElementById('llm-where').textContent"
+    )
     assert "Running external at 1 user" in where or "Running external at 2 users" in where
     left = ui.js("document.getElementById('llm-left').textContent")
     assert "left in this step" in left and "of 2" in left
     ui.shot(tmp_path, "webui-live.png")
 
-    exit_text = ui.wait("document.getElementById('llm-exit') && document.getElementById('llm-exit').textContent",
-                        timeout_s=120)
+    exit_text = ui.wait(
+        "document.getElementById('llm-exit') && document.getElementById('llm-exit').textContent", timeout_s=120
+    )
     run_dir = ui.report_dir / "from-the-form"
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert exit_text.startswith(f"Exit code {verdict['exit_code']} in a nightly job")

@@ -27,9 +27,20 @@ def failing_run(path, failed_share: float, gates: dict):
     """One steady window of back-to-back successes, plus failures making ``failed_share`` of its requests."""
     rows = back_to_back("e", "baseline", 1, 0, 1000.0, 20.0, 0.02, 0.01, 20, np.random.default_rng(0))
     failures = round(len(rows) * failed_share / (1 - failed_share))
-    rows += [RequestRecord(run_id="e", variant="baseline", level=1, step=0, phase="steady", request_id=f"f{i}",
-                           t_send=1000.0 + 0.1 * i, error_class="http_error", http_status=500).to_dict()
-             for i in range(failures)]
+    rows += [
+        RequestRecord(
+            run_id="e",
+            variant="baseline",
+            level=1,
+            step=0,
+            phase="steady",
+            request_id=f"f{i}",
+            t_send=1000.0 + 0.1 * i,
+            error_class="http_error",
+            http_status=500,
+        ).to_dict()
+        for i in range(failures)
+    ]
     path.mkdir()
     return write_run(path, rows, [window("baseline", 0, 1, 1000.0, 20.0)], gates=gates)
 
@@ -59,15 +70,15 @@ def test_report_reads_a_killed_ladder_run_from_its_part_files(tmp_path):
     (run / "requests.parts").mkdir()
     for i, start in enumerate(range(0, recorded.num_rows, 300)):
         pq.write_table(recorded.slice(start, 300), run / "requests.parts" / f"part-{i + 1:06d}.parquet")
-    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(run)], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "report", str(run)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0 and "verdict: exit code 7" in done.stdout, done.stdout + done.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["records"] == recorded.num_rows
     frame = recorded.to_pandas()
     steady = frame[frame["phase"] == "steady"].groupby(["variant", "step"]).size().to_dict()
-    reported = {(name, s["step"]): s["requests"] for name, entry in summary["variants"].items()
-                for s in entry["steps"]}
+    reported = {(name, s["step"]): s["requests"] for name, entry in summary["variants"].items() for s in entry["steps"]}
     assert reported == steady and len(reported) == 8  # every step of both variants, the unfinished one too
     (event,) = [e for e in summary["events"] if e["kind"] == "unfinished"]
     assert event["variant"] == last["variant"] and event["steps"] == [last["step"]]

@@ -3,6 +3,7 @@ and the scanner running as a process of its own beside the master."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -30,8 +31,15 @@ def cpu(user: float, steal: float = 0.0) -> CpuTimes:
 
 
 def procs(**cpu_s: float) -> list[Proc]:
-    parents = {"me": (ME, 1), "foreign": (FOREIGN, 1), "child": (CHILD, ME), "grandchild": (GRANDCHILD, CHILD),
-               "worker": (WORKER, 1), "worker_child": (WORKER_CHILD, WORKER), "late": (LATE, 1)}
+    parents = {
+        "me": (ME, 1),
+        "foreign": (FOREIGN, 1),
+        "child": (CHILD, ME),
+        "grandchild": (GRANDCHILD, CHILD),
+        "worker": (WORKER, 1),
+        "worker_child": (WORKER_CHILD, WORKER),
+        "late": (LATE, 1),
+    }
     return [Proc(parents[name][0], parents[name][1], name, 50.0, seconds) for name, seconds in cpu_s.items()]
 
 
@@ -73,8 +81,11 @@ def scan_over_a_second(scanner: HostScanner, burner: int) -> tuple[dict, float]:
 
 def test_real_foreign_burner_is_foreign():
     # The shell exits at once, so the burner is reparented away from this process's tree.
-    shell = subprocess.Popen(["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(BURN)} "
-                                          ">/dev/null 2>&1 </dev/null & echo $!"], stdout=subprocess.PIPE, text=True)
+    shell = subprocess.Popen(
+        ["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(BURN)} >/dev/null 2>&1 </dev/null & echo $!"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     burner = int(shell.stdout.readline())
     try:
         shell.wait(timeout=10)
@@ -83,10 +94,8 @@ def test_real_foreign_burner_is_foreign():
         assert row["foreign_cores"] >= 0.8 * burner_cores
         assert burner in [entry["pid"] for entry in json.loads(row["top_foreign"])]
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(burner, 9)
-        except ProcessLookupError:
-            pass
         shell.stdout.close()
 
 
@@ -120,10 +129,12 @@ class FakeNvml:
 
 def gpu_row(nvml: FakeNvml) -> dict:
     scanner = HostScanner(ME, nvml=nvml)
-    scanner.sample(0.0, cpu(0.0), procs(me=0.0, worker=0.0, worker_child=0.0, foreign=0.0), scanner.gpu_pids(),
-                   [WORKER])
-    return scanner.sample(1.0, cpu(0.0), procs(me=0.0, worker=0.0, worker_child=0.0, foreign=0.0),
-                          scanner.gpu_pids(), [WORKER])
+    scanner.sample(
+        0.0, cpu(0.0), procs(me=0.0, worker=0.0, worker_child=0.0, foreign=0.0), scanner.gpu_pids(), [WORKER]
+    )
+    return scanner.sample(
+        1.0, cpu(0.0), procs(me=0.0, worker=0.0, worker_child=0.0, foreign=0.0), scanner.gpu_pids(), [WORKER]
+    )
 
 
 def test_nvml_counts_foreign_gpu_processes():
@@ -174,8 +185,10 @@ def test_host_parquet_loads_back(tmp_path):
     assert host["foreign_cores"].tolist() == pytest.approx([0.4])
 
 
-LISTENING_BURNER = ("import os, socket, time\nsock = socket.socket()\nsock.bind(('127.0.0.1', 0))\nsock.listen()\n"
-                    "print(sock.getsockname()[1], os.getpid(), flush=True)\n" + BURN)
+LISTENING_BURNER = (
+    "import os, socket, time\nsock = socket.socket()\nsock.bind(('127.0.0.1', 0))\nsock.listen()\n"
+    "print(sock.getsockname()[1], os.getpid(), flush=True)\n" + BURN
+)
 
 
 def test_a_server_on_this_machine_behind_host_is_the_runs_own_cpu():
@@ -184,8 +197,11 @@ def test_a_server_on_this_machine_behind_host_is_the_runs_own_cpu():
     from locust_llm.procs import listener_pids
 
     # Started through a shell that exits at once: the burner is nobody's child here, as a server started by hand.
-    shell = subprocess.Popen(["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(LISTENING_BURNER)} &"],
-                             stdout=subprocess.PIPE, text=True)
+    shell = subprocess.Popen(
+        ["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(LISTENING_BURNER)} &"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     port, pid = map(int, shell.stdout.readline().split())
     shell.wait()
     try:

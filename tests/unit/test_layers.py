@@ -10,10 +10,22 @@ from pathlib import Path
 from tests.helpers import REPO
 
 PACKAGE = REPO / "locust_llm"
-PURE = ("locust_llm.analysis", "locust_llm.report", "locust_llm.rundir", "locust_llm.workload",
-        "locust_llm.pipeline", "locust_llm.fmt", "locust_llm.records", "locust_llm.scenario",
-        "locust_llm.speculative", "locust_llm.client.engines", "locust_llm.client.accounting", "locust_llm.servers",
-        "locust_llm.hostscan", "locust_llm.nvml")  # the host scanner runs as a process of its own, unpatched
+PURE = (
+    "locust_llm.analysis",
+    "locust_llm.report",
+    "locust_llm.rundir",
+    "locust_llm.workload",
+    "locust_llm.pipeline",
+    "locust_llm.fmt",
+    "locust_llm.records",
+    "locust_llm.scenario",
+    "locust_llm.speculative",
+    "locust_llm.client.engines",
+    "locust_llm.client.accounting",
+    "locust_llm.servers",
+    "locust_llm.hostscan",
+    "locust_llm.nvml",
+)  # the host scanner runs as a process of its own, unpatched
 FORBIDDEN = ("locust", "gevent", "flask", "requests", "urllib3", "sseclient", "geventhttpclient")
 
 
@@ -45,8 +57,12 @@ def graph() -> dict[str, set[str]]:
     for name, path in modules.items():
         edges[name] = {i for i in imports_of(path) if i in modules or i.split(".")[0] in FORBIDDEN}
         # importing a.b.c runs a/__init__ and a/b/__init__ too
-        edges[name] |= {".".join(i.split(".")[:k]) for i in list(edges[name]) for k in range(2, i.count(".") + 1)
-                        if ".".join(i.split(".")[:k]) in modules}
+        edges[name] |= {
+            ".".join(i.split(".")[:k])
+            for i in list(edges[name])
+            for k in range(2, i.count(".") + 1)
+            if ".".join(i.split(".")[:k]) in modules
+        }
     return edges
 
 
@@ -71,8 +87,9 @@ def test_pure_layers_never_import_locust_or_http_clients():
 
 def test_no_import_cycle():
     # A module inside a package is run by that package's __init__ (which may re-export it): not a cycle.
-    edges = {k: {v for v in vs if v.startswith("locust_llm") and not k.startswith(v + ".")}
-             for k, vs in graph().items()}
+    edges = {
+        k: {v for v in vs if v.startswith("locust_llm") and not k.startswith(v + ".")} for k, vs in graph().items()
+    }
     for name in edges:
         cycle = [nxt for nxt in edges[name] if nxt != name and name in reachable(edges, nxt)]
         assert not cycle, f"{name} -> {cycle[0]} -> ... -> {name}"

@@ -13,8 +13,9 @@ from tests.synthetic import synthetic_run
 
 
 def report_cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "report", *map(str, args)], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_report_brings_back_a_deleted_verdict_that_agrees_with_a_fresh_finish(tmp_path):
@@ -39,8 +40,12 @@ def test_report_keeps_the_comparison_with_an_earlier_run(tmp_path):
     new.mkdir()
     synthetic_run(old, np.random.default_rng(1))
     synthetic_run(new, np.random.default_rng(2))
-    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "compare", str(old), str(new)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "compare", str(old), str(new)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     compared = json.loads((new / "compare.json").read_text())
     assert compared["old_dir"] == str(old) and compared["rows"]
@@ -70,8 +75,12 @@ def test_the_published_schema_is_the_summary_model():
 def undescribed(schema: dict) -> list[str]:
     """``Model.field`` of every property, in the schema itself and each of its ``$defs``, without a description."""
     models = {schema.get("title", "<root>"): schema, **schema.get("$defs", {})}
-    return [f"{name}.{field}" for name, model in models.items()
-            for field, spec in model.get("properties", {}).items() if not str(spec.get("description", "")).strip()]
+    return [
+        f"{name}.{field}"
+        for name, model in models.items()
+        for field, spec in model.get("properties", {}).items()
+        if not str(spec.get("description", "")).strip()
+    ]
 
 
 def test_every_field_of_the_published_documents_says_what_it_means():
@@ -88,10 +97,40 @@ def test_baseline_names_are_plain_names_and_nothing_outside_the_library_goes(tmp
     victim.mkdir()
     (victim / "keep.txt").write_text("precious")
     for name in (".", "..", "../victim", "/tmp/x", "a/b"):
-        done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "baseline", "save", str(run), "--name", name,
-                               "--library", str(library)], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "locust_llm.cli",
+                "baseline",
+                "save",
+                str(run),
+                "--name",
+                name,
+                "--library",
+                str(library),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 2 and "not a plain name" in done.stderr, (name, done.stderr)
     assert (victim / "keep.txt").read_text() == "precious"
-    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "baseline", "save", str(run), "--name", "good",
-                           "--library", str(library)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "locust_llm.cli",
+            "baseline",
+            "save",
+            str(run),
+            "--name",
+            "good",
+            "--library",
+            str(library),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0 and (library / "good" / "steps.json").exists()

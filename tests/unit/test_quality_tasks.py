@@ -47,17 +47,20 @@ def test_a_task_set_outside_the_scenario_folder_is_refused(tmp_path):
     assert "give an absolute path" in message
 
 
-@pytest.mark.parametrize("line, says", [
-    ('{"prompt": "p", "reference": "a", "match": "fuzzy"}', "match: Input should be 'exact', 'regex', 'number'"),
-    ('{"prompt": "p", "reference": "(", "match": "regex"}', "not a valid Python regular expression"),
-    ('{"prompt": "p", "reference": "@baseline", "match": "number"}', "needs match 'exact'"),
-    ('{"prompt": "p", "reference": "name", "match": "json_keys"}', "a non-empty list of the keys"),
-    ('{"prompt": "p", "reference": "many", "match": "number"}', "needs a number as reference"),
-    ('{"prompt": "p", "reference": 4}', "needs a string reference (quote it)"),
-    ('{"prompt": "", "reference": "a"}', "prompt: String should have at least 1 character"),
-    ('{"prompt": "p", "reference": "a", "weight": 2}', "weight: Extra inputs are not permitted"),
-    ("not json", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "line, says",
+    [
+        ('{"prompt": "p", "reference": "a", "match": "fuzzy"}', "match: Input should be 'exact', 'regex', 'number'"),
+        ('{"prompt": "p", "reference": "(", "match": "regex"}', "not a valid Python regular expression"),
+        ('{"prompt": "p", "reference": "@baseline", "match": "number"}', "needs match 'exact'"),
+        ('{"prompt": "p", "reference": "name", "match": "json_keys"}', "a non-empty list of the keys"),
+        ('{"prompt": "p", "reference": "many", "match": "number"}', "needs a number as reference"),
+        ('{"prompt": "p", "reference": 4}', "needs a string reference (quote it)"),
+        ('{"prompt": "", "reference": "a"}', "prompt: String should have at least 1 character"),
+        ('{"prompt": "p", "reference": "a", "weight": 2}', "weight: Extra inputs are not permitted"),
+        ("not json", "not JSON"),
+    ],
+)
 def test_a_bad_task_names_its_line_and_the_problem(tmp_path, line, says):
     good = {"prompt": "2 + 2 =", "reference": 4, "match": "number"}
     message = error_of(scenario_with(tmp_path, "{tasks: tasks.jsonl}", [good, line]))
@@ -74,20 +77,25 @@ def test_missing_empty_or_duplicated_task_sets(tmp_path):
 
 
 def test_a_variant_may_bring_its_own_tiny_model(tmp_path):
-    head = ("name: q\nserver: {engine: llamacpp, tiny_model: {preset: test}}\n"
-            "variants: {baseline: {}, other: {tiny_model: {preset: test, seed: 1}}}\n")
+    head = (
+        "name: q\nserver: {engine: llamacpp, tiny_model: {preset: test}}\n"
+        "variants: {baseline: {}, other: {tiny_model: {preset: test, seed: 1}}}\n"
+    )
     scenario = load_scenario(scenario_with(tmp_path, "{}", head=head))
     assert scenario.tiny_model_dir("other").name == "tiny-test-s1"
     assert scenario.tiny_model_dir("baseline").name == scenario.tiny_model_dir().name == "tiny-test-s0"
-    vllm = ("name: q\nserver: {engine: vllm, model: m}\nvariants: {baseline: {}, other: {tiny_model: {}}}\n")
+    vllm = "name: q\nserver: {engine: vllm, model: m}\nvariants: {baseline: {}, other: {tiny_model: {}}}\n"
     assert "variants.other.tiny_model: generated models are only for engine 'llamacpp'" in error_of(
-        scenario_with(tmp_path, "{}", head=vllm))
+        scenario_with(tmp_path, "{}", head=vllm)
+    )
 
 
 def test_the_launcher_serves_the_variants_own_pair(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCUST_LLM_CACHE", str(tmp_path / "cache"))
-    head = ("name: q\nserver: {engine: llamacpp, tiny_model: {preset: test}}\n"
-            "variants: {baseline: {}, other: {tiny_model: {preset: test, seed: 1}}}\n")
+    head = (
+        "name: q\nserver: {engine: llamacpp, tiny_model: {preset: test}}\n"
+        "variants: {baseline: {}, other: {tiny_model: {preset: test, seed: 1}}}\n"
+    )
     scenario = load_scenario(scenario_with(tmp_path, "{}", head=head))
     (own_target, own_draft), (target, _) = model_files(scenario, "other"), model_files(scenario, "baseline")
     assert "tiny-test-s1" in own_target and "tiny-test-s1" in own_draft and "tiny-test-s0" in target

@@ -154,23 +154,30 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path):
         load_scenario(bomb)
 
 
-@pytest.mark.parametrize("load, message", [
-    ("ladder: [.nan]", "finite number"), ("ladder: [1.0e+400]", "finite number"),
-    ("step_duration_s: .inf", "finite number"), ("ladder: [1000000000000]", "<= 100000"),
-    ("max_tokens: 3000000000", "less than or equal to 10000000"),
-])
+@pytest.mark.parametrize(
+    "load, message",
+    [
+        ("ladder: [.nan]", "finite number"),
+        ("ladder: [1.0e+400]", "finite number"),
+        ("step_duration_s: .inf", "finite number"),
+        ("ladder: [1000000000000]", "<= 100000"),
+        ("max_tokens: 3000000000", "less than or equal to 10000000"),
+    ],
+)
 def test_numbers_are_finite_and_bounded(tmp_path, load, message):
     path = tmp_path / "s.yaml"
-    path.write_text(f"name: x\nserver: {{engine: external, url: 'http://127.0.0.1:9'}}\nvariants: {{a: {{}}}}\n"
-                    f"load: {{{load}}}\n")
+    path.write_text(
+        f"name: x\nserver: {{engine: external, url: 'http://127.0.0.1:9'}}\nvariants: {{a: {{}}}}\nload: {{{load}}}\n"
+    )
     with pytest.raises(ScenarioError, match=message):
         load_scenario(path)
 
 
 def test_variant_names_are_plain_names(tmp_path):
     path = tmp_path / "s.yaml"
-    path.write_text("name: x\nserver: {engine: external, url: 'http://127.0.0.1:9'}\n"
-                    "variants: {'../evil': {}, 'a\"b': {}}\n")
+    path.write_text(
+        "name: x\nserver: {engine: external, url: 'http://127.0.0.1:9'}\nvariants: {'../evil': {}, 'a\"b': {}}\n"
+    )
     with pytest.raises(ScenarioError, match="plain names"):
         load_scenario(path)
 
@@ -181,15 +188,27 @@ def test_cost_section(tmp_path):
     assert load_scenario(write(tmp_path, GOOD)).cost is None  # no section: nothing is priced
 
 
-@pytest.mark.parametrize("cost, message", [
-    ("{gpu_hour: 3.6}", "cost.gpu_hour: unknown key 'gpu_hour'; allowed keys here: gpu_hour_usd, gpus, "
-                        "other_hour_usd, cpu_hour_usd, target_rps; did you mean 'gpu_hour_usd'?"),
-    ("{gpu_hour_usd: -1}", "cost.gpu_hour_usd: Input should be greater than 0; found -1"),
-    ("{cpu_hour_usd: 0.1, other_hour_usd: -0.5}", "cost.other_hour_usd: Input should be greater than or equal to 0"),
-    ("{gpu_hour_usd: 2, gpus: 0}", "cost.gpus: Input should be greater than or equal to 1; found 0"),
-    ("{gpu_hour_usd: .inf}", "cost.gpu_hour_usd: Input should be a finite number"),
-    ("{other_hour_usd: 1}", "cost: set gpu_hour_usd (per GPU) or, on a CPU host, cpu_hour_usd (the whole host): "
-                            "there is no built-in price list"),
-])
+@pytest.mark.parametrize(
+    "cost, message",
+    [
+        (
+            "{gpu_hour: 3.6}",
+            "cost.gpu_hour: unknown key 'gpu_hour'; allowed keys here: gpu_hour_usd, gpus, "
+            "other_hour_usd, cpu_hour_usd, target_rps; did you mean 'gpu_hour_usd'?",
+        ),
+        ("{gpu_hour_usd: -1}", "cost.gpu_hour_usd: Input should be greater than 0; found -1"),
+        (
+            "{cpu_hour_usd: 0.1, other_hour_usd: -0.5}",
+            "cost.other_hour_usd: Input should be greater than or equal to 0",
+        ),
+        ("{gpu_hour_usd: 2, gpus: 0}", "cost.gpus: Input should be greater than or equal to 1; found 0"),
+        ("{gpu_hour_usd: .inf}", "cost.gpu_hour_usd: Input should be a finite number"),
+        (
+            "{other_hour_usd: 1}",
+            "cost: set gpu_hour_usd (per GPU) or, on a CPU host, cpu_hour_usd (the whole host): "
+            "there is no built-in price list",
+        ),
+    ],
+)
 def test_bad_cost_names_the_key(tmp_path, cost, message):
     assert message in error_of(tmp_path, GOOD + f"cost: {cost}\n")

@@ -37,7 +37,7 @@ def test_draft_is_the_targets_first_block_with_the_same_vocabulary(tmp_path):
     tokens = target.fields["tokenizer.ggml.tokens"]
     assert tokens.types == draft.fields["tokenizer.ggml.tokens"].types
     pieces = [bytes(tokens.parts[i]).decode() for i in tokens.data]
-    normal = pieces[3 + 256:]
+    normal = pieces[3 + 256 :]
     assert all(p.replace("\u2581", " ").isprintable() and p.replace("\u2581", " ").isascii() for p in normal)
 
 
@@ -59,7 +59,22 @@ def test_ensure_regenerates_only_a_different_recipe(tmp_path):
 
 
 def test_cli_writes_the_pair(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "tiny-model", "--out", str(tmp_path),
-                           "--preset", "test", "--seed", "5"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "locust_llm.cli",
+            "tiny-model",
+            "--out",
+            str(tmp_path),
+            "--preset",
+            "test",
+            "--seed",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "target.gguf").exists() and (tmp_path / "draft.gguf").exists()

@@ -47,8 +47,9 @@ def test_the_interval_follows_the_spread_between_requests_not_the_token_count():
 def test_a_response_without_draft_counts_drafted_nothing_and_failures_do_not_count():
     # llama.cpp leaves draft_* out when a request drafted nothing: one token per pass. A failed request (no
     # token count) is left out altogether. Rate 12/16; tokens per pass (39 + 39) / (27 + 39).
-    acc = request_acceptance(level(output_tokens=[40.0, 40.0, np.nan], draft_n=[16.0, np.nan, np.nan],
-                                   draft_accepted=[12.0, np.nan, np.nan]))
+    acc = request_acceptance(
+        level(output_tokens=[40.0, 40.0, np.nan], draft_n=[16.0, np.nan, np.nan], draft_accepted=[12.0, np.nan, np.nan])
+    )
     assert acc["requests"] == 2 and acc["rate"] == pytest.approx(0.75)
     assert acc["mean_length"] == pytest.approx(78 / 66)
 
@@ -65,8 +66,11 @@ def test_without_timings_tokens_per_pass_come_from_chunks_after_the_first():
 
 def test_chunk_split_counts_chunks_per_request_and_drops_approximate_splits():
     rows = pd.DataFrame({"token_source": ["usage_deltas", "usage+text_share", "usage_deltas"]}, index=[10, 11, 12])
-    chunks = Chunks(request=np.array([0, 0, 1, 1, 1, 2]), offset=np.zeros(6, dtype=np.float32),
-                    tokens=np.array([1, 3, 1, 2, 2, 4], dtype=np.int32))
+    chunks = Chunks(
+        request=np.array([0, 0, 1, 1, 1, 2]),
+        offset=np.zeros(6, dtype=np.float32),
+        tokens=np.array([1, 3, 1, 2, 2, 4], dtype=np.int32),
+    )
     split = chunk_split(rows, chunks)
     assert list(split.index) == [10, 11, 12]
     assert split["chunks"].tolist()[::2] == [2.0, 1.0] and np.isnan(split.loc[11, "chunks"])

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from locust_llm.analysis.curves import knee_level, saturation_level
-from locust_llm.analysis.speedup import crossover_level, ratio_ci, recommendation, speedup_state
 from locust_llm.analysis.rates import series_mean_ci
+from locust_llm.analysis.speedup import crossover_level, ratio_ci, recommendation, speedup_state
 from locust_llm.analysis.stats import (
     bootstrap_distribution,
     percentile_interval,
@@ -25,6 +25,7 @@ UNIT = "concurrent streams"
 
 
 # -- stats -------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 10, 33, 100, 1001])
 def test_summarize_percentiles_equal_numpy(n):
@@ -77,7 +78,8 @@ def test_bootstrap_basics():
     lo, hi = vectorised
     assert lo < 10.0 < hi and hi - lo < 0.6  # se = 0.1 -> width ~0.4
     assert bootstrap_ci(data, percentile_stat(95)) == pytest.approx(
-        bootstrap_ci(data, lambda a: float(np.percentile(a, 95))), rel=1e-12)
+        bootstrap_ci(data, lambda a: float(np.percentile(a, 95))), rel=1e-12
+    )
     narrower = bootstrap_ci(data, np.mean, alpha=0.5)
     assert lo < narrower[0] < narrower[1] < hi
     assert bootstrap_ci(np.full(10, 3.0), np.mean) == (3.0, 3.0)
@@ -99,8 +101,10 @@ def test_rate_samples_bins_half_open_and_mean_is_aggregate_rate():
     assert rate_samples([1.0], None, 5.0, 5.0).size == 0
 
 
-@pytest.mark.parametrize("df,expected", [(1, 12.7062), (2, 4.3027), (5, 2.5706), (10, 2.2281), (30, 2.0423),
-                                         (120, 1.9799), (1e6, 1.9600), (1e9, 1.9600)])
+@pytest.mark.parametrize(
+    "df,expected",
+    [(1, 12.7062), (2, 4.3027), (5, 2.5706), (10, 2.2281), (30, 2.0423), (120, 1.9799), (1e6, 1.9600), (1e9, 1.9600)],
+)
 def test_t_quantile_matches_tables(df, expected):
     assert t_quantile(0.975, df) == pytest.approx(expected, abs=1e-4)
 
@@ -119,10 +123,11 @@ def test_t_quantile_closed_forms_and_symmetry():
 
 # -- compare -----------------------------------------------------------------------------------------------
 
+
 def test_ratio_ci_direction_latency_vs_throughput():
     rng = np.random.default_rng(11)
     baseline_tpot = rng.lognormal(math.log(40.0), 0.1, 300)  # ms
-    variant_tpot = rng.lognormal(math.log(20.0), 0.1, 300)   # twice as fast
+    variant_tpot = rng.lognormal(math.log(20.0), 0.1, 300)  # twice as fast
     latency = ratio_ci(variant_tpot, baseline_tpot, np.median, higher_is_better=False, n_boot=1000, seed=1)
     assert 1.9 < latency["value"] < 2.1 and latency["ci95"][0] > 1.0
     # the same data read as higher-is-better says the variant is worse (0.5x): the flag sets the direction
@@ -135,7 +140,7 @@ def test_ratio_ci_direction_latency_vs_throughput():
 
 def test_ratio_ci_contains_true_ratio_for_large_sample():
     rng = np.random.default_rng(2024)
-    variant = rng.normal(150.0, 20.0, 4000)   # true mean 150
+    variant = rng.normal(150.0, 20.0, 4000)  # true mean 150
     baseline = rng.normal(100.0, 15.0, 4000)  # true mean 100 -> true speed-up 1.5
     result = ratio_ci(variant, baseline, np.mean, higher_is_better=True, n_boot=2000, seed=0)
     lo, hi = result["ci95"]
@@ -161,8 +166,10 @@ def _tpot_samples(seed=42, n=200):
 
 def test_crossover_and_recommendation_better_then_worse():
     variant, baseline = _tpot_samples()
-    steps = [{"level": level, "speedup": ratio_ci(variant[level], baseline[level], np.median, False, 1000, i)}
-             for i, level in enumerate(sorted(variant))]
+    steps = [
+        {"level": level, "speedup": ratio_ci(variant[level], baseline[level], np.median, False, 1000, i)}
+        for i, level in enumerate(sorted(variant))
+    ]
     assert [s["level"] for s in steps] == [1, 2, 4, 8, 16]
     for step in steps:
         assert step["speedup"]["ci95"][0] < SPEEDUPS[step["level"]] < step["speedup"]["ci95"][1]
@@ -170,8 +177,11 @@ def test_crossover_and_recommendation_better_then_worse():
     xo = crossover_level(steps)
     assert xo == 8
     text = recommendation("spec-k4", "baseline", steps, xo, UNIT)
-    assert re.fullmatch(r"enable spec-k4 up to 4 concurrent streams \((1\.9\d|2\.0\d?)x at 1, 1\.[23]\d?x at 4\); "
-                        r"disable from 8 \(0\.[78]\d?x, CI 0\.\d+\u20130\.\d+\)", text), text
+    assert re.fullmatch(
+        r"enable spec-k4 up to 4 concurrent streams \((1\.9\d|2\.0\d?)x at 1, 1\.[23]\d?x at 4\); "
+        r"disable from 8 \(0\.[78]\d?x, CI 0\.\d+\u20130\.\d+\)",
+        text,
+    ), text
 
 
 def _step(level, value, lo, hi):
@@ -180,8 +190,13 @@ def _step(level, value, lo, hi):
 
 def test_crossover_rule():
     # unsorted input; a CI that merely touches 1 is not a crossover; missing CIs never qualify
-    steps = [_step(16, 0.7, 0.6, 0.8), _step(4, 0.9, 0.8, 1.0), _step(8, 0.85, 0.8, 0.99), _step(1, 1.5, 1.4, 1.6),
-             {"level": 2, "speedup": {"value": 0.5, "ci95": None}}]
+    steps = [
+        _step(16, 0.7, 0.6, 0.8),
+        _step(4, 0.9, 0.8, 1.0),
+        _step(8, 0.85, 0.8, 0.99),
+        _step(1, 1.5, 1.4, 1.6),
+        {"level": 2, "speedup": {"value": 0.5, "ci95": None}},
+    ]
     assert crossover_level(steps) == 8
     flat = [{"level": 1, "value": 1.2, "ci95": [1.1, 1.3]}, {"level": 2, "value": 1.0, "ci95": [0.9, 1.1]}]
     assert crossover_level(flat) is None  # top-level {"value", "ci95"} form is accepted too
@@ -204,13 +219,16 @@ def test_recommendation_cases():
 
     fades = [_step(1, 1.5, 1.3, 1.7), _step(2, 1.1, 1.05, 1.2), _step(4, 1.0, 0.9, 1.1), _step(8, 1.0, 0.95, 1.05)]
     text = recommendation("spec-k4", "baseline", fades, crossover_level(fades), UNIT)
-    assert text == ("enable spec-k4 up to 2 concurrent streams (1.5x at 1, 1.1x at 2); "
-                    "no clear difference at 4, 8 (CIs include 1x)")
+    assert text == (
+        "enable spec-k4 up to 2 concurrent streams (1.5x at 1, 1.1x at 2); no clear difference at 4, 8 (CIs include 1x)"
+    )
 
     gap = [_step(1, 1.5, 1.3, 1.7), _step(2, 1.0, 0.9, 1.1), _step(4, 0.8, 0.7, 0.9)]
     text = recommendation("spec-k4", "baseline", gap, crossover_level(gap), UNIT)
-    assert text == ("enable spec-k4 up to 1 concurrent streams (1.5x at 1); no clear difference at 2 (1.0x, CI "
-                    "0.9\u20131.1); disable from 4 (0.8x, CI 0.7\u20130.9)")
+    assert text == (
+        "enable spec-k4 up to 1 concurrent streams (1.5x at 1); no clear difference at 2 (1.0x, CI "
+        "0.9\u20131.1); disable from 4 (0.8x, CI 0.7\u20130.9)"
+    )
 
     late = [_step(1, 1.0, 0.9, 1.1), _step(4, 0.8, 0.7, 0.9)]
     text = recommendation("spec-k4", "baseline", late, crossover_level(late), UNIT)
@@ -243,17 +261,15 @@ def test_saturation_level_of_a_curve_that_flattens_at_8():
 
 
 def test_saturation_rule_edges():
-    rising = [(100.0 * l, 95.0 * l, 105.0 * l) for l in LEVELS]
+    rising = [(100.0 * lv, 95.0 * lv, 105.0 * lv) for lv in LEVELS]
     assert saturation_level(LEVELS, rising) is None  # still gaining at the top of the ladder
     # a dip at 8 does not declare saturation at 4 while 16 still gains clearly over 4
     dip = [(100, 95, 105), (200, 190, 210), (400, 390, 410), (380, 370, 390), (800, 790, 810), (810, 800, 820)]
     assert saturation_level(LEVELS, dip) == 16
-    late_gain = [(100, 95, 105), (200, 190, 210), (400, 390, 410), (600, 590, 610), (580, 560, 600),
-                 (900, 880, 920)]
+    late_gain = [(100, 95, 105), (200, 190, 210), (400, 390, 410), (600, 590, 610), (580, 560, 600), (900, 880, 920)]
     assert saturation_level(LEVELS, late_gain) is None  # 32 still gains over 16: not saturated in range
     # a significant but immaterial (< 5%) gain counts as flat
-    creeping = [(100, 99, 101), (200, 199, 201), (400, 399, 401), (800, 799, 801), (810, 809, 811),
-                (820, 819, 821)]
+    creeping = [(100, 99, 101), (200, 199, 201), (400, 399, 401), (800, 799, 801), (810, 809, 811), (820, 819, 821)]
     assert saturation_level(LEVELS, creeping) == 8
     # a large point gain whose CI overlaps is noise
     noisy = [(100, 90, 110), (200, 180, 220), (400, 300, 500), (450, 350, 550)]
@@ -277,17 +293,18 @@ def test_knee_level_of_a_tpot_curve_rising_from_16():
 
 def test_knee_rule_edges():
     levels = [1, 2, 4, 8, 16]
-    assert knee_level(levels, [10.0 * l ** 0.9 for l in levels]) is None  # never faster than load
-    assert knee_level(levels, [10.0 * l for l in levels]) is None         # exactly proportional is not a knee
-    linear_after_4 = [10, 10.2, 10.5, 21, 42]                             # closed-loop style: slope -> 1
+    assert knee_level(levels, [10.0 * lv**0.9 for lv in levels]) is None  # never faster than load
+    assert knee_level(levels, [10.0 * lv for lv in levels]) is None  # exactly proportional is not a knee
+    linear_after_4 = [10, 10.2, 10.5, 21, 42]  # closed-loop style: slope -> 1
     assert knee_level(levels, linear_after_4) is None
     assert knee_level(levels, linear_after_4, threshold=0.5) == 4
-    assert knee_level([16, 1, 4, 2, 8], [60, 10, 11, 10.5, 12]) == 8       # unsorted input
-    assert knee_level(levels, [10, None, 11, float("nan"), 60]) == 4       # missing points skipped
+    assert knee_level([16, 1, 4, 2, 8], [60, 10, 11, 10.5, 12]) == 8  # unsorted input
+    assert knee_level(levels, [10, None, 11, float("nan"), 60]) == 4  # missing points skipped
     assert knee_level([1], [10]) is None
 
 
 # -- steady ------------------------------------------------------------------------------------------------
+
 
 def test_drift_flat_noisy_series_is_steady():
     rng = np.random.default_rng(1)
@@ -315,10 +332,10 @@ def test_drift_strong_trend_is_not_steady():
 
 def test_drift_small_significant_slope_on_lots_of_data_is_steady():
     rng = np.random.default_rng(3)
-    t = np.arange(0.0, 120.0, 0.01)                   # 12 000 samples
+    t = np.arange(0.0, 120.0, 0.01)  # 12 000 samples
     y = 50.0 + 0.005 * t + rng.normal(0.0, 1.0, t.size)  # +0.6 over the window: 1.2% of the mean
     d = drift(t, y)
-    assert d["ci95"][0] > 0.0                        # statistically significant ...
+    assert d["ci95"][0] > 0.0  # statistically significant ...
     assert d["drift_fraction"] < 0.05 and d["steady"] is True  # ... but immaterial
     assert drift(t, y, tolerance=0.005)["steady"] is False
 

@@ -13,7 +13,7 @@ from locust_llm.analysis.samples import LevelSamples
 from locust_llm.analysis.summary import build_summary
 from locust_llm.rundir import load_run
 from tests.synthetic import back_to_back, window, write_run
-from tests.unit.telemetry.test_parse import WINDOW, T0, figures, page, rows_of
+from tests.unit.telemetry.test_parse import T0, WINDOW, figures, page, rows_of
 
 TOKENS = 40
 TTFT_S, PREFILL_MS = 0.020, 15.0  # the server's prompt time; the other 5 ms of TTFT are outside it
@@ -24,8 +24,7 @@ def timed_run(path, rng):
     rows, steps, t = [], [], 1_800_000_000.0
     for variant, tpot in TPOT_S.items():
         steps.append(window(variant, 0, 1, t, 20.0))
-        rows += back_to_back(path.name, variant, 1, 0, t, 20.0, TTFT_S, tpot, TOKENS, rng,
-                             server_prefill_ms=PREFILL_MS)
+        rows += back_to_back(path.name, variant, 1, 0, t, 20.0, TTFT_S, tpot, TOKENS, rng, server_prefill_ms=PREFILL_MS)
         t += 25.0
     for row in rows:  # the server's generation time: first token to last
         row["server_decode_ms"] = (row["t_end"] - row["t_first"]) * 1000
@@ -59,11 +58,14 @@ def counted_run(path, rng, accepted_per_draft: float):
     rows = []
     for t in np.arange(spec["t_start"], spec["t_end"] + 1.0, 1.0):
         k = t - spec["t_start"]
-        rows += [(t, "spec", "scrape", "spec_drafts", "{}", 100.0 * k),
-                 (t, "spec", "scrape", "spec_draft_tokens", "{}", 400.0 * k),
-                 (t, "spec", "scrape", "spec_accepted_tokens", "{}", 100.0 * accepted_per_draft * k)]
+        rows += [
+            (t, "spec", "scrape", "spec_drafts", "{}", 100.0 * k),
+            (t, "spec", "scrape", "spec_draft_tokens", "{}", 400.0 * k),
+            (t, "spec", "scrape", "spec_accepted_tokens", "{}", 100.0 * accepted_per_draft * k),
+        ]
     pd.DataFrame(rows, columns=["t", "variant", "source", "metric", "labels", "value"]).to_parquet(
-        path / "telemetry.parquet")
+        path / "telemetry.parquet"
+    )
     (path / "telemetry.json").write_text(json.dumps({"gaps": [], "notes": []}))
     return path
 
@@ -91,7 +93,8 @@ def test_a_speedup_beyond_the_tokens_per_pass_is_said_so(tmp_path):
     assert step["tokens_per_pass"] == pytest.approx(2.0)  # 1 + 100 / 100, below the 2.33x measured
     assert step["pass_efficiency"] == pytest.approx(SPEEDUP / 2.0, rel=0.03) and step["pass_efficiency"] > 1
     assert step["pass_gap"].startswith("measured 2.3") and step["pass_gap"].endswith(
-        "x exceeds 2.00 tokens per target pass")
+        "x exceeds 2.00 tokens per target pass"
+    )
 
 
 def client_samples(e2e_ms: list[float]) -> LevelSamples:
@@ -101,8 +104,9 @@ def client_samples(e2e_ms: list[float]) -> LevelSamples:
 
 
 def recorded_step(prefix: str, engine: str) -> dict:
-    frame = pd.DataFrame(rows_of(page(f"{prefix}-0.txt"), engine, T0) + rows_of(page(f"{prefix}-1.txt"), engine,
-                                                                                 T0 + 10))
+    frame = pd.DataFrame(
+        rows_of(page(f"{prefix}-0.txt"), engine, T0) + rows_of(page(f"{prefix}-1.txt"), engine, T0 + 10)
+    )
     return {"status": "clean", "server": figures(frame, engine, {**WINDOW, "t_end": T0 + 10})}
 
 
@@ -132,9 +136,14 @@ def test_sglang_prefill_comes_from_its_prefill_forward_stage_and_decode_is_estim
 
 
 def test_sglang_without_the_per_stage_histogram_estimates_prefill_from_ttft_minus_queue():
-    frame = pd.DataFrame([r for r in rows_of(page("sglang-phases-0.txt"), "sglang", T0)
-                          + rows_of(page("sglang-phases-1.txt"), "sglang", T0 + 10)
-                          if not r["metric"].startswith("stage_seconds")])
+    frame = pd.DataFrame(
+        [
+            r
+            for r in rows_of(page("sglang-phases-0.txt"), "sglang", T0)
+            + rows_of(page("sglang-phases-1.txt"), "sglang", T0 + 10)
+            if not r["metric"].startswith("stage_seconds")
+        ]
+    )
     step = {"status": "clean", "server": figures(frame, "sglang", {**WINDOW, "t_end": T0 + 10})}
     assert "prefill_ms" not in step["server"]["server_latency"]
     phases = level_breakdown(client_samples([250.0]), [step])
@@ -144,23 +153,39 @@ def test_sglang_without_the_per_stage_histogram_estimates_prefill_from_ttft_minu
 
 def test_acceptance_pools_steps_by_drafts():
     def step(drafts, accepted, per_position, status="clean"):
-        return {"status": status, "server": {"acceptance": {"drafts": drafts, "accepted_tokens": accepted,
-                                                            "draft_tokens": 4 * drafts, "per_position": per_position}}}
-    pooled = level_acceptance([step(100, 150, [0.9, 0.6]), step(300, 300, [0.8, 0.2]),
-                               step(1000, 0, [0.0, 0.0], status="contended")])
+        return {
+            "status": status,
+            "server": {
+                "acceptance": {
+                    "drafts": drafts,
+                    "accepted_tokens": accepted,
+                    "draft_tokens": 4 * drafts,
+                    "per_position": per_position,
+                }
+            },
+        }
+
+    pooled = level_acceptance(
+        [step(100, 150, [0.9, 0.6]), step(300, 300, [0.8, 0.2]), step(1000, 0, [0.0, 0.0], status="contended")]
+    )
     assert pooled["per_position"] == pytest.approx([(90 + 240) / 400, (60 + 60) / 400])
     assert pooled["mean_length"] == pytest.approx(1 + 450 / 400)
     assert pooled["rate"] == pytest.approx(450 / 1600)
     assert level_acceptance([step(0, 0, [])]) is None
 
 
-@pytest.mark.parametrize("tpot, ttft, words", [
-    ((2.0, 1.8, 2.2), (1.0, 0.9, 1.1), "TPOT -50%, TTFT unchanged (+0%, within noise): gains go to long outputs"),
-    ((2.0, 1.8, 2.2), (0.8, 0.7, 0.9), "TTFT +25%: decode gains but prefill costs more"),
-    ((2.0, 1.8, 2.2), (1.25, 1.2, 1.3), "TTFT -20%: both the first token and decoding got faster"),
-    ((0.8, 0.7, 0.9), (1.0, 0.9, 1.1), "TPOT +25%, TTFT unchanged (+0%, within noise): decode got slower"),
-    ((1.1, 0.9, 1.3), (1.0, 0.9, 1.1), "decode did not measurably change")])
+@pytest.mark.parametrize(
+    "tpot, ttft, words",
+    [
+        ((2.0, 1.8, 2.2), (1.0, 0.9, 1.1), "TPOT -50%, TTFT unchanged (+0%, within noise): gains go to long outputs"),
+        ((2.0, 1.8, 2.2), (0.8, 0.7, 0.9), "TTFT +25%: decode gains but prefill costs more"),
+        ((2.0, 1.8, 2.2), (1.25, 1.2, 1.3), "TTFT -20%: both the first token and decoding got faster"),
+        ((0.8, 0.7, 0.9), (1.0, 0.9, 1.1), "TPOT +25%, TTFT unchanged (+0%, within noise): decode got slower"),
+        ((1.1, 0.9, 1.3), (1.0, 0.9, 1.1), "decode did not measurably change"),
+    ],
+)
 def test_the_words_follow_the_tpot_and_ttft_intervals(tpot, ttft, words):
     def ratio(value, lo, hi):
         return {"value": value, "ci95": [lo, hi]}
+
     assert words in phase_words({"tpot_p50_speedup": ratio(*tpot), "ttft_p50_speedup": ratio(*ttft)}, None, None)

@@ -16,9 +16,11 @@ def exchange(worker, t0, offset, out_s, back_s, turn_s=0.0001):
 
 
 def test_the_shortest_exchange_gives_the_offset_and_half_its_round_trip_bounds_the_error():
-    samples = [exchange(1, 100.0, 0.2, 0.004, 0.001),  # lopsided and slow: 1.5 ms off
-               exchange(1, 105.0, 0.2, 0.0003, 0.0002),  # fast: 0.05 ms off
-               exchange(0, 100.0, -0.01, 0.001, 0.001)]
+    samples = [
+        exchange(1, 100.0, 0.2, 0.004, 0.001),  # lopsided and slow: 1.5 ms off
+        exchange(1, 105.0, 0.2, 0.0003, 0.0002),  # fast: 0.05 ms off
+        exchange(0, 100.0, -0.01, 0.001, 0.001),
+    ]
     est = estimate(samples)
     assert est[1]["offset_s"] == pytest.approx(0.2 + (0.0003 - 0.0002) / 2)
     assert est[1]["rtt_s"] == pytest.approx(0.0005) and est[1]["uncertainty_s"] == pytest.approx(0.00025)
@@ -29,8 +31,14 @@ def test_the_shortest_exchange_gives_the_offset_and_half_its_round_trip_bounds_t
 def test_records_move_by_their_workers_offset_followed_over_time():
     # worker 1's clock drifts from +200 ms to +204 ms over 100 s; worker 0 has no exchanges and stays as it is
     samples = [exchange(1, t, 0.2 + 0.00004 * (t - 1000.0), 0.0002, 0.0002) for t in np.arange(1000.0, 1101.0, 5.0)]
-    frame = pd.DataFrame({"worker": [1, 1, 0], "t_send": [1000.2, 1050.202, 1050.0],
-                          "t_first": [1000.3, np.nan, 1050.1], "t_end": [1000.4, 1050.5, 1050.2]})
+    frame = pd.DataFrame(
+        {
+            "worker": [1, 1, 0],
+            "t_send": [1000.2, 1050.202, 1050.0],
+            "t_first": [1000.3, np.nan, 1050.1],
+            "t_end": [1000.4, 1050.5, 1050.2],
+        }
+    )
     moved = align(frame, samples)
     assert moved["t_send"].tolist() == pytest.approx([1000.0, 1050.0, 1050.0], abs=1e-4)
     assert moved["t_end"].iloc[1] == pytest.approx(1050.5 - 0.202, abs=1e-4)

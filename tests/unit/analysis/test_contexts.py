@@ -12,9 +12,11 @@ from tests.synthetic import back_to_back, patch_env, window, write_run
 
 TOKENS = 40
 # (context or None for the ladder) -> variant -> (per-token seconds, drafted, accepted per request)
-CASES = {None: {"baseline": (0.010, None, None), "spec": (0.005, 16, 12)},
-         256: {"baseline": (0.010, None, None), "spec": (0.006, 16, 10)},
-         2048: {"baseline": (0.012, None, None), "spec": (0.011, 16, 4)}}
+CASES = {
+    None: {"baseline": (0.010, None, None), "spec": (0.005, 16, 12)},
+    256: {"baseline": (0.010, None, None), "spec": (0.006, 16, 10)},
+    2048: {"baseline": (0.012, None, None), "spec": (0.011, 16, 4)},
+}
 
 
 def context_run(path, rng):
@@ -22,8 +24,21 @@ def context_run(path, rng):
     for step, (context, variants) in enumerate(CASES.items()):
         for variant, (tpot, drafted, accepted) in variants.items():
             steps.append({**window(variant, step, 1, t, 20.0), "context": context})
-            rows += back_to_back(path.name, variant, 1, step, t, 20.0, 0.02, tpot, TOKENS, rng, draft_n=drafted,
-                                 draft_accepted=accepted, prompt_tokens=context or 64)
+            rows += back_to_back(
+                path.name,
+                variant,
+                1,
+                step,
+                t,
+                20.0,
+                0.02,
+                tpot,
+                TOKENS,
+                rng,
+                draft_n=drafted,
+                draft_accepted=accepted,
+                prompt_tokens=context or 64,
+            )
             t += 25.0
     write_run(path, rows, steps)
     return patch_env(path, "load", prompt_tokens=64)  # the ladder's own prompts: the axis's shortest point
@@ -40,15 +55,19 @@ def speedup_truth(base_tpot, spec_tpot):
 
 
 def test_each_context_length_gets_its_own_speedup_and_acceptance(summary):
-    assert [(c["context_tokens"], c["ladder"]) for c in summary["contexts"]] == [(64, True), (256, False),
-                                                                                (2048, False)]
+    assert [(c["context_tokens"], c["ladder"]) for c in summary["contexts"]] == [
+        (64, True),
+        (256, False),
+        (2048, False),
+    ]
     assert summary["contexts"][0]["comparisons"] == summary["comparisons"]
     for ctx in summary["contexts"][1:]:
         cases = CASES[ctx["context_tokens"]]
         (comp,) = ctx["comparisons"]
         (step,) = comp["steps"]
         assert step["output_tps_speedup"]["value"] == pytest.approx(
-            speedup_truth(cases["baseline"][0], cases["spec"][0]), rel=0.03)
+            speedup_truth(cases["baseline"][0], cases["spec"][0]), rel=0.03
+        )
         (spec,) = ctx["variants"]["spec"]
         _, drafted, accepted = cases["spec"]
         client = spec["acceptance_client"]
@@ -79,6 +98,6 @@ def test_the_report_shows_acceptance_per_length_with_its_interval(tmp_path):
     html = (tmp_path / "report.html").read_text()
     assert "acceptance: requests (95% CI)" in html and "tokens per pass: requests (95% CI)" in html
     # 10 of 16 drafted tokens accepted at 256 tokens, 4 of 16 at 2048; every request alike, so a zero-width interval.
-    assert "62.5% <span class=\"ci\">(62.5–62.5%)</span>" in html
-    assert "25.0% <span class=\"ci\">(25.0–25.0%)</span>" in html
-    assert f"{39 / 29:.2f} <span class=\"ci\">" in html  # 39 tokens over 39 - 10 passes
+    assert '62.5% <span class="ci">(62.5–62.5%)</span>' in html
+    assert '25.0% <span class="ci">(25.0–25.0%)</span>' in html
+    assert f'{39 / 29:.2f} <span class="ci">' in html  # 39 tokens over 39 - 10 passes

@@ -9,8 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from locust_llm.analysis.cost import LevelRates, level_cost, servers_needed, usd_per_mtok, usd_per_mtok_ci, \
-    variant_cost
+from locust_llm.analysis.cost import LevelRates, level_cost, servers_needed, usd_per_mtok, usd_per_mtok_ci, variant_cost
 from locust_llm.analysis.documents import Summary
 from locust_llm.analysis.timeline import Timeline
 from locust_llm.pipeline import finish_run
@@ -25,8 +24,16 @@ GPU_PRICE = CostSpec(gpu_hour_usd=3.6, gpus=2)  # 3.6 x 2 + 0 = 7.2 USD per serv
 
 
 def clean(level: float, tps: float, goodput: float, tokens: float = 100.0, **fields) -> LevelRates:
-    return LevelRates(level, "clean", output_tps=tps, output_tps_ci95=[0.9 * tps, 1.1 * tps], goodput_rps=goodput,
-                      goodput_rps_ci95=[0.8 * goodput, 1.2 * goodput], tokens_per_request=tokens, **fields)
+    return LevelRates(
+        level,
+        "clean",
+        output_tps=tps,
+        output_tps_ci95=[0.9 * tps, 1.1 * tps],
+        goodput_rps=goodput,
+        goodput_rps_ci95=[0.8 * goodput, 1.2 * goodput],
+        tokens_per_request=tokens,
+        **fields,
+    )
 
 
 def test_cost_per_million_tokens_and_its_interval():
@@ -39,8 +46,15 @@ def test_cost_per_million_tokens_and_its_interval():
 
 
 def test_a_level_priced_by_gpu():
-    rates = LevelRates(4, "clean", output_tps=1000.0, output_tps_ci95=[900.0, 1100.0], goodput_rps=5.0,
-                       goodput_rps_ci95=[4.0, 6.0], tokens_per_request=100.0)
+    rates = LevelRates(
+        4,
+        "clean",
+        output_tps=1000.0,
+        output_tps_ci95=[900.0, 1100.0],
+        goodput_rps=5.0,
+        goodput_rps_ci95=[4.0, 6.0],
+        tokens_per_request=100.0,
+    )
     row = level_cost(rates, GPU_PRICE)
     assert row["usd_per_mtok"] == pytest.approx(2.0)
     assert row["usd_per_mtok_ci95"] == pytest.approx([20 / 11, 20 / 9])
@@ -62,12 +76,13 @@ def test_a_cpu_host_price_and_other_costs():
 
 
 def test_the_cheapest_level_skips_unclean_and_gate_failing_levels():
-    rates = [clean(1, 100.0, 1.0),  # effective 100 tok/s -> 7.2 / 0.36 = 20 USD per M
-             clean(2, 200.0, 2.0),  # 10 USD per M: the answer
-             # cheaper, but unsteady: 800 tok/s -> 2.5 USD per M
-             LevelRates(4, "unsteady", ["spec step 2: unsteady: drifted"], 800.0, [700.0, 900.0], 8.0, [7.0, 9.0],
-                        100.0),
-             clean(8, 400.0, 4.0, gate_failures=["ttft_p99_ms 900 > 500"])]  # 5 USD per M, but over a gate
+    rates = [
+        clean(1, 100.0, 1.0),  # effective 100 tok/s -> 7.2 / 0.36 = 20 USD per M
+        clean(2, 200.0, 2.0),  # 10 USD per M: the answer
+        # cheaper, but unsteady: 800 tok/s -> 2.5 USD per M
+        LevelRates(4, "unsteady", ["spec step 2: unsteady: drifted"], 800.0, [700.0, 900.0], 8.0, [7.0, 9.0], 100.0),
+        clean(8, 400.0, 4.0, gate_failures=["ttft_p99_ms 900 > 500"]),
+    ]  # 5 USD per M, but over a gate
     cost = variant_cost("spec", rates, GPU_PRICE, "concurrent streams")
     assert [row["eligible"] for row in cost["levels"]] == [True, True, False, False]
     assert cost["best_level"] == 2
@@ -80,19 +95,39 @@ def test_the_cheapest_level_skips_unclean_and_gate_failing_levels():
 
 
 def test_no_eligible_level_means_no_choice():
-    cost = variant_cost("spec", [LevelRates(1, "contended", ["spec step 0: contended: host busy"])],
-                        CostSpec(gpu_hour_usd=2.0, target_rps=10.0), "req/s")
+    cost = variant_cost(
+        "spec",
+        [LevelRates(1, "contended", ["spec step 0: contended: host busy"])],
+        CostSpec(gpu_hour_usd=2.0, target_rps=10.0),
+        "req/s",
+    )
     assert cost["best_level"] is None and cost["levels"][0]["usd_per_mtok"] is None
     assert "no level" in cost["text"] and cost["capacity"].get("servers") is None
 
 
 def test_capacity_is_a_ceiling_with_its_interval():
     price = CostSpec(gpu_hour_usd=3.6, gpus=2, target_rps=25.0)
-    rates = [clean(1, 100.0, 2.0),
-             LevelRates(2, "insufficient", output_tps=900.0, output_tps_ci95=[800.0, 1000.0], goodput_rps=30.0,
-                        goodput_rps_ci95=[25.0, 35.0], tokens_per_request=100.0),  # most goodput, but not clean
-             LevelRates(4, "clean", output_tps=600.0, output_tps_ci95=[550.0, 650.0], goodput_rps=6.0,
-                        goodput_rps_ci95=[5.0, 7.0], tokens_per_request=100.0)]
+    rates = [
+        clean(1, 100.0, 2.0),
+        LevelRates(
+            2,
+            "insufficient",
+            output_tps=900.0,
+            output_tps_ci95=[800.0, 1000.0],
+            goodput_rps=30.0,
+            goodput_rps_ci95=[25.0, 35.0],
+            tokens_per_request=100.0,
+        ),  # most goodput, but not clean
+        LevelRates(
+            4,
+            "clean",
+            output_tps=600.0,
+            output_tps_ci95=[550.0, 650.0],
+            goodput_rps=6.0,
+            goodput_rps_ci95=[5.0, 7.0],
+            tokens_per_request=100.0,
+        ),
+    ]
     capacity = variant_cost("spec", rates, price, "concurrent streams")["capacity"]
     # 25 / 6 = 4.17 -> 5 servers; 25 / 7 = 3.57 -> 4, 25 / 5 = 5 -> 5; 2 GPUs each
     assert capacity["level"] == 4 and capacity["servers"] == 5 and capacity["servers_ci95"] == [4, 5]
@@ -172,7 +207,7 @@ def test_cost_section_escapes_variant_names(tmp_path):
     path = patch_env(hostile_run(tmp_path), "scenario", cost={"gpu_hour_usd": 2.0})
     finish_run(path)
     html = (path / "report.html").read_text()
-    section = html[html.index('<section id="cost">'):html.index('<section id="consistency">')]
+    section = html[html.index('<section id="cost">') : html.index('<section id="consistency">')]
     assert_inert(section)
     assert EVIL_VARIANT not in section and "spec&#34;&gt;&lt;svg onload=alert(4)&gt;" in section
 

@@ -21,12 +21,24 @@ TIMEOUT_S = 120.0
 def test_timeouts_count_at_their_deadline_and_fail_the_gate(tmp_path):
     """90 requests at 50 ms TTFT and 10 first-token timeouts at 120 s: P99 over all requests is the timeout."""
     start = 1_700_000_000.0
-    rows = [stream_record("t", "baseline", 1, 0, start + i * 0.5, 0.050, 0.01, 10, request_id=f"ok-{i}")
-            for i in range(90)]
-    rows += [RequestRecord(run_id="t", variant="baseline", level=1, step=0, phase="steady", request_id=f"to-{i}",
-                           t_send=start + 45 + i, t_done=start + 45 + i + TIMEOUT_S,
-                           error_class="first_token_timeout", error_message="no first token within 120 s").to_dict()
-             for i in range(10)]
+    rows = [
+        stream_record("t", "baseline", 1, 0, start + i * 0.5, 0.050, 0.01, 10, request_id=f"ok-{i}") for i in range(90)
+    ]
+    rows += [
+        RequestRecord(
+            run_id="t",
+            variant="baseline",
+            level=1,
+            step=0,
+            phase="steady",
+            request_id=f"to-{i}",
+            t_send=start + 45 + i,
+            t_done=start + 45 + i + TIMEOUT_S,
+            error_class="first_token_timeout",
+            error_message="no first token within 120 s",
+        ).to_dict()
+        for i in range(10)
+    ]
     run = write_run(tmp_path, rows, [window("baseline", 0, 1, start, 60)], gates={"ttft_p99_ms": 500})
     outcome = finish_run(run)
     step = outcome.summary.variants["baseline"].steps[0]
@@ -56,8 +68,9 @@ def test_open_loop_sent_late_is_judged_from_the_intended_time(tmp_path):
 
 
 def test_context_figures_take_ttft_from_the_intended_send_in_open_loop():
-    sent_late = pd.DataFrame({"worker": 0, "step": 0, "seq": range(4), "ttft_ms": [30.0] * 4,
-                              "ttft_sched_ms": [530.0] * 4})
+    sent_late = pd.DataFrame(
+        {"worker": 0, "step": 0, "seq": range(4), "ttft_ms": [30.0] * 4, "ttft_sched_ms": [530.0] * 4}
+    )
     samples = LevelSamples(requests=sent_late)
     assert context_figures(10.0, samples, [], "open")["ttft_p50_ms"] == pytest.approx(530.0)
     assert context_figures(10.0, samples, [], "closed")["ttft_p50_ms"] == pytest.approx(30.0)
@@ -115,8 +128,9 @@ def test_pairing_makes_the_interval_narrower_than_independent_samples(tmp_path):
 
 def test_goodput_with_a_tpot_slo_counts_one_token_answers(tmp_path):
     start = 1_700_000_000.0
-    rows = [stream_record("g", "baseline", 1, 0, start + i * 0.5, 0.05, 0.01, 1, request_id=f"one-{i}")
-            for i in range(20)]
+    rows = [
+        stream_record("g", "baseline", 1, 0, start + i * 0.5, 0.05, 0.01, 1, request_id=f"one-{i}") for i in range(20)
+    ]
     outcome = finish_run(write_run(tmp_path, rows, [window("baseline", 0, 1, start, 10)], slo={"tpot_ms": 20}))
     step = outcome.summary.variants["baseline"].steps[0]
     assert step.tpot_ms.n == 0 and step.goodput_rps == pytest.approx(2.0)
@@ -126,11 +140,27 @@ def test_goodput_with_a_tpot_slo_counts_a_multi_token_answer_in_one_chunk(tmp_pa
     """Five tokens in a single chunk (a short answer from a speculative server): TPOT is undefined, so the TPOT
     SLO does not fail it; 20 such answers in a 10 s window are 2 good requests per second."""
     start = 1_700_000_000.0
-    rows = [RequestRecord(run_id="g", variant="baseline", level=1, step=0, phase="steady", request_id=f"one-{i}",
-                          output_tokens=5, token_source="usage_deltas", t_send=start + i * 0.5,
-                          t_first=start + i * 0.5 + 0.05, t_end=start + i * 0.5 + 0.05,
-                          t_done=start + i * 0.5 + 0.051, chunk_offsets=[0.05], chunk_tokens=[5],
-                          finish_reason="length", http_status=200).to_dict() for i in range(20)]
+    rows = [
+        RequestRecord(
+            run_id="g",
+            variant="baseline",
+            level=1,
+            step=0,
+            phase="steady",
+            request_id=f"one-{i}",
+            output_tokens=5,
+            token_source="usage_deltas",
+            t_send=start + i * 0.5,
+            t_first=start + i * 0.5 + 0.05,
+            t_end=start + i * 0.5 + 0.05,
+            t_done=start + i * 0.5 + 0.051,
+            chunk_offsets=[0.05],
+            chunk_tokens=[5],
+            finish_reason="length",
+            http_status=200,
+        ).to_dict()
+        for i in range(20)
+    ]
     outcome = finish_run(write_run(tmp_path, rows, [window("baseline", 0, 1, start, 10)], slo={"tpot_ms": 20}))
     step = outcome.summary.variants["baseline"].steps[0]
     assert step.tpot_ms.n == 0 and step.output_tokens == 100 and step.goodput_rps == pytest.approx(2.0)
@@ -144,8 +174,11 @@ def test_repeated_levels_pool_and_a_rising_curve_has_no_saturation(tmp_path):
         for stream in range(level):
             send = t + 0.01 * stream
             while send < t + 10:
-                rows.append(stream_record("r", "baseline", level, step, send, 0.02, 0.01, 20,
-                                          request_id=f"{step}-{stream}-{send}"))
+                rows.append(
+                    stream_record(
+                        "r", "baseline", level, step, send, 0.02, 0.01, 20, request_id=f"{step}-{stream}-{send}"
+                    )
+                )
                 send += 0.02 + 0.01 * 19
         t += 15
     summary = finish_run(write_run(tmp_path, rows, steps)).summary

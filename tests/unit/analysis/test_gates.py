@@ -19,14 +19,32 @@ from tests.synthetic import synthetic_run
 
 
 def step(level, **figures):
-    return {"step": 0, "mode": "closed", "level": level, "requests": 10, "errors": 0, "error_rate": 0.0,
-            "client_valid": True, "ttft_ms": {"p99": 50.0}, "tpot_ms": {"p99": 10.0}, "ttft_all_ms": {"p99": 50.0},
-            "tpot_all_ms": {"p99": 10.0}, **figures}
+    return {
+        "step": 0,
+        "mode": "closed",
+        "level": level,
+        "requests": 10,
+        "errors": 0,
+        "error_rate": 0.0,
+        "client_valid": True,
+        "ttft_ms": {"p99": 50.0},
+        "tpot_ms": {"p99": 10.0},
+        "ttft_all_ms": {"p99": 50.0},
+        "tpot_all_ms": {"p99": 10.0},
+        **figures,
+    }
 
 
 def summary(*steps, events=()):
-    return Summary.model_validate({"run_id": "r", "generated_at": "now", "records": 10,
-                                   "variants": {"baseline": {"steps": list(steps)}}, "events": list(events)})
+    return Summary.model_validate(
+        {
+            "run_id": "r",
+            "generated_at": "now",
+            "records": 10,
+            "variants": {"baseline": {"steps": list(steps)}},
+            "events": list(events),
+        }
+    )
 
 
 def Gates(**limits):  # noqa: N802  (reads like the old dataclass in the table of cases below)
@@ -35,8 +53,9 @@ def Gates(**limits):  # noqa: N802  (reads like the old dataclass in the table o
 
 def verdict(doc, gates, regression=None):
     if regression is not None:
-        regression = RunComparison.model_validate({"max_regression_pct": 5, "rows": regression["regressions"],
-                                                   **regression})
+        regression = RunComparison.model_validate(
+            {"max_regression_pct": 5, "rows": regression["regressions"], **regression}
+        )
     return evaluate(doc, gates, regression).model_dump()
 
 
@@ -46,11 +65,25 @@ def test_verdict_codes_and_their_order():
     assert verdict(ok, Gates(ttft_p99_ms=40))["exit_code"] == EXIT_SLO
     failing = summary(step(1, error_rate=0.2, errors=2))
     assert verdict(failing, Gates(error_rate=0.1))["exit_code"] == EXIT_SLO
-    regression = {"old": "o", "regressions": [{"variant": "baseline", "level": 1.0, "metric": "output_tps",
-                                                "ratio": 0.5, "ci95": [0.4, 0.6], "change": "worse"}]}
+    regression = {
+        "old": "o",
+        "regressions": [
+            {
+                "variant": "baseline",
+                "level": 1.0,
+                "metric": "output_tps",
+                "ratio": 0.5,
+                "ci95": [0.4, 0.6],
+                "change": "worse",
+            }
+        ],
+    }
     assert verdict(ok, Gates(ttft_p99_ms=40), regression)["exit_code"] == EXIT_REGRESSION
-    client = {"client_valid": False, "status": "client-invalid",
-              "status_reasons": ["client-invalid: the client was the bottleneck: CPU 99%"]}
+    client = {
+        "client_valid": False,
+        "status": "client-invalid",
+        "status_reasons": ["client-invalid: the client was the bottleneck: CPU 99%"],
+    }
     invalid = summary(step(1, **client), step(2, **client))
     assert verdict(invalid, Gates(), regression)["exit_code"] == EXIT_INVALID
     assert verdict(summary(step(1, **client), step(2)), Gates())["exit_code"] == EXIT_OK
@@ -71,8 +104,10 @@ def test_gates_judge_every_request_and_open_loop_from_the_intended_send():
     assert verdict(summary(timeouts), Gates(ttft_p99_ms=500))["exit_code"] == EXIT_SLO
     late = step(1, mode="open", ttft_sched_all_ms={"p99": 550.0})  # sent 500 ms behind schedule
     assert verdict(summary(late), Gates(ttft_p99_ms=500))["exit_code"] == EXIT_SLO
-    assert verdict(summary(step(1, mode="open", ttft_sched_all_ms={"p99": 60.0})),
-                   Gates(ttft_p99_ms=500))["exit_code"] == EXIT_OK
+    assert (
+        verdict(summary(step(1, mode="open", ttft_sched_all_ms={"p99": 60.0})), Gates(ttft_p99_ms=500))["exit_code"]
+        == EXIT_OK
+    )
 
 
 def test_unmeasured_figure_fails_its_gate():
@@ -81,8 +116,12 @@ def test_unmeasured_figure_fails_its_gate():
 
 
 def compare(old: Path, new: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "locust_llm.cli", "compare", str(old), str(new)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "compare", str(old), str(new)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_compare_flags_a_degraded_copy_only(tmp_path):
@@ -93,7 +132,8 @@ def test_compare_flags_a_degraded_copy_only(tmp_path):
     frame = pq.read_table(degraded / "requests.parquet").to_pandas()
     # 30% slower decode: every chunk arrives later by 30% of its offset after the first token
     frame["chunk_offsets"] = frame["chunk_offsets"].map(
-        lambda offsets: (offsets[0] + (np.asarray(offsets) - offsets[0]) * 1.3) if len(offsets) else offsets)
+        lambda offsets: (offsets[0] + (np.asarray(offsets) - offsets[0]) * 1.3) if len(offsets) else offsets
+    )
     frame["t_end"] = frame["t_send"] + frame["chunk_offsets"].map(lambda o: o[-1] if len(o) else np.nan)
     pq.write_table(pa.Table.from_pandas(frame, schema=SCHEMA, preserve_index=False), degraded / "requests.parquet")
 

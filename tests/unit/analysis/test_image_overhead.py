@@ -20,10 +20,39 @@ def image_run(path, images: bool):
         shown = k % 2 == 0
         ttft = (TTFT_WITH_S if shown else TTFT_WITHOUT_S) + jitter[k // 2 * 2]  # the same jitter on both sides
         fields = {"images": 1 if shown else 0, "image_bytes": 20_000 if shown else 0} if images else {}
-        rows.append(stream_record(path.name, "baseline", 2.0, 0, send, ttft, 0.01, 8, bucket="vision",
-                                  prompt_tokens=64 if shown else 40, worker=0, seq=k, **fields))
-        rows.append(stream_record(path.name, "baseline", 2.0, 0, send + 0.1, 0.02, 0.01, 8, bucket="text",
-                                  prompt_tokens=40, worker=1, seq=k))
+        rows.append(
+            stream_record(
+                path.name,
+                "baseline",
+                2.0,
+                0,
+                send,
+                ttft,
+                0.01,
+                8,
+                bucket="vision",
+                prompt_tokens=64 if shown else 40,
+                worker=0,
+                seq=k,
+                **fields,
+            )
+        )
+        rows.append(
+            stream_record(
+                path.name,
+                "baseline",
+                2.0,
+                0,
+                send + 0.1,
+                0.02,
+                0.01,
+                8,
+                bucket="text",
+                prompt_tokens=40,
+                worker=1,
+                seq=k,
+            )
+        )
     return write_run(path, rows, [window("baseline", 0, 2.0, start, 10.0)])
 
 

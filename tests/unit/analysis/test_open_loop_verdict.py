@@ -12,21 +12,27 @@ CLEAR_UP, CLEAR_DOWN, FLAT = [1.4, 1.6], [0.6, 0.8], [0.9, 1.1]
 
 
 def ratios(e2e, tpot, goodput) -> dict:
-    return {"e2e_sched_p95_speedup": {"value": 1.0, "ci95": e2e}, "tpot_p50_speedup": {"value": 1.0, "ci95": tpot},
-            "goodput_speedup": {"value": 1.0, "ci95": goodput}}
+    return {
+        "e2e_sched_p95_speedup": {"value": 1.0, "ci95": e2e},
+        "tpot_p50_speedup": {"value": 1.0, "ci95": tpot},
+        "goodput_speedup": {"value": 1.0, "ci95": goodput},
+    }
 
 
-@pytest.mark.parametrize("e2e, tpot, goodput, verdict", [
-    (CLEAR_UP, CLEAR_UP, FLAT, "better"),
-    (CLEAR_UP, CLEAR_UP, None, "better"),  # goodput with no interval is not clearly worse
-    (CLEAR_UP, FLAT, FLAT, "unclear"),  # both latencies must be clearly better
-    (FLAT, CLEAR_UP, FLAT, "unclear"),
-    (CLEAR_UP, CLEAR_UP, CLEAR_DOWN, "worse"),  # faster, but fewer requests served within their SLOs
-    (FLAT, FLAT, CLEAR_DOWN, "worse"),
-    (FLAT, CLEAR_DOWN, FLAT, "worse"),
-    (CLEAR_UP, CLEAR_DOWN, FLAT, "unclear"),  # mixed
-    (FLAT, FLAT, FLAT, "unclear"),
-])
+@pytest.mark.parametrize(
+    "e2e, tpot, goodput, verdict",
+    [
+        (CLEAR_UP, CLEAR_UP, FLAT, "better"),
+        (CLEAR_UP, CLEAR_UP, None, "better"),  # goodput with no interval is not clearly worse
+        (CLEAR_UP, FLAT, FLAT, "unclear"),  # both latencies must be clearly better
+        (FLAT, CLEAR_UP, FLAT, "unclear"),
+        (CLEAR_UP, CLEAR_UP, CLEAR_DOWN, "worse"),  # faster, but fewer requests served within their SLOs
+        (FLAT, FLAT, CLEAR_DOWN, "worse"),
+        (FLAT, CLEAR_DOWN, FLAT, "worse"),
+        (CLEAR_UP, CLEAR_DOWN, FLAT, "unclear"),  # mixed
+        (FLAT, FLAT, FLAT, "unclear"),
+    ],
+)
 def test_the_open_loop_rule(e2e, tpot, goodput, verdict):
     assert open_loop_verdict(ratios(e2e, tpot, goodput))[0] == verdict
 
@@ -39,9 +45,18 @@ def samples(tpot_ms: float, token_rates: dict[int, float], good_rate: float, see
     for step, rate in token_rates.items():
         tpot = tpot_ms * rng.uniform(0.95, 1.05, n)
         ttft = 30.0 * rng.uniform(0.95, 1.05, n)
-        requests = pd.DataFrame({"worker": 0, "step": step, "seq": np.arange(n), "tpot_ms": tpot,
-                                 "decode_tps": 1000.0 / tpot, "ttft_ms": ttft, "ttft_sched_ms": ttft,
-                                 "e2e_sched_all_ms": ttft + 19 * tpot})
+        requests = pd.DataFrame(
+            {
+                "worker": 0,
+                "step": step,
+                "seq": np.arange(n),
+                "tpot_ms": tpot,
+                "decode_tps": 1000.0 / tpot,
+                "ttft_ms": ttft,
+                "ttft_sched_ms": ttft,
+                "e2e_sched_all_ms": ttft + 19 * tpot,
+            }
+        )
         out.add(step, "clean", [], np.full(20, rate) + rng.normal(0, 1, 20), np.full(20, good_rate), requests)
     return out
 

@@ -22,8 +22,21 @@ def user_requests(variant: str, step: int, level: float, start: float, user: int
         tpot = (E2E_S - TTFT_S) / (TOKENS - 1)
         if pause is not None and send < pause[0] < send + E2E_S:
             tpot += (pause[1] - pause[0]) / (TOKENS - 1)  # its tokens after the first are late by the pause
-        rows.append(stream_record("p", variant, level, step, send, TTFT_S, tpot, TOKENS, worker=user,
-                                  seq=user * 1000 + k, request_id=f"{variant}-{step}-{user}-{k}"))
+        rows.append(
+            stream_record(
+                "p",
+                variant,
+                level,
+                step,
+                send,
+                TTFT_S,
+                tpot,
+                TOKENS,
+                worker=user,
+                seq=user * 1000 + k,
+                request_id=f"{variant}-{step}-{user}-{k}",
+            )
+        )
         send, k = rows[-1]["t_done"], k + 1
     return rows
 
@@ -31,8 +44,9 @@ def user_requests(variant: str, step: int, level: float, start: float, user: int
 @pytest.fixture
 def run(tmp_path):
     rows, steps = [], []
-    for i, (variant, step, level) in enumerate((("baseline", 0, 1), ("baseline", 1, 2), ("spec", 0, 1),
-                                                ("spec", 1, 2))):
+    for i, (variant, step, level) in enumerate(
+        (("baseline", 0, 1), ("baseline", 1, 2), ("spec", 0, 1), ("spec", 1, 2))
+    ):
         start = START + 20 * 2 * i
         paused = PAUSE if (variant, step) == ("baseline", 1) else None
         for user in range(level):
@@ -42,12 +56,38 @@ def run(tmp_path):
             steps[-1]["faults"] = [{"kind": "pause", "t_start": PAUSE[0], "t_end": PAUSE[1], "pause_s": 5.0}]
     write_run(tmp_path, rows, steps, gates={"tpot_p99_ms": 100.0})
     probes = [
-        {"variant": "baseline", "probe": "pause", "kind": "fault", "sent": "SIGSTOP", "expected": "waits",
-         "answer": "paused 5.00 s", "latency_ms": 5000.0, "recovered": True, "recover_ms": 12.0, "verdict": "ok",
-         "t_start": PAUSE[0], "t_end": PAUSE[1], "step": 1, "level": 2.0},
-        {"variant": "spec", "probe": "invalid_utf8", "sent": "bytes", "expected": "a 4xx", "status": 500,
-         "answer": "HTTP 500", "error": PAYLOAD, "latency_ms": 3.0, "recovered": True, "recover_ms": 4.0,
-         "verdict": "unexpected", "t_start": START + 200, "t_end": START + 200.01}]
+        {
+            "variant": "baseline",
+            "probe": "pause",
+            "kind": "fault",
+            "sent": "SIGSTOP",
+            "expected": "waits",
+            "answer": "paused 5.00 s",
+            "latency_ms": 5000.0,
+            "recovered": True,
+            "recover_ms": 12.0,
+            "verdict": "ok",
+            "t_start": PAUSE[0],
+            "t_end": PAUSE[1],
+            "step": 1,
+            "level": 2.0,
+        },
+        {
+            "variant": "spec",
+            "probe": "invalid_utf8",
+            "sent": "bytes",
+            "expected": "a 4xx",
+            "status": 500,
+            "answer": "HTTP 500",
+            "error": PAYLOAD,
+            "latency_ms": 3.0,
+            "recovered": True,
+            "recover_ms": 4.0,
+            "verdict": "unexpected",
+            "t_start": START + 200,
+            "t_end": START + 200.01,
+        },
+    ]
     layout.write_json(tmp_path / layout.PROBES, {"probes": probes})
     return tmp_path
 
@@ -56,13 +96,13 @@ def test_the_paused_step_is_fault_injected_and_its_held_requests_are_found(run):
     outcome = finish_run(run)
     baseline = outcome.summary.variants["baseline"].steps
     assert [s.status for s in baseline] == ["clean", "fault-injected"]
-    assert baseline[1].status_reasons == ["fault-injected: server paused for 5.0 s (SIGSTOP, then SIGCONT) in the "
-                                          "steady window"]
+    assert baseline[1].status_reasons == [
+        "fault-injected: server paused for 5.0 s (SIGSTOP, then SIGCONT) in the steady window"
+    ]
     # The held requests' TPOT is ~13 times the gate's 100 ms, but a fault injected on purpose is not judged.
     assert baseline[1].tpot_all_ms.p99 > 250
     assert outcome.verdict.exit_code == 0, outcome.verdict.reasons
-    assert {(c.variant, c.level) for c in outcome.verdict.checks} == {("baseline", 1.0), ("spec", 1.0),
-                                                                      ("spec", 2.0)}
+    assert {(c.variant, c.level) for c in outcome.verdict.checks} == {("baseline", 1.0), ("spec", 1.0), ("spec", 2.0)}
     level_2 = next(s for s in outcome.summary.comparisons[0].steps if s.level == 2)
     assert level_2.status != "clean" and level_2.output_tps_speedup.value is None
     fault = outcome.summary.probes.rows[0]

@@ -56,8 +56,12 @@ def test_json_keys_finds_the_first_object_among_prose_and_fences():
 # -- intervals --------------------------------------------------------------------------------------------------
 def test_wilson_interval_matches_published_values():
     # Newcombe (1998), Stat. Med. 17: 857-872, Table II, method 3 (Wilson score without continuity correction).
-    for (k, n), expected in {(81, 263): [0.2553, 0.3662], (15, 148): [0.0624, 0.1605], (0, 20): [0.0, 0.1611],
-                             (1, 29): [0.0061, 0.1718]}.items():
+    for (k, n), expected in {
+        (81, 263): [0.2553, 0.3662],
+        (15, 148): [0.0624, 0.1605],
+        (0, 20): [0.0, 0.1611],
+        (1, 29): [0.0061, 0.1718],
+    }.items():
         assert wilson_interval(k, n) == pytest.approx(expected, abs=5e-5)
     assert wilson_interval(10, 10)[1] == 1.0 and wilson_interval(0, 0) is None
 
@@ -79,17 +83,32 @@ def test_paired_difference_matches_published_and_hand_values():
 # -- the gate ---------------------------------------------------------------------------------------------------
 def answers(texts, seeds=()):
     """Greedy answers (``None``: the server failed) and, per seed, the same texts as sampled answers."""
-    greedy = [{"item": i, "text": t, "tokens": list(t.encode()) if t is not None else None,
-               "error": None if t is not None else "HTTP 500: boom"} for i, t in enumerate(texts)]
+    greedy = [
+        {
+            "item": i,
+            "text": t,
+            "tokens": list(t.encode()) if t is not None else None,
+            "error": None if t is not None else "HTTP 500: boom",
+        }
+        for i, t in enumerate(texts)
+    ]
     sampled = [{"item": i, "seed": s, "text": t, "error": None} for s in seeds for i, t in enumerate(texts)]
     return {"greedy": greedy, "sampled": sampled}
 
 
 def quality_doc(variants: dict, items: int = 10, limit: float = 5.0, seeds=()) -> dict:
-    tasks = [{"id": f"t{i}", "prompt": f"prompt {i}", "reference": "@baseline", "match": "exact", "max_tokens": 8}
-             for i in range(items)]
-    return {"tasks": "tasks.jsonl", "temperature": 0.5 if seeds else 0.0, "seeds": list(seeds),
-            "max_drop_pct": limit, "items": tasks, "variants": variants}
+    tasks = [
+        {"id": f"t{i}", "prompt": f"prompt {i}", "reference": "@baseline", "match": "exact", "max_tokens": 8}
+        for i in range(items)
+    ]
+    return {
+        "tasks": "tasks.jsonl",
+        "temperature": 0.5 if seeds else 0.0,
+        "seeds": list(seeds),
+        "max_drop_pct": limit,
+        "items": tasks,
+        "variants": variants,
+    }
 
 
 def summary_with(quality) -> Summary:
@@ -136,10 +155,17 @@ def test_a_drop_whose_interval_reaches_inside_the_gate_passes():
 def test_sampled_answers_are_paired_by_task_and_seed_and_gated_too():
     base = [f"a{i}" for i in range(20)]
     # Greedy identical; sampled: the baseline's seeds 0 and 1 pass every task, the variant's never.
-    doc = quality_doc({"baseline": answers(base, seeds=(0, 1)),
-                       "lossy": {"greedy": answers(base)["greedy"],
-                                 "sampled": [{"item": i, "seed": s, "text": "zz", "error": None}
-                                             for s in (0, 1) for i in range(20)]}}, items=20, seeds=(0, 1))
+    doc = quality_doc(
+        {
+            "baseline": answers(base, seeds=(0, 1)),
+            "lossy": {
+                "greedy": answers(base)["greedy"],
+                "sampled": [{"item": i, "seed": s, "text": "zz", "error": None} for s in (0, 1) for i in range(20)],
+            },
+        },
+        items=20,
+        seeds=(0, 1),
+    )
     lossy = quality_summary(doc, "baseline", ["baseline", "lossy"]).variants["lossy"]
     assert lossy.greedy.difference == 0.0 and not lossy.greedy.beyond_limit
     assert lossy.sampled.pairs == 40 and lossy.sampled.pair_counts.baseline_only == 40
@@ -158,18 +184,22 @@ def test_unanswered_tasks_fail_and_unknown_references_are_left_out():
     assert not ghost.answered and not ghost.eligible and "not measured" in ghost.reason
     assert quality.variants["baseline"].eligible and quality_summary({}, "baseline", []) is None
     # A baseline that answered nothing leaves nothing to compare with: no evidence, no eligibility.
-    silent = quality_summary(quality_doc({"baseline": answers([None] * 10), "spec": answers(base)}), "baseline",
-                             ["baseline", "spec"])
+    silent = quality_summary(
+        quality_doc({"baseline": answers([None] * 10), "spec": answers(base)}), "baseline", ["baseline", "spec"]
+    )
     assert len(silent.unscored) == 10 and not silent.variants["spec"].eligible
     assert silent.variants["spec"].reason.startswith("quality not compared")
 
 
 def test_a_comparison_of_a_variant_that_is_not_eligible_recommends_nothing():
-    comparisons = [{"variant": "fast", "recommendation": "enable fast at every level tested, up to 8 streams"},
-                   {"variant": "ok", "recommendation": "enable ok up to 4 concurrent streams"}]
+    comparisons = [
+        {"variant": "fast", "recommendation": "enable fast at every level tested, up to 8 streams"},
+        {"variant": "ok", "recommendation": "enable ok up to 4 concurrent streams"},
+    ]
     mark_not_eligible(comparisons, {"fast": "quality gate failed: greedy drop"})
-    assert comparisons[0]["recommendation"] == ("do not enable fast, whatever its speed: not eligible (quality gate "
-                                                "failed: greedy drop)")
+    assert comparisons[0]["recommendation"] == (
+        "do not enable fast, whatever its speed: not eligible (quality gate failed: greedy drop)"
+    )
     assert comparisons[1]["recommendation"] == "enable ok up to 4 concurrent streams"
 
 
@@ -180,17 +210,21 @@ def quality_run(path):
     path.mkdir()
     rng = np.random.default_rng(3)
     rows, steps, t = [], [], 1_700_000_000.0
-    for step, (variant, tpot) in enumerate((("baseline", 0.010), ("spec-ok", 0.008), ("spec-fast", 0.004))):
+    for variant, tpot in (("baseline", 0.010), ("spec-ok", 0.008), ("spec-fast", 0.004)):
         steps.append(window(variant, 0, 1, t, 30.0))
         rows += back_to_back(path.name, variant, 1, 0, t, 30.0, 0.02, tpot, 20, rng)
         t += 35.0
     write_run(path, rows, steps)
-    patch_env(path, "scenario", cost={"cpu_hour_usd": 0.1},
-              sweeps={"spec": {"setting": "n_max", "label": "k", "values": [2, 8],
-                               "variants": ["spec-ok", "spec-fast"]}})
+    patch_env(
+        path,
+        "scenario",
+        cost={"cpu_hour_usd": 0.1},
+        sweeps={"spec": {"setting": "n_max", "label": "k", "values": [2, 8], "variants": ["spec-ok", "spec-fast"]}},
+    )
     base = [f"answer {i}" for i in range(12)]
-    doc = quality_doc({"baseline": answers(base), "spec-ok": answers(base),
-                       "spec-fast": answers([EVIL] * 12)}, items=12)
+    doc = quality_doc(
+        {"baseline": answers(base), "spec-ok": answers(base), "spec-fast": answers([EVIL] * 12)}, items=12
+    )
     (path / "quality.json").write_text(json.dumps(doc))
     return path
 
@@ -230,11 +264,11 @@ def test_report_marks_the_variant_and_escapes_its_answers(tmp_path):
     html = (tmp_path / "run" / "report.html").read_text()
     assert_inert(html)
     assert EVIL not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    section = html[html.index('<section id="quality">'):]
-    section = section[:section.index("</section>")]
+    section = html[html.index('<section id="quality">') :]
+    section = section[: section.index("</section>")]
     assert section.count('<span class="bad">NOT ELIGIBLE</span>: quality gate failed') == 1
     assert section.count('<span class="ok">eligible</span>') == 1 and "12/12" in section and "0.0% (0/12)" in section
     assert "none asked" in section  # temperature 0: no sampled answers
-    card = html[html.index('class="card'):html.index('<section id="conditions">')]
+    card = html[html.index('class="card') : html.index('<section id="conditions">')]
     assert 'not-eligible">' in card and "NOT ELIGIBLE: quality gate failed" in card
     assert "spec-fast is not eligible for any recommendation" in card

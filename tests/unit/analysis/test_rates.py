@@ -12,7 +12,7 @@ TRIALS = 200
 
 def ar1(rng, n, phi, mean=100.0, sd=10.0):
     """A stationary AR(1) series: lag-1 correlation ``phi``, marginal sd ``sd``."""
-    shocks = rng.normal(0.0, sd * math.sqrt(1.0 - phi ** 2), n)
+    shocks = rng.normal(0.0, sd * math.sqrt(1.0 - phi**2), n)
     x = np.empty(n)
     x[0] = rng.normal(0.0, sd)
     for i in range(1, n):
@@ -25,11 +25,13 @@ def test_aa_false_exclusion_and_ab_coverage_with_correlated_seconds(blocks):
     rng = np.random.default_rng(20261130)
     excluded = covered = 0
     for _ in range(TRIALS):
-        same = block_ratio_ci({r: ar1(rng, 30, 0.8) for r in range(blocks)},
-                              {r: ar1(rng, 30, 0.8) for r in range(blocks)})
+        same = block_ratio_ci(
+            {r: ar1(rng, 30, 0.8) for r in range(blocks)}, {r: ar1(rng, 30, 0.8) for r in range(blocks)}
+        )
         excluded += not same["ci95"][0] <= 1.0 <= same["ci95"][1]
-        faster = block_ratio_ci({r: ar1(rng, 30, 0.8, 130.0, 13.0) for r in range(blocks)},
-                                {r: ar1(rng, 30, 0.8) for r in range(blocks)})
+        faster = block_ratio_ci(
+            {r: ar1(rng, 30, 0.8, 130.0, 13.0) for r in range(blocks)}, {r: ar1(rng, 30, 0.8) for r in range(blocks)}
+        )
         covered += faster["ci95"][0] <= 1.3 <= faster["ci95"][1]
     print(f"blocks={blocks}: A/A excludes 1 in {excluded / TRIALS:.1%}, A/B covers 1.30 in {covered / TRIALS:.1%}")
     assert excluded / TRIALS <= 0.08
@@ -65,7 +67,7 @@ def test_independent_bins_would_have_excluded_one_far_more_often():
 def test_interleaved_blocks_cancel_a_drift_that_sequential_blocks_take_for_a_speedup():
     rng = np.random.default_rng(3)
     drift = np.linspace(100.0, 160.0, 4 * 30)  # the machine speeds up over the run; both variants equal
-    seconds = [drift[i * 30:(i + 1) * 30] + rng.normal(0, 3, 30) for i in range(4)]
+    seconds = [drift[i * 30 : (i + 1) * 30] + rng.normal(0, 3, 30) for i in range(4)]
     sequential = block_ratio_ci({0: seconds[2], 1: seconds[3]}, {0: seconds[0], 1: seconds[1]})
     abba = block_ratio_ci({0: seconds[1], 1: seconds[2]}, {0: seconds[0], 1: seconds[3]})
     assert sequential["ci95"][0] > 1.0  # a false "faster"

@@ -17,8 +17,9 @@ TTFT, TPOT, TOKENS, SECONDS = 0.05, 0.01, 20, 30.0
 PER_REQUEST_S = TTFT + TPOT * (TOKENS - 1) + 0.001  # back_to_back's spacing at the mean per-token time
 
 
-def scale_run(path, many_tpot: float, servers: int = 2, level: int = 2, many_seconds: float = SECONDS,
-              min_efficiency=None):
+def scale_run(
+    path, many_tpot: float, servers: int = 2, level: int = 2, many_seconds: float = SECONDS, min_efficiency=None
+):
     """A short ladder step, then two ABBA pairs: one server with ``level`` streams at TPOT, ``servers`` servers
     with ``servers x level`` streams at ``many_tpot`` (the round-robin alternates the server index)."""
     path.mkdir()
@@ -32,11 +33,24 @@ def scale_run(path, many_tpot: float, servers: int = 2, level: int = 2, many_sec
     for index, (pair, n) in enumerate(order):
         step, streams = 10 + index, n * level
         seconds = SECONDS if n == 1 else many_seconds
-        steps.append({**window("baseline", step, streams, t, seconds), "servers": n, "server_level": level,
-                      "pair": pair})
+        steps.append(
+            {**window("baseline", step, streams, t, seconds), "servers": n, "server_level": level, "pair": pair}
+        )
         for stream in range(streams):
-            rows += back_to_back(path.name, "baseline", streams, step, t, seconds, TTFT, TPOT if n == 1 else many_tpot,
-                                 TOKENS, rng, stream=stream, server=stream % n)
+            rows += back_to_back(
+                path.name,
+                "baseline",
+                streams,
+                step,
+                t,
+                seconds,
+                TTFT,
+                TPOT if n == 1 else many_tpot,
+                TOKENS,
+                rng,
+                stream=stream,
+                server=stream % n,
+            )
         t += seconds + 5
     write_run(path, rows, steps)
     patch_env(path, "scale_out", servers=servers, level=level, pairs=2, min_efficiency=min_efficiency, urls=[])
@@ -94,11 +108,29 @@ def test_the_efficiency_gate_and_a_scale_out_without_a_clean_pair(tmp_path):
 
 def test_capacity_with_the_measured_efficiency():
     price = CostSpec(gpu_hour_usd=2.0, gpus=1, target_rps=10.0)
-    rates = [LevelRates(4, "clean", output_tps=100.0, output_tps_ci95=[90.0, 110.0], goodput_rps=1.0,
-                        goodput_rps_ci95=[0.8, 1.25], tokens_per_request=100.0)]
-    half = ScaleOutVariant(variant="spec", servers=2, server_level=4, unit="concurrent streams", slope=1.0,
-                           slope_ci95=[0.8, 1.6], efficiency=0.5, efficiency_ci95=[0.4, 0.8], scaling="sub-linear",
-                           text="")
+    rates = [
+        LevelRates(
+            4,
+            "clean",
+            output_tps=100.0,
+            output_tps_ci95=[90.0, 110.0],
+            goodput_rps=1.0,
+            goodput_rps_ci95=[0.8, 1.25],
+            tokens_per_request=100.0,
+        )
+    ]
+    half = ScaleOutVariant(
+        variant="spec",
+        servers=2,
+        server_level=4,
+        unit="concurrent streams",
+        slope=1.0,
+        slope_ci95=[0.8, 1.6],
+        efficiency=0.5,
+        efficiency_ci95=[0.4, 0.8],
+        scaling="sub-linear",
+        text="",
+    )
     capacity = variant_cost("spec", rates, price, "concurrent streams", half)["capacity"]
     assert capacity["servers"] == 10  # linear: 10 / 1.0
     assert capacity["servers_measured"] == 20  # 10 / (1.0 x 0.5)

@@ -83,8 +83,15 @@ T0 = 1_800_000_000.0
 WINDOW_S = 600.0
 
 
-def soak_run(path, windows: int = 6, ttft_rise_per_h: float = 0.0, rss_mib_per_h: float = 0.0,
-             open_last: bool = False, fail_every: int = 0, gpu: list | None = None):
+def soak_run(
+    path,
+    windows: int = 6,
+    ttft_rise_per_h: float = 0.0,
+    rss_mib_per_h: float = 0.0,
+    open_last: bool = False,
+    fail_every: int = 0,
+    gpu: list | None = None,
+):
     """A closed-loop soak of two streams in 10-minute windows: TTFT 0.2 s rising by ``ttft_rise_per_h`` (fraction
     of the start per hour), 100 tokens at 50 ms; the server's RSS sampled every 10 s, growing ``rss_mib_per_h``.
     ``open_last``: the last window was never closed (a killed run); ``fail_every``: every n-th request fails;
@@ -107,18 +114,47 @@ def soak_run(path, windows: int = 6, ttft_rise_per_h: float = 0.0, rss_mib_per_h
         rows = [r for r in rows if r["t_done"] <= cut]
     write_run(path, rows, steps)
     t = np.arange(T0 - 5, T0 + windows * WINDOW_S + 5, 10.0)
-    frames = [pd.DataFrame({"t": t, "variant": "baseline", "source": "process", "metric": "process_rss_mib",
-                            "labels": "{}", "value": 900.0 + rss_mib_per_h * (t - T0) / 3600})]
+    frames = [
+        pd.DataFrame(
+            {
+                "t": t,
+                "variant": "baseline",
+                "source": "process",
+                "metric": "process_rss_mib",
+                "labels": "{}",
+                "value": 900.0 + rss_mib_per_h * (t - T0) / 3600,
+            }
+        )
+    ]
     for metric, column in (("gpu_sm_clock_mhz", 0), ("gpu_temp_c", 1), ("gpu_mem_used_mib", None)) if gpu else ():
         index = np.clip(((t - T0) // WINDOW_S).astype(int), 0, windows - 1)
         values = [80_000.0] * t.size if column is None else [gpu[i][column] for i in index]
-        frames.append(pd.DataFrame({"t": t, "variant": "baseline", "source": "nvml", "metric": metric,
-                                    "labels": '{"gpu": "0"}', "value": values}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "t": t,
+                    "variant": "baseline",
+                    "source": "nvml",
+                    "metric": metric,
+                    "labels": '{"gpu": "0"}',
+                    "value": values,
+                }
+            )
+        )
     pd.concat(frames, ignore_index=True).to_parquet(path / "telemetry.parquet")
-    (path / "telemetry.json").write_text(json.dumps({"interval_s": 10.0, "attachments": [
-        {"variant": "baseline", "engine": "llamacpp"}]}))
-    patch_env(path, "soak", variant="baseline", level=2.0, duration_s=windows * WINDOW_S, windows=windows,
-              window_s=WINDOW_S, **LIMITS)
+    (path / "telemetry.json").write_text(
+        json.dumps({"interval_s": 10.0, "attachments": [{"variant": "baseline", "engine": "llamacpp"}]})
+    )
+    patch_env(
+        path,
+        "soak",
+        variant="baseline",
+        level=2.0,
+        duration_s=windows * WINDOW_S,
+        windows=windows,
+        window_s=WINDOW_S,
+        **LIMITS,
+    )
     return path
 
 
@@ -134,8 +170,12 @@ def test_a_steady_soak_passes_every_soak_gate(tmp_path):
     assert abs(trends["output_tps"].pct_per_hour) < 2.0
     assert abs(trends["rss_mib"].slope_per_hour) < 1e-6
     checks = {(c.gate, c.figure): c for c in soak.checks}
-    assert set(checks) >= {("soak_drift", "ttft_p99_ms"), ("soak_drift", "output_tps"), ("soak_error_rate",
-                           "error_rate"), ("soak_memory_growth", "rss_mib")}
+    assert set(checks) >= {
+        ("soak_drift", "ttft_p99_ms"),
+        ("soak_drift", "output_tps"),
+        ("soak_error_rate", "error_rate"),
+        ("soak_memory_growth", "rss_mib"),
+    }
     assert all(c.ok and c.judged for c in soak.checks)
     assert outcome.verdict.exit_code == EXIT_OK, outcome.verdict.reasons
     assert any(c.gate == "soak_drift:ttft_p99_ms" and c.ok for c in outcome.verdict.checks)

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 
 from locust_llm.analysis.gates import EXIT_INVALID
+from locust_llm.hostscan import HOST_SCHEMA
 from locust_llm.pipeline import finish_run
 from locust_llm.rundir import layout
-from locust_llm.hostscan import HOST_SCHEMA
 from tests.synthetic import stream_record, window, write_run
 
 START = 1_700_000_000.0
@@ -24,8 +24,21 @@ def closed_step(rows, steps, variant, step, level, start, length, e2e_s, users=N
     for user in range(users or int(level)):
         send, k = start + user * e2e_s / max(level, 1), 0
         while send + e2e_s <= start + length:
-            rows.append(stream_record("s", variant, level, step, send, 0.05, tpot, TOKENS, worker=0,
-                                      seq=user * 1000 + k, request_id=f"{variant}-{step}-{user}-{k}"))
+            rows.append(
+                stream_record(
+                    "s",
+                    variant,
+                    level,
+                    step,
+                    send,
+                    0.05,
+                    tpot,
+                    TOKENS,
+                    worker=0,
+                    seq=user * 1000 + k,
+                    request_id=f"{variant}-{step}-{user}-{k}",
+                )
+            )
             send, k = send + e2e_s, k + 1
     steps.append(window(variant, step, level, start, length))
 
@@ -37,9 +50,18 @@ def write_host(run, busy: list[tuple[float, float]], cores: float = 1.0, until: 
     while t < until:
         t += 1.0
         hot = any(a < t <= b for a, b in busy)
-        rows.append({"t": t, "interval_s": 1.0, "busy_cores": 1.5 + (cores if hot else 0.0), "own_cores": 1.5,
-                     "foreign_cores": cores if hot else 0.01, "steal_cores": 0.0, "foreign_gpu_processes": 0,
-                     "top_foreign": json.dumps([{"pid": 4242, "name": "burner", "cores": cores}] if hot else [])})
+        rows.append(
+            {
+                "t": t,
+                "interval_s": 1.0,
+                "busy_cores": 1.5 + (cores if hot else 0.0),
+                "own_cores": 1.5,
+                "foreign_cores": cores if hot else 0.01,
+                "steal_cores": 0.0,
+                "foreign_gpu_processes": 0,
+                "top_foreign": json.dumps([{"pid": 4242, "name": "burner", "cores": cores}] if hot else []),
+            }
+        )
     layout.write_parquet(run / layout.HOST, pa.Table.from_pylist(rows, schema=HOST_SCHEMA))
 
 
@@ -157,12 +179,18 @@ def test_a_level_with_a_short_block_and_a_busy_block_names_the_busy_host(tmp_pat
 def test_a_window_where_nothing_completed_says_what_was_sent_and_what_ran_out():
     from locust_llm.analysis.status import step_status
 
-    status, (reason,) = step_status({"window_s": 20.0, "requests": 4, "errors": 4, "output_tokens": 0,
-                                     "extended_s": 10.0}, None, {"max_extend_s": 10.0})
+    status, (reason,) = step_status(
+        {"window_s": 20.0, "requests": 4, "errors": 4, "output_tokens": 0, "extended_s": 10.0},
+        None,
+        {"max_extend_s": 10.0},
+    )
     assert status == "insufficient"
     assert "none of the 4 requests sent in the 20 s window (extended by 10 s) completed (4 failed)" in reason
     assert reason.endswith("the extension ran out: make the step longer or raise load.max_extend_s")
-    _, (unextended,) = step_status({"window_s": 20.0, "requests": 30, "errors": 0, "output_tokens": 50,
-                                    "e2e_ms": {"p50": 400.0}}, None, {"max_extend_s": 0.0})
+    _, (unextended,) = step_status(
+        {"window_s": 20.0, "requests": 30, "errors": 0, "output_tokens": 50, "e2e_ms": {"p50": 400.0}},
+        None,
+        {"max_extend_s": 0.0},
+    )
     assert "saw 30 completed requests and 50 output tokens (at least 20 and 100 needed)" in unextended
     assert unextended.endswith("allow load.max_extend_s")

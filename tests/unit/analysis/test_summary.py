@@ -19,8 +19,9 @@ from tests.synthetic import TOKENS, TPOT_S, TTFT_S, WINDOW_S, synthetic_run
 def summary(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("synthetic")
     synthetic_run(run_dir, np.random.default_rng(7))
-    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(run_dir)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "report", str(run_dir)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     return json.loads((run_dir / "summary.json").read_text()), run_dir
 
@@ -43,8 +44,10 @@ def test_failures_count_in_the_denominators(summary):
     assert step["error_rate"] == pytest.approx(1 / step["requests"])
     # goodput: the SLO (TPOT <= 15 ms) holds for every success at level 1, and the failure is not good
     assert step["goodput_rps"] == pytest.approx((step["requests"] - 1) / WINDOW_S)
-    assert data["variants"]["baseline"]["steps"][3]["goodput_rps"] < data["variants"]["baseline"]["steps"][3][
-        "request_rate"]
+    assert (
+        data["variants"]["baseline"]["steps"][3]["goodput_rps"]
+        < data["variants"]["baseline"]["steps"][3]["request_rate"]
+    )
 
 
 def test_speedup_and_crossover(summary):
@@ -75,8 +78,12 @@ def test_aggregate_throughput_counts_tokens_in_the_window(summary):
 def test_report_merges_runs(summary, tmp_path):
     _, run_dir = summary
     out = tmp_path / "merged"
-    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(run_dir), str(run_dir),
-                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "report", str(run_dir), str(run_dir), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     merged = json.loads((out / "summary.json").read_text())
     name = run_dir.name
@@ -85,21 +92,47 @@ def test_report_merges_runs(summary, tmp_path):
 
 
 def test_report_rejects_a_folder_that_is_not_a_run(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "report", str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2 and "not a run directory" in done.stderr
 
 
 def test_multi_token_chunks_follow_the_definitions():
     """One request, chunks of 1, 3 and 2 tokens: every per-token figure by the README's definitions, by hand."""
     t0 = 100.0
-    record = RequestRecord(run_id="r", variant="v", level=1, step=0, phase="steady", request_id="one",
-                           output_tokens=6, token_source="usage_deltas", t_send=t0, t_first=t0 + 0.05,
-                           t_end=t0 + 0.15, chunk_offsets=[0.05, 0.11, 0.15], chunk_tokens=[1, 3, 2],
-                           finish_reason="length", http_status=200)
+    record = RequestRecord(
+        run_id="r",
+        variant="v",
+        level=1,
+        step=0,
+        phase="steady",
+        request_id="one",
+        output_tokens=6,
+        token_source="usage_deltas",
+        t_send=t0,
+        t_first=t0 + 0.05,
+        t_end=t0 + 0.15,
+        chunk_offsets=[0.05, 0.11, 0.15],
+        chunk_tokens=[1, 3, 2],
+        finish_reason="length",
+        http_status=200,
+    )
     frame = pd.DataFrame([record.to_dict()])
-    run = RunData(requests=frame, steps=[{"variant": "v", "step": 0, "level": 1, "mode": "closed",
-                                          "t_start": t0 - 1, "t_steady": t0, "t_end": t0 + 1.0}])
+    run = RunData(
+        requests=frame,
+        steps=[
+            {
+                "variant": "v",
+                "step": 0,
+                "level": 1,
+                "mode": "closed",
+                "t_start": t0 - 1,
+                "t_steady": t0,
+                "t_end": t0 + 1.0,
+            }
+        ],
+    )
     step = build_summary(run).model_dump()["variants"]["v"]["steps"][0]
     assert step["ttft_ms"]["p50"] == pytest.approx(50.0)
     assert step["tpot_ms"]["p50"] == pytest.approx(100.0 / 5)  # (t_end - t_first) / (n - 1)

@@ -26,8 +26,19 @@ def two_levels(path, event: dict):
         for step, level in enumerate((1, 2)):
             lost = variant == "spec" and level == 2
             for stream in range(level):
-                rows += back_to_back("lost", variant, level, step, t, 20.0, 0.02, LOST_TPOT_S if lost else
-                                     TPOT_S[variant], 20, rng, stream=stream)
+                rows += back_to_back(
+                    "lost",
+                    variant,
+                    level,
+                    step,
+                    t,
+                    20.0,
+                    0.02,
+                    LOST_TPOT_S if lost else TPOT_S[variant],
+                    20,
+                    rng,
+                    stream=stream,
+                )
             steps.append({**window(variant, step, level, t, 20.0), **({"workers_lost": [1]} if lost else {})})
             t += 30.0
     run = write_run(path, rows, steps, gates={"tpot_p99_ms": 50.0})
@@ -36,8 +47,17 @@ def two_levels(path, event: dict):
 
 
 def lost_event(stopped: bool) -> dict:
-    return {"kind": "worker_lost", "worker": 1, "client_id": "w1", "variant": "spec", "step": 1, "level": 2.0,
-            "records_sent": 37, "records_received": 37, "stopped": stopped}
+    return {
+        "kind": "worker_lost",
+        "worker": 1,
+        "client_id": "w1",
+        "variant": "spec",
+        "step": 1,
+        "level": 2.0,
+        "records_sent": 37,
+        "records_received": 37,
+        "stopped": stopped,
+    }
 
 
 def test_a_step_that_lost_a_worker_is_shown_and_judged_by_nothing(tmp_path):
@@ -60,5 +80,5 @@ def test_a_run_stopped_by_a_lost_worker_exits_5_saying_what_was_lost(tmp_path):
     outcome = finish_run(two_levels(tmp_path, lost_event(stopped=True)))
     assert outcome.verdict.exit_code == EXIT_INVALID
     assert outcome.verdict.reasons[str(EXIT_INVALID)] == [
-        "load process 1 lost during spec step 1 (it had sent 37 records): the run stopped "
-        "(load.on_worker_loss: stop)"]
+        "load process 1 lost during spec step 1 (it had sent 37 records): the run stopped (load.on_worker_loss: stop)"
+    ]

@@ -44,6 +44,7 @@ def test_llamacpp_usage_below_its_events_keeps_the_servers_total_and_says_so():
 
 def test_no_usage_takes_the_total_from_the_whole_text_with_a_tokenizer_that_is_not_additive():
     """A word cut between chunks counts twice when each chunk is counted on its own: the whole text is 3 words."""
+
     def words(chunk: str) -> int:
         return len(chunk.split())
 

@@ -50,7 +50,8 @@ def test_every_request_to_the_server_carries_the_key(refserver_factory, monkeypa
     counts = auth_counts(server.url)
     assert counts["without_key"] == {}
     assert {"GET /v1/models", "GET /props", "POST /tokenize", "POST /v1/completions", "GET /metrics"} <= set(
-        counts["with_key"])
+        counts["with_key"]
+    )
 
 
 def test_the_reference_server_refuses_and_counts_a_request_without_the_key(refserver_factory):
@@ -66,10 +67,12 @@ def test_with_a_key_auto_scrapes_directly_instead_of_through_our_keyless_prometh
     started = []
     monkeypatch.setenv(API_KEY_ENV, KEY)
     monkeypatch.setattr(session_module, "prometheus_binary", lambda: "/usr/bin/prometheus")
-    monkeypatch.setattr(session_module, "PrometheusServer",
-                        lambda **kw: SimpleNamespace(start=lambda: started.append(kw)))
-    stub = SimpleNamespace(plan=SimpleNamespace(telemetry=TelemetrySpec(prometheus="auto")),
-                           run=SimpleNamespace(file=lambda name: name))
+    monkeypatch.setattr(
+        session_module, "PrometheusServer", lambda **kw: SimpleNamespace(start=lambda: started.append(kw))
+    )
+    stub = SimpleNamespace(
+        plan=SimpleNamespace(telemetry=TelemetrySpec(prometheus="auto")), run=SimpleNamespace(file=lambda name: name)
+    )
     assert session_module.ServerSession._start_prometheus(stub) is None and started == []
     monkeypatch.delenv(API_KEY_ENV)
     session_module.ServerSession._start_prometheus(stub)

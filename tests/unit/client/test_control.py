@@ -81,9 +81,8 @@ def test_an_endless_answer_is_read_only_up_to_its_cap():
     with Misbehaving("endless_error") as server:
         status, body = control.call(server.url + "/tokenize", {"content": "x"}, timeout_s=10)
         assert status == 500 and 0 < len(body) <= control.ERROR_BODY_BYTES
-    with Misbehaving("endless_answer") as server:
-        with pytest.raises(control.ControlError, match="longer than 65536 bytes"):
-            control.call(server.url + "/v1/models", timeout_s=10, max_bytes=65536)
+    with Misbehaving("endless_answer") as server, pytest.raises(control.ControlError, match="longer than 65536 bytes"):
+        control.call(server.url + "/v1/models", timeout_s=10, max_bytes=65536)
 
 
 def test_nothing_listening_is_unreachable():
@@ -100,9 +99,8 @@ def test_tokenize_has_a_total_deadline_and_a_cap():
         with pytest.raises(WorkloadError, match="within 1 s"):
             ServerTokenizer(server.url, timeout=1.0).count("hello")
         assert time.monotonic() - started < 5  # two request shapes tried, one second each
-    with Misbehaving("endless_answer") as server:
-        with pytest.raises(WorkloadError, match="longer than"):
-            ServerTokenizer(server.url, timeout=30).count("hello")
+    with Misbehaving("endless_answer") as server, pytest.raises(WorkloadError, match="longer than"):
+        ServerTokenizer(server.url, timeout=30).count("hello")
 
 
 def test_the_deadline_holds_without_gevent_too():

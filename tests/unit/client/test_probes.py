@@ -11,8 +11,20 @@ SHORT_RECOVER_S = 10.0  # generous: a busy machine must not turn a slow recovery
 
 
 def target(url: str, **given) -> Target:
-    return Target(**{"variant": "v", "base_url": url, "engine": "external", "model": "m", "context": None, "burst": 6,
-                     "alive": lambda: True, "recover_s": SHORT_RECOVER_S, "timeout_s": 20.0, **given})
+    return Target(
+        **{
+            "variant": "v",
+            "base_url": url,
+            "engine": "external",
+            "model": "m",
+            "context": None,
+            "burst": 6,
+            "alive": lambda: True,
+            "recover_s": SHORT_RECOVER_S,
+            "timeout_s": 20.0,
+            **given,
+        }
+    )
 
 
 def test_each_probe_gets_the_reference_servers_known_answer(refserver):
@@ -20,12 +32,20 @@ def test_each_probe_gets_the_reference_servers_known_answer(refserver):
     assert list(rows) == [p.name for p in PROBES]
     verdicts = {name: r.verdict for name, r in rows.items()}
     assert verdicts == {
-        "empty_prompt": "ok", "invalid_utf8": "ok", "control_characters": "ok", "unknown_model": "ok",
-        "negative_max_tokens": "ok", "client_disconnect": "ok", "burst": "ok",
+        "empty_prompt": "ok",
+        "invalid_utf8": "ok",
+        "control_characters": "ok",
+        "unknown_model": "ok",
+        "negative_max_tokens": "ok",
+        "client_disconnect": "ok",
+        "burst": "ok",
         # no context size in its /v1/models: nothing to be at or over
-        "prompt_at_context": "not-run", "prompt_over_context": "not-run", "output_to_context": "not-run",
+        "prompt_at_context": "not-run",
+        "prompt_over_context": "not-run",
+        "output_to_context": "not-run",
         # it ignores the temperature, so a temperature that is not a number is answered
-        "temperature_not_a_number": "unexpected"}
+        "temperature_not_a_number": "unexpected",
+    }
     assert rows["empty_prompt"].status == 200 and rows["empty_prompt"].answer.startswith("HTTP 200, 8 tokens")
     assert rows["invalid_utf8"].status == 400 and rows["invalid_utf8"].error == "the request body is not JSON"
     assert rows["negative_max_tokens"].status == 400 and "got -5" in rows["negative_max_tokens"].error
@@ -60,8 +80,10 @@ def test_a_server_that_crashes_on_a_probe_is_server_failed_and_the_rest_are_not_
     assert crashed.note.startswith(f"no one-token completion within {SHORT_RECOVER_S:g} s")
     assert server.proc.wait(5) == 70
     order = [p.name for p in PROBES]
-    after = order[order.index("control_characters") + 1:]
-    assert all(rows[name].verdict == "not-run" and rows[name].note == "the server failed at control_characters"
-               for name in after)
+    after = order[order.index("control_characters") + 1 :]
+    assert all(
+        rows[name].verdict == "not-run" and rows[name].note == "the server failed at control_characters"
+        for name in after
+    )
     assert rows["empty_prompt"].verdict == "ok"  # before the crash
     assert time.monotonic() - started < 30

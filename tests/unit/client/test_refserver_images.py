@@ -25,9 +25,13 @@ def url(data: bytes, mime: str) -> str:
 def test_images_are_logged_with_their_sizes_and_delay_the_first_token_by_the_configured_cost(refserver):
     stream_id = uuid.uuid4().hex
     ms_per_kpx, ttft_s = 10.0, 0.01
-    spec = RequestSpec(prompt="describe these two", max_tokens=3, api="chat",
-                       images=(url(PNG, "image/png"), url(JPEG, "image/jpeg")),
-                       extra={"ref": {"id": stream_id, "image_ms_per_kpx": ms_per_kpx, "ttft_s": ttft_s}})
+    spec = RequestSpec(
+        prompt="describe these two",
+        max_tokens=3,
+        api="chat",
+        images=(url(PNG, "image/png"), url(JPEG, "image/jpeg")),
+        extra={"ref": {"id": stream_id, "image_ms_per_kpx": ms_per_kpx, "ttft_s": ttft_s}},
+    )
     client = StreamingClient(refserver.url)
     record = RequestRecord()
     try:
@@ -36,8 +40,10 @@ def test_images_are_logged_with_their_sizes_and_delay_the_first_token_by_the_con
         client.close()
     assert record.ok and record.output_tokens == 3, record.error_message
     log = refserver.stream_log(stream_id)
-    assert log["images"] == [{"mime": "image/png", "bytes": len(PNG), "width": 64, "height": 48},
-                             {"mime": "image/jpeg", "bytes": len(JPEG), "width": 30, "height": 40}]
+    assert log["images"] == [
+        {"mime": "image/png", "bytes": len(PNG), "width": 64, "height": 48},
+        {"mime": "image/jpeg", "bytes": len(JPEG), "width": 30, "height": 40},
+    ]
     delay = ms_per_kpx * (64 * 48 + 30 * 40) / 1e6  # 42.7 ms
     assert log["image_delay_s"] == pytest.approx(delay)
     first = next(t for t, tokens, _ in log["chunks"] if tokens > 0)

@@ -34,8 +34,9 @@ def make_spec(max_tokens: int = 8, api: str = "completions", **ref) -> RequestSp
     return RequestSpec(prompt="one two three", max_tokens=max_tokens, api=api, extra={"ref": ref})
 
 
-def run(url: str, spec: RequestSpec, timeouts: Timeouts | None = None, tokenize=None,
-        engine: str = "external") -> RequestRecord:
+def run(
+    url: str, spec: RequestSpec, timeouts: Timeouts | None = None, tokenize=None, engine: str = "external"
+) -> RequestRecord:
     client = StreamingClient(url, timeouts=timeouts or Timeouts(), engine=engine)
     record = RequestRecord()
     try:
@@ -63,6 +64,7 @@ def quantile(values: list[float], q: float) -> float:
 
 # -- token counts ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("api", ["completions", "chat"])
 def test_multi_token_chunks_counted_exactly_from_usage_deltas(refserver, api):
     pattern = [1, 3, 2, 4]
@@ -77,7 +79,7 @@ def test_multi_token_chunks_counted_exactly_from_usage_deltas(refserver, api):
     log = refserver.stream_log(spec.extra["ref"]["id"])
     assert [c[1] for c in token_chunks(log)] == record.chunk_tokens
     # causality: no chunk is stamped by the client before the server sent it
-    assert all(c >= s for c, s in zip(client_perf(record), [c[0] for c in token_chunks(log)]))
+    assert all(c >= s for c, s in zip(client_perf(record), [c[0] for c in token_chunks(log)], strict=False))
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])
@@ -122,25 +124,41 @@ def test_final_usage_with_one_token_per_chunk_is_checked_against_the_total(refse
 
 def test_refserver_endpoints_and_validation(refserver):
     assert requests.get(refserver.url + "/health", timeout=10).json() == {"status": "ok"}
-    assert [m["id"] for m in requests.get(refserver.url + "/v1/models", timeout=10).json()["data"]] == ["refserver-model"]
-    assert len(requests.post(refserver.url + "/tokenize", json={"content": " w0 w1  w2"}, timeout=10).json()["tokens"]) == 3
+    assert [m["id"] for m in requests.get(refserver.url + "/v1/models", timeout=10).json()["data"]] == [
+        "refserver-model"
+    ]
+    assert (
+        len(requests.post(refserver.url + "/tokenize", json={"content": " w0 w1  w2"}, timeout=10).json()["tokens"])
+        == 3
+    )
     bad = requests.post(refserver.url + "/v1/completions", json={"stream": True, "ref": {"ttft": 1}}, timeout=10)
     assert bad.status_code == 400 and "ttft" in bad.json()["error"]["message"]
-    bad = requests.post(refserver.url + "/v1/completions", json={"stream": True, "ref": {"fault": "reset_after"}}, timeout=10)
+    bad = requests.post(
+        refserver.url + "/v1/completions", json={"stream": True, "ref": {"fault": "reset_after"}}, timeout=10
+    )
     assert bad.status_code == 400
 
 
 # -- the server is a fair oracle: one event per HTTP chunk, written when stamped -----------------
 
+
 def test_each_event_is_its_own_http_chunk_and_leaves_before_the_next_is_stamped(refserver):
     gap = 0.05
     stream_id = uuid.uuid4().hex
-    body = json.dumps({"prompt": "x", "max_tokens": 4, "stream": True,
-                       "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-                       "ref": {"id": stream_id, "ttft_s": 0, "gap_s": gap, "tokens_per_chunk": [1, 2]}}).encode()
+    body = json.dumps(
+        {
+            "prompt": "x",
+            "max_tokens": 4,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "ref": {"id": stream_id, "ttft_s": 0, "gap_s": gap, "tokens_per_chunk": [1, 2]},
+        }
+    ).encode()
     sock = socket.create_connection(("127.0.0.1", refserver.port), timeout=10)
-    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+    sock.sendall(
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
+    )
     reader = sock.makefile("rb")
     assert reader.readline().startswith(b"HTTP/1.1 200")
     headers = {}
@@ -161,12 +179,13 @@ def test_each_event_is_its_own_http_chunk_and_leaves_before_the_next_is_stamped(
     log = refserver.stream_log(stream_id)
     assert [e["ref_t"] for e in events] == [c[0] for c in log["chunks"] if c[2] != "done"]
     assert [len(e["choices"][0]["text"].split()) for e in events if e["choices"]] == [1, 2, 1]
-    token_times = [(t, e["ref_t"]) for (t, _), e in zip(chunks, events) if e["choices"]]
+    token_times = [(t, e["ref_t"]) for (t, _), e in zip(chunks, events, strict=False) if e["choices"]]
     for (received, _), (_, next_stamp) in itertools.pairwise(token_times):
         assert received < next_stamp, "a chunk was held back until the next one was written"
 
 
 # -- timing accuracy under concurrency ---------------------------------------------------------
+
 
 def _cpu_pressure_us() -> int | None:
     try:
@@ -191,10 +210,8 @@ def _priority(*pids: int):
         yield
     finally:
         for pid, nice in before.items():
-            try:
+            with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, pid, nice)
-            except OSError:
-                pass
 
 
 def _concurrent_run(refserver, streams: int = 50, tokens: int = 20, gap: float = 0.02) -> dict:
@@ -231,23 +248,27 @@ def _concurrent_run(refserver, streams: int = 50, tokens: int = 20, gap: float =
         sent = [c[0] for c in token_chunks(refserver.stream_log(record.request_id))]
         received = client_perf(record)
         assert len(sent) == len(received) == tokens
-        chunk_err += [r - s for r, s in zip(received, sent)]
+        chunk_err += [r - s for r, s in zip(received, sent, strict=False)]
         send_perf = record.t_send - run_clock._EPOCH_ANCHOR
         ttft_err.append((record.t_first - record.t_send) - (sent[0] - send_perf))
         tpot_true = (sent[-1] - sent[0]) / (tokens - 1)
         tpot_err.append((record.t_end - record.t_first) / (record.output_tokens - 1) - tpot_true)
 
     def ms(values):
-        return (f"p50 {quantile(values, 0.5) * 1e3:.3f} ms, p99 {quantile(values, 0.99) * 1e3:.3f} ms, "
-                f"max {max(values) * 1e3:.3f} ms over {len(values)}")
+        return (
+            f"p50 {quantile(values, 0.5) * 1e3:.3f} ms, p99 {quantile(values, 0.99) * 1e3:.3f} ms, "
+            f"max {max(values) * 1e3:.3f} ms over {len(values)}"
+        )
 
     return {
         "ttft_max": max(abs(e) for e in ttft_err),
         "tpot_max": max(abs(e) for e in tpot_err),
         "chunk_min": min(chunk_err),
-        "summary": (f"TTFT error {ms([abs(e) for e in ttft_err])}; TPOT error {ms([abs(e) for e in tpot_err])}; "
-                    f"per-chunk stamp lag {ms(chunk_err)}; CPU pressure on the machine during the run "
-                    f"{'n/a' if pressure is None else f'{pressure / 1e3:.1f} ms'}"),
+        "summary": (
+            f"TTFT error {ms([abs(e) for e in ttft_err])}; TPOT error {ms([abs(e) for e in tpot_err])}; "
+            f"per-chunk stamp lag {ms(chunk_err)}; CPU pressure on the machine during the run "
+            f"{'n/a' if pressure is None else f'{pressure / 1e3:.1f} ms'}"
+        ),
     }
 
 
@@ -271,15 +292,19 @@ def test_ttft_and_tpot_within_2ms_of_server_truth_at_50_concurrent_streams(refse
 
 # -- failures are classified, never raised -----------------------------------------------------
 
-@pytest.mark.parametrize("fault, error_class, tokens_before", [
-    ("truncate_after:3", R.TRUNCATED, 3),
-    ("malformed_after:2", R.MALFORMED, 2),
-    ("http_500", R.HTTP_ERROR, 0),
-    ("error_event", R.SERVER_ERROR_EVENT, 0),
-    ("error_event_after:2", R.SERVER_ERROR_EVENT, 2),
-    ("empty", R.EMPTY, 0),
-    ("reset_after:3", R.CONNECTION_RESET, None),
-])
+
+@pytest.mark.parametrize(
+    "fault, error_class, tokens_before",
+    [
+        ("truncate_after:3", R.TRUNCATED, 3),
+        ("malformed_after:2", R.MALFORMED, 2),
+        ("http_500", R.HTTP_ERROR, 0),
+        ("error_event", R.SERVER_ERROR_EVENT, 0),
+        ("error_event_after:2", R.SERVER_ERROR_EVENT, 2),
+        ("empty", R.EMPTY, 0),
+        ("reset_after:3", R.CONNECTION_RESET, None),
+    ],
+)
 @pytest.mark.parametrize("api", ["completions", "chat"])
 def test_faults_are_classified(refserver, fault, error_class, tokens_before, api):
     spec = make_spec(8, api, fault=fault, ttft_s=0, gap_s=0.01)
@@ -346,6 +371,7 @@ def test_stall_once_delays_only_the_first_request(refserver_factory):
 
 # -- every server shape, and the bytes' own times -----------------------------------------------
 
+
 def test_no_usage_at_all_still_times_the_stream_and_a_tokenizer_counts_it(refserver):
     spec = make_spec(9, usage="none", tokens_per_chunk=3, ttft_s=0.02, gap_s=0.01)
     record = run(refserver.url, spec)
@@ -358,8 +384,9 @@ def test_no_usage_at_all_still_times_the_stream_and_a_tokenizer_counts_it(refser
     def tokenize(text: str) -> int:
         return len(text.split())
 
-    counted = run(refserver.url, make_spec(9, usage="none", tokens_per_chunk=3, ttft_s=0, gap_s=0.002),
-                  tokenize=tokenize)
+    counted = run(
+        refserver.url, make_spec(9, usage="none", tokens_per_chunk=3, ttft_s=0, gap_s=0.002), tokenize=tokenize
+    )
     assert counted.token_source == "tokenizer" and counted.chunk_tokens == [3, 3, 3] and counted.output_tokens == 9
 
 
@@ -376,7 +403,7 @@ def test_close_delimited_streams_are_stamped_as_the_bytes_arrive(refserver):
     record = run(refserver.url, spec)
     assert record.ok, (record.error_class, record.error_message)
     sent = [c[0] for c in token_chunks(refserver.stream_log(spec.extra["ref"]["id"]))]
-    errors = [r - s for r, s in zip(client_perf(record), sent)]
+    errors = [r - s for r, s in zip(client_perf(record), sent, strict=False)]
     assert len(errors) == 4 and all(0 <= e < 0.02 for e in errors), errors  # not held for a fuller buffer
     gaps = [b - a for a, b in itertools.pairwise(record.chunk_offsets)]
     assert all(abs(g - gap) < 0.02 for g in gaps), gaps
@@ -406,12 +433,15 @@ def test_an_error_body_that_never_ends_is_cut_short(refserver):
     assert record.t_done - record.t_send < 2
 
 
-@pytest.mark.parametrize("patch, raw", [
-    ({"choices.0.finish_reason": 7}, "7"),
-    ({"usage.prompt_tokens": 2**70}, str(2**70)[:20]),
-    ({"usage.completion_tokens": -3}, "-3"),
-    ({"timings.draft_n": 1e20}, "1e+20"),
-])
+@pytest.mark.parametrize(
+    "patch, raw",
+    [
+        ({"choices.0.finish_reason": 7}, "7"),
+        ({"usage.prompt_tokens": 2**70}, str(2**70)[:20]),
+        ({"usage.completion_tokens": -3}, "-3"),
+        ({"timings.draft_n": 1e20}, "1e+20"),
+    ],
+)
 def test_odd_server_values_are_malformed_events_that_name_the_value(refserver, patch, raw):
     record = run(refserver.url, make_spec(4, patch_last=patch, ttft_s=0, gap_s=0.002))
     assert record.error_class == R.MALFORMED and raw in record.error_message, record.error_message
@@ -465,7 +495,7 @@ def test_t_send_is_taken_after_the_request_is_built_and_right_before_it_is_writt
         client.close()
     assert record.ok, (record.error_class, record.error_message)
     start = calls.index("request built")
-    assert calls[start:start + 3] == ["request built", "clock", "sendall"]  # built, stamped, written
+    assert calls[start : start + 3] == ["request built", "clock", "sendall"]  # built, stamped, written
     reads = [i for i, c in enumerate(calls) if c == "recv"]
     assert reads and all(calls[i + 1] == "clock" for i in reads)  # every read is stamped as it returns
 
@@ -475,8 +505,9 @@ def test_one_client_serves_concurrent_streams_on_their_own_connections(refserver
     client = StreamingClient(refserver.url)
     records = [RequestRecord() for _ in range(6)]
     try:
-        gevent.joinall([gevent.spawn(client.stream, make_spec(5, ttft_s=0.05, gap_s=0.01), r) for r in records],
-                       raise_error=True)
+        gevent.joinall(
+            [gevent.spawn(client.stream, make_spec(5, ttft_s=0.05, gap_s=0.01), r) for r in records], raise_error=True
+        )
         assert all(r.ok for r in records), [(r.error_class, r.error_message) for r in records]
         assert len(client.idle) == 6  # each kept for the next arrival
         again = RequestRecord()

@@ -22,10 +22,22 @@ from locust_llm.report.html import render_html
 from tests.browser import assert_inert
 from tests.synthetic import EVIL_VARIANT, PAYLOAD, hostile_run, minimal_run
 
-HOSTILE_VERDICT = Verdict.model_validate({
-    "exit_code": 3, "reasons": {"3": [f"{EVIL_VARIANT} @ 1: ttft_p99_ms 25 > 1 {PAYLOAD}"]},
-    "checks": [{"gate": f"ttft_p99_ms{PAYLOAD}", "variant": EVIL_VARIANT, "level": 1.0, "value": 25.0, "limit": 1.0,
-                "ok": False}]})
+HOSTILE_VERDICT = Verdict.model_validate(
+    {
+        "exit_code": 3,
+        "reasons": {"3": [f"{EVIL_VARIANT} @ 1: ttft_p99_ms 25 > 1 {PAYLOAD}"]},
+        "checks": [
+            {
+                "gate": f"ttft_p99_ms{PAYLOAD}",
+                "variant": EVIL_VARIANT,
+                "level": 1.0,
+                "value": 25.0,
+                "limit": 1.0,
+                "ok": False,
+            }
+        ],
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +45,13 @@ def hostile(tmp_path_factory):
     path = hostile_run(tmp_path_factory.mktemp("hostile"))
     outcome = finish_run(path)
     # The report presents whatever verdict it is given: one whose texts carry markup must show them as text.
-    inp = ReportInput(summary=outcome.summary, env=json.loads((path / "env.json").read_text()),
-                      timeline=outcome_timeline(path), verdict=HOSTILE_VERDICT, run_name=path.name)
+    inp = ReportInput(
+        summary=outcome.summary,
+        env=json.loads((path / "env.json").read_text()),
+        timeline=outcome_timeline(path),
+        verdict=HOSTILE_VERDICT,
+        run_name=path.name,
+    )
     write_report(path, inp)
     return path
 
@@ -54,8 +71,13 @@ def test_server_strings_are_escaped(hostile):
     assert_inert(text)
     escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
     # model name, error message, consistency text, log tail, command line: each shown, as text
-    for needle in (f"evil{escaped}", f"upstream said {escaped}", f"text 0 {escaped}", f"fatal: {escaped}",
-                   "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;"):
+    for needle in (
+        f"evil{escaped}",
+        f"upstream said {escaped}",
+        f"text 0 {escaped}",
+        f"fatal: {escaped}",
+        "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;",
+    ):
         assert needle in text, needle
     assert "<script" not in text.lower() and "<img" not in text.lower() and "<svg onload" not in text.lower()
     summary_md = (hostile / "summary.md").read_text()
@@ -69,7 +91,8 @@ def test_escaped_strings_do_not_run_in_chromium(hostile, browser):
     dom = browser.evaluate("""(() => ({
         title: document.title,
         injected: document.querySelectorAll('script, img, iframe, object, embed, svg [onload], [onerror]').length,
-        handlers: [...document.querySelectorAll('*')].filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
+        handlers: [...document.querySelectorAll('*')]
+            .filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
         text: document.body.innerText,
         svgs: document.querySelectorAll('svg.chart').length,
     }))()""")
@@ -123,18 +146,42 @@ def strip_optional(value):
 
 def sparse_summaries(summary: dict) -> list[Summary]:
     """Valid summaries with every optional figure missing, and degenerate shapes."""
-    return [strip_optional(Summary.model_validate(summary)),
-            Summary(generated_at="now", records=0),
-            Summary.model_validate({"generated_at": "now", "records": 0,
-                                    "variants": {"x": {"steps": [{"step": 0, "level": 1, "mode": "closed"}]}},
-                                    "comparisons": [{"baseline": "b", "variant": "x", "metric": "output_tps",
-                                                     "recommendation": "", "steps": [
-                                                         {"level": 1, **{k: {} for k in (
-                                                             "output_tps_speedup", "decode_tps_speedup",
-                                                             "tpot_p50_speedup", "tpot_p95_speedup",
-                                                             "ttft_p95_speedup")}}]}],
-                                    "consistency": {"x": {"prompts": [{"status": "error"}]}},
-                                    "events": [{}, {"kind": "server_exited"}]})]
+    return [
+        strip_optional(Summary.model_validate(summary)),
+        Summary(generated_at="now", records=0),
+        Summary.model_validate(
+            {
+                "generated_at": "now",
+                "records": 0,
+                "variants": {"x": {"steps": [{"step": 0, "level": 1, "mode": "closed"}]}},
+                "comparisons": [
+                    {
+                        "baseline": "b",
+                        "variant": "x",
+                        "metric": "output_tps",
+                        "recommendation": "",
+                        "steps": [
+                            {
+                                "level": 1,
+                                **{
+                                    k: {}
+                                    for k in (
+                                        "output_tps_speedup",
+                                        "decode_tps_speedup",
+                                        "tpot_p50_speedup",
+                                        "tpot_p95_speedup",
+                                        "ttft_p95_speedup",
+                                    )
+                                },
+                            }
+                        ],
+                    }
+                ],
+                "consistency": {"x": {"prompts": [{"status": "error"}]}},
+                "events": [{}, {"kind": "server_exited"}],
+            }
+        ),
+    ]
 
 
 def test_empty_and_missing_figures_never_crash(tmp_path, hostile):
@@ -170,7 +217,7 @@ def test_steps_csv_equals_summary(hostile):
     summary = json.loads((hostile / "summary.json").read_text())
     frame = pd.read_csv(hostile / "steps.csv")
     expected = [(v, s["level"]) for v in ("baseline", EVIL_VARIANT) for s in summary["variants"][v]["steps"]]
-    assert list(zip(frame["variant"], frame["level"])) == expected
+    assert list(zip(frame["variant"], frame["level"], strict=False)) == expected
     comparison = {s["level"]: s for s in summary["comparisons"][0]["steps"]}
     for _, row in frame.iterrows():
         step = next(s for s in summary["variants"][row["variant"]]["steps"] if s["level"] == row["level"])
@@ -211,8 +258,13 @@ def test_csv_rows_one_per_variant_and_level(hostile):
     assert header[:4] == ["variant", "is_baseline", "step", "level"] and len(header) == len(set(header))
 
 
-@pytest.mark.parametrize("exact, said", [(False, "approximate (no tokenizer answered)"),
-                                          (True, "exact (counted by the server&#39;s or a named tokenizer)")])
+@pytest.mark.parametrize(
+    "exact, said",
+    [
+        (False, "approximate (no tokenizer answered)"),
+        (True, "exact (counted by the server&#39;s or a named tokenizer)"),
+    ],
+)
 def test_the_conditions_say_whether_prompt_lengths_were_exact(tmp_path, exact, said):
     run_dir = minimal_run(tmp_path)
     env = json.loads((run_dir / "env.json").read_text())

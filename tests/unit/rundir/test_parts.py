@@ -9,8 +9,9 @@ from locust_llm.rundir.parts import read_table
 
 
 def rows(n: int, start: int = 0) -> list[dict]:
-    return [RequestRecord(run_id="r", variant="v", request_id=f"id-{start + i}", max_tokens=i).to_dict()
-            for i in range(n)]
+    return [
+        RequestRecord(run_id="r", variant="v", request_id=f"id-{start + i}", max_tokens=i).to_dict() for i in range(n)
+    ]
 
 
 def writer(tmp_path) -> PartWriter:

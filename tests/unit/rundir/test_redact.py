@@ -6,19 +6,30 @@ from locust_llm.rundir.layout import redact_file
 from locust_llm.rundir.redact import redact_text
 
 
-@pytest.mark.parametrize("text, masked", [
-    ("llama-server --api-key sk-live-1234 -c 4096", "llama-server --api-key *** -c 4096"),
-    ("vllm serve m --hf-token=hf_abcdef", "vllm serve m --hf-token=***"),
-    ("HF_TOKEN=hf_abcdef", "HF_TOKEN=***"),
-    ("Authorization: Bearer abc.def", "Authorization: Bearer ***"),
-    ("http://user:pw@127.0.0.1:8000/v1", "http://***@127.0.0.1:8000/v1"),
-])
+@pytest.mark.parametrize(
+    "text, masked",
+    [
+        ("llama-server --api-key sk-live-1234 -c 4096", "llama-server --api-key *** -c 4096"),
+        ("vllm serve m --hf-token=hf_abcdef", "vllm serve m --hf-token=***"),
+        ("HF_TOKEN=hf_abcdef", "HF_TOKEN=***"),
+        ("Authorization: Bearer abc.def", "Authorization: Bearer ***"),
+        ("http://user:pw@127.0.0.1:8000/v1", "http://***@127.0.0.1:8000/v1"),
+    ],
+)
 def test_secrets_in_text_are_masked(text, masked):
     assert redact_text(text) == masked
 
 
-@pytest.mark.parametrize("text", ["256-token prompts", "<caption>2048-token prompts</caption>",
-                                  "prompt-token counts", "max_tokens: 64", "tokens per target pass 4.3"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "256-token prompts",
+        "<caption>2048-token prompts</caption>",
+        "prompt-token counts",
+        "max_tokens: 64",
+        "tokens per target pass 4.3",
+    ],
+)
 def test_ordinary_text_about_tokens_is_kept(text):
     assert redact_text(text) == text
 

@@ -19,9 +19,12 @@ def exchange(worker, t0, offset, out_s, back_s, turn_s=0.0001):
 
 def test_offsets_reach_env_json_an_uncertain_worker_is_an_event_and_the_report_warns(tmp_path):
     # worker 0: +200 ms, then +200.4 ms (it drifted), over fast exchanges; worker 1: -10 ms over a 20 ms round trip
-    samples = [exchange(0, 1000.0, 0.2, 0.0003, 0.0002), exchange(0, 1005.0, 0.2004, 0.0003, 0.0002),
-               exchange(1, 1000.0, -0.010, 0.012, 0.008),
-               exchange(1, 900.0, 0.5, 0.0001, 0.0001)]  # long before the run (since - 10 s): not counted
+    samples = [
+        exchange(0, 1000.0, 0.2, 0.0003, 0.0002),
+        exchange(0, 1005.0, 0.2004, 0.0003, 0.0002),
+        exchange(1, 1000.0, -0.010, 0.012, 0.008),
+        exchange(1, 900.0, 0.5, 0.0001, 0.0001),
+    ]  # long before the run (since - 10 s): not counted
     run = RunDir(tmp_path, "r")
     write_clocks(run, samples, since=1002.0)
     clocks = read_json(run.file(layout.ENV))["clocks"]
@@ -38,7 +41,8 @@ def test_offsets_reach_env_json_an_uncertain_worker_is_an_event_and_the_report_w
     assert clocks_text(clocks) == (
         "worker 0 +200.05 ms \u00b1 0.25 ms (drift 0.40 ms, 2 exchanges); "
         "worker 1 -8.00 ms \u00b1 10.00 ms (drift 0.00 ms, 1 exchanges) WARNING: uncertain beyond 5 ms, requests "
-        "near window edges may be mislabelled")
+        "near window edges may be mislabelled"
+    )
 
 
 def test_no_exchanges_no_clock_entry(tmp_path):

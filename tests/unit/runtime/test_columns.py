@@ -17,7 +17,7 @@ from locust_llm.runtime.live import LiveStats
 from locust_llm.runtime.recorder import Recorder
 from locust_llm.runtime.shipper import RecordShipper
 
-MESSAGES = ["délai dépassé: 超时 🚫", "HTTP 500: \"quoted\" \\ back\nslash\ttab", "", "x" * 500]
+MESSAGES = ["délai dépassé: 超时 🚫", 'HTTP 500: "quoted" \\ back\nslash\ttab', "", "x" * 500]
 
 
 def make_records(n: int, seed: int, max_tokens: int = 1024) -> list[RequestRecord]:
@@ -33,19 +33,37 @@ def make_records(n: int, seed: int, max_tokens: int = 1024) -> list[RequestRecor
         counts = [rng.choice([1, 1, 1, 2, 4]) for _ in range(tokens)]
         failed = tokens == 0 or rng.random() < 0.05
         record = RequestRecord(
-            run_id="run-ü", variant=rng.choice(["baseline", "spec-k4"]), level=rng.choice([1, 2.5, 8]),
-            step=i % 3, phase=rng.choice([Phase.WARMUP, Phase.STEADY, Phase.DRAIN]), mode="open", worker=i % 2,
-            request_id=f"w-{seed}-{i}", seq=i, bucket=rng.choice(["short", "long"]), prompt_tokens=rng.randint(1, 4096),
-            max_tokens=rng.choice([64, 3_000_000_000]), output_tokens=sum(counts), token_source="usage_deltas",
-            t_intended=rng.choice([NAN, t_send - 0.001]), t_connect=rng.choice([NAN, t_send - 0.002]), t_send=t_send,
-            t_first=t_send + offsets[0] if offsets else NAN, t_end=t_send + offsets[-1] if offsets else NAN,
-            t_done=t_send + t, chunk_offsets=offsets, chunk_tokens=counts,
+            run_id="run-ü",
+            variant=rng.choice(["baseline", "spec-k4"]),
+            level=rng.choice([1, 2.5, 8]),
+            step=i % 3,
+            phase=rng.choice([Phase.WARMUP, Phase.STEADY, Phase.DRAIN]),
+            mode="open",
+            worker=i % 2,
+            request_id=f"w-{seed}-{i}",
+            seq=i,
+            bucket=rng.choice(["short", "long"]),
+            prompt_tokens=rng.randint(1, 4096),
+            max_tokens=rng.choice([64, 3_000_000_000]),
+            output_tokens=sum(counts),
+            token_source="usage_deltas",
+            t_intended=rng.choice([NAN, t_send - 0.001]),
+            t_connect=rng.choice([NAN, t_send - 0.002]),
+            t_send=t_send,
+            t_first=t_send + offsets[0] if offsets else NAN,
+            t_end=t_send + offsets[-1] if offsets else NAN,
+            t_done=t_send + t,
+            chunk_offsets=offsets,
+            chunk_tokens=counts,
             finish_reason=None if failed else "length",
             error_class=rng.choice([ErrorClass.HTTP_ERROR, ErrorClass.IDLE_TIMEOUT]) if failed else None,
             error_message=rng.choice(MESSAGES) if failed else None,
-            http_status=rng.choice([None, 200, 500]), draft_n=rng.choice([None, 0, 40]),
-            draft_accepted=rng.choice([None, 31]), server_prefill_ms=rng.choice([None, NAN, 12.5]),
-            server_decode_ms=rng.choice([None, 830.25]))
+            http_status=rng.choice([None, 200, 500]),
+            draft_n=rng.choice([None, 0, 40]),
+            draft_accepted=rng.choice([None, 31]),
+            server_prefill_ms=rng.choice([None, NAN, 12.5]),
+            server_decode_ms=rng.choice([None, 830.25]),
+        )
         if i % 11 == 5:
             record.chunk_tokens = record.chunk_tokens[:-1]  # a record whose lists do not pair up is kept as it is
         if i % 97 == 50 and offsets:
@@ -75,7 +93,7 @@ def same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=False))
     if isinstance(a, dict) and isinstance(b, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
@@ -112,10 +130,10 @@ def test_shipped_records_are_the_rows_on_disk(tmp_path, n, per_batch):
     actual = by_id(table)
     assert len(actual) == n
     assert any(math.isinf(x) for row in actual for x in row["chunk_offsets"]) == (n > 50)  # the misfit is kept
-    for want, got in zip(expected, actual):
+    for want, got in zip(expected, actual, strict=False):
         assert same(got, want), want["request_id"]
     # ... and the records themselves, the chunk offsets rounded to the schema's float32.
-    for record, got in zip(sorted(records, key=lambda r: r.request_id), actual):
+    for record, got in zip(sorted(records, key=lambda r: r.request_id), actual, strict=False):
         with np.errstate(over="ignore"):
             want = {**record.to_dict(), "chunk_offsets": np.float32(record.chunk_offsets).tolist()}
         assert all(same(float(want[k]) if isinstance(got[k], float) else want[k], got[k]) for k in want), got
@@ -136,12 +154,14 @@ def test_a_value_that_does_not_fit_costs_only_its_own_row(tmp_path):
     assert recorder.parts.rows_lost == 2 and len(recorder.parts.loss_reasons) == 2
     kept = [r for i, r in enumerate(records) if i not in (3, 17)]
     expected = by_id(pa.Table.from_pylist([r.to_dict() for r in kept], schema=REQUESTS_SCHEMA))
-    assert all(same(got, want) for got, want in zip(by_id(table), expected)) and table.num_rows == 28
+    assert all(same(got, want) for got, want in zip(by_id(table), expected, strict=False)) and table.num_rows == 28
 
 
 def figures(live: LiveStats) -> dict:
-    return {key: (f.requests, f.errors, f.drafted, f.accepted, list(f.ttft_ms), list(f.tpot_ms),
-                  dict(f.tokens_by_tick)) for key, f in live.levels.items()}
+    return {
+        key: (f.requests, f.errors, f.drafted, f.accepted, list(f.ttft_ms), list(f.tpot_ms), dict(f.tokens_by_tick))
+        for key, f in live.levels.items()
+    }
 
 
 @pytest.mark.parametrize("offsets, days_ago", [(None, 0), ({"1": 0.25, "7": 3.0}, 0), (None, 3)])
@@ -158,6 +178,6 @@ def test_live_figures_from_columns_are_those_from_dicts(offsets, days_ago):
     from_columns.add_table(table, offsets)
     assert figures(from_columns) == figures(from_dicts)
     assert list(from_columns.levels) == list(from_dicts.levels)  # the table's rows keep their first-seen order
-    assert all(same(list(a), list(b)) for a, b in zip(from_columns.recent, from_dicts.recent))
+    assert all(same(list(a), list(b)) for a, b in zip(from_columns.recent, from_dicts.recent, strict=False))
     assert len(from_columns.recent) == len(from_dicts.recent) > 0
     assert sum(sum(f.tokens_by_tick.values()) for f in from_columns.levels.values()) > 0

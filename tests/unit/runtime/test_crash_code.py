@@ -22,8 +22,13 @@ class FinishedExperiment:
         return Path("reports/unit")
 
 
-def quit_run(monkeypatch, verdict: int, exceptions: dict | None = None, greenlet_crashed: bool = False,
-             code_before: int | None = None) -> tuple[int | None, FinishedExperiment]:
+def quit_run(
+    monkeypatch,
+    verdict: int,
+    exceptions: dict | None = None,
+    greenlet_crashed: bool = False,
+    code_before: int | None = None,
+) -> tuple[int | None, FinishedExperiment]:
     monkeypatch.setattr(locust_log, "unhandled_greenlet_exception", greenlet_crashed)
     environment = SimpleNamespace(runner=SimpleNamespace(exceptions=exceptions or {}), process_exit_code=code_before)
     experiment = plugin.state_of(environment).experiment = FinishedExperiment(verdict)
@@ -38,8 +43,9 @@ def test_the_verdict_is_the_exit_code_of_a_run_that_did_not_crash(monkeypatch, v
 
 
 @pytest.mark.parametrize("verdict", [0, 3])
-@pytest.mark.parametrize("crash", [{"exceptions": {"k": {"count": 1, "msg": "ZeroDivisionError"}}},
-                                   {"greenlet_crashed": True}])
+@pytest.mark.parametrize(
+    "crash", [{"exceptions": {"k": {"count": 1, "msg": "ZeroDivisionError"}}}, {"greenlet_crashed": True}]
+)
 def test_a_crash_keeps_locusts_own_exit_code(monkeypatch, verdict, crash, caplog):
     # Left unset, Locust's main turns its exceptions into its own non-zero code.
     code, experiment = quit_run(monkeypatch, verdict, **crash)

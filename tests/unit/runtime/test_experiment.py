@@ -46,8 +46,9 @@ def run_program(tmp_path, session_factory=FakeSession, follow=None, watch=None, 
         phases.append((experiment.state.variant, experiment.state.step, experiment.state.phase))
         if experiment.state.phase == Phase.DRAIN and not experiment.recorder.tally:
             # the one worker reports that it is idle and has sent nothing more
-            experiment.recorder.on_batch({"worker": 0, "records": [], "client": [], "sent_total": 0,
-                                          "users_running": 0, "final": False})
+            experiment.recorder.on_batch(
+                {"worker": 0, "records": [], "client": [], "sent_total": 0, "users_running": 0, "final": False}
+            )
         assert len(ticks) < 10_000
     experiment.recorder.close()
     return experiment, ticks, phases, env
@@ -57,17 +58,26 @@ def test_walks_every_variant_over_the_ladder_with_exact_windows(tmp_path, clock)
     experiment, ticks, phases, env = run_program(tmp_path, ladder="1,3", step_duration=2, warmup=1)
     rows = experiment.run.steps
     assert [(r["variant"], r["level"], r["users"]) for r in rows] == [
-        ("baseline", 1, 1), ("baseline", 3, 3), ("spec-k4", 1, 1), ("spec-k4", 3, 3)]
+        ("baseline", 1, 1),
+        ("baseline", 3, 3),
+        ("spec-k4", 1, 1),
+        ("spec-k4", 3, 3),
+    ]
     for row in rows:
         # Each window is held until the clock passes its end: at most one clock step longer.
         assert 1.0 <= row["t_steady"] - row["t_start"] <= 1.0 + 2 * clock.step
         assert 2.0 <= row["t_end"] - row["t_steady"] <= 2.0 + 2 * clock.step
         assert row["t_end"] <= next((r["t_start"] for r in rows if r["t_start"] > row["t_start"]), math.inf)
-    users = {(v, s) for (v, s, p), t in zip(phases, ticks) if p in (Phase.WARMUP, Phase.STEADY) for _ in [t]}
+    users = {
+        (v, s) for (v, s, p), t in zip(phases, ticks, strict=False) if p in (Phase.WARMUP, Phase.STEADY) for _ in [t]
+    }
     assert users == {("baseline", 0), ("baseline", 1), ("spec-k4", 0), ("spec-k4", 1)}
-    assert all(t == (3, 3, ["closed-user"]) for (v, s, p), t in zip(phases, ticks)
-               if s == 1 and p in (Phase.WARMUP, Phase.STEADY))
-    assert all(t[0] == 0 for (v, s, p), t in zip(phases, ticks) if p == Phase.DRAIN)
+    assert all(
+        t == (3, 3, ["closed-user"])
+        for (v, s, p), t in zip(phases, ticks, strict=False)
+        if s == 1 and p in (Phase.WARMUP, Phase.STEADY)
+    )
+    assert all(t[0] == 0 for (v, s, p), t in zip(phases, ticks, strict=False) if p == Phase.DRAIN)
     sent = [data["phase"] for name, data in env.runner.messages]
     assert sent[-1] == Phase.IDLE and Phase.STARTING in sent
     assert experiment.session.started == ["baseline", "spec-k4"]
@@ -91,7 +101,11 @@ def test_progress_says_where_the_run_is_and_how_long_is_left(tmp_path, clock):
     assert last["step"] == 4 and last["run_left_s"] == last["step_left_s"] <= 2.0
     view = live_view(experiment)
     assert {(p["variant"], p["level"], p["done"]) for p in view["points"]} == {
-        ("baseline", 1.0, True), ("baseline", 3.0, True), ("spec-k4", 1.0, True), ("spec-k4", 3.0, True)}
+        ("baseline", 1.0, True),
+        ("baseline", 3.0, True),
+        ("spec-k4", 1.0, True),
+        ("spec-k4", 3.0, True),
+    }
     assert view["colors"]["baseline"] != view["colors"]["spec-k4"] and view["outcome"] is False
     # Warnings as they happen: once per key, and run events in words (no log tail in a one-line warning).
     experiment.warn("step_extended", "spec-k4 at level 3: too few requests", key=("spec-k4", 1))
@@ -103,10 +117,14 @@ def test_progress_says_where_the_run_is_and_how_long_is_left(tmp_path, clock):
 
 def test_repeats_walk_the_ladder_again(tmp_path, clock):
     scenario = tmp_path / "repeats.yaml"
-    scenario.write_text((REPO / "scenarios" / "tiny-cpu-test.yaml").read_text().replace(
-        "  mode: closed\n", "  mode: closed\n  repeats: 2\n"))
-    experiment, *_ = run_program(tmp_path, ladder="1,2", step_duration=1, warmup=0, variant="baseline",
-                                 scenario=str(scenario))
+    scenario.write_text(
+        (REPO / "scenarios" / "tiny-cpu-test.yaml")
+        .read_text()
+        .replace("  mode: closed\n", "  mode: closed\n  repeats: 2\n")
+    )
+    experiment, *_ = run_program(
+        tmp_path, ladder="1,2", step_duration=1, warmup=0, variant="baseline", scenario=str(scenario)
+    )
     assert [(r["step"], r["level"]) for r in experiment.run.steps] == [(0, 1), (1, 2), (2, 1), (3, 2)]
 
 
@@ -131,9 +149,10 @@ def test_a_server_that_does_not_start_is_skipped_and_recorded(tmp_path, clock):
 
 
 def test_open_loop_runs_one_dispatcher_per_process(tmp_path, clock):
-    experiment, ticks, phases, _ = run_program(tmp_path, mode="open", ladder="5,20", step_duration=1, warmup=0,
-                                               variant="baseline")
-    steady = [t for (v, s, p), t in zip(phases, ticks) if p == Phase.STEADY]
+    experiment, ticks, phases, _ = run_program(
+        tmp_path, mode="open", ladder="5,20", step_duration=1, warmup=0, variant="baseline"
+    )
+    steady = [t for (v, s, p), t in zip(phases, ticks, strict=False) if p == Phase.STEADY]
     assert steady and all(t == (1, 1, ["open-user"]) for t in steady)
 
 
@@ -143,8 +162,9 @@ def test_a_step_down_stops_the_surplus_users_before_its_window(tmp_path, clock):
         target = tick[0]
         runner.user_count += (target > runner.user_count) - (target < runner.user_count)
 
-    experiment, ticks, phases, env = run_program(tmp_path, follow=one_user_per_tick, ladder="4,1",
-                                                 step_duration=2, warmup=1, variant="baseline")
+    experiment, ticks, phases, env = run_program(
+        tmp_path, follow=one_user_per_tick, ladder="4,1", step_duration=2, warmup=1, variant="baseline"
+    )
     sent = [(d["step"], d["phase"]) for name, d in env.runner.messages]
     first_warmup = sent.index((1, Phase.WARMUP))
     assert (0, Phase.DRAIN) in sent[:first_warmup]  # nobody sends between the windows
@@ -164,50 +184,93 @@ def repeats_scenario(tmp_path, extra: str = "", server_extra: str = "") -> str:
 
 
 def test_interleaved_blocks_alternate_abba_per_level_with_paired_step_numbers(tmp_path, clock):
-    experiment, ticks, phases, env = run_program(tmp_path, ladder="1,4", step_duration=1, warmup=0,
-                                                 scenario=repeats_scenario(tmp_path))
+    experiment, ticks, phases, env = run_program(
+        tmp_path, ladder="1,4", step_duration=1, warmup=0, scenario=repeats_scenario(tmp_path)
+    )
     assert [(r["variant"], r["level"], r["step"]) for r in experiment.run.steps] == [
-        ("baseline", 1, 0), ("spec-k4", 1, 0), ("spec-k4", 1, 2), ("baseline", 1, 2),
-        ("baseline", 4, 1), ("spec-k4", 4, 1), ("spec-k4", 4, 3), ("baseline", 4, 3)]
+        ("baseline", 1, 0),
+        ("spec-k4", 1, 0),
+        ("spec-k4", 1, 2),
+        ("baseline", 1, 2),
+        ("baseline", 4, 1),
+        ("spec-k4", 4, 1),
+        ("spec-k4", 4, 3),
+        ("baseline", 4, 3),
+    ]
     session = experiment.session
     assert session.started == ["baseline", "spec-k4"]  # both up once, for the whole run
     assert session.activated[2:] == ["baseline", "spec-k4", "spec-k4", "baseline"] * 2
     # between two blocks every user is stopped: no stream of one server overlaps the next block's window
     sent = [(d["variant"], d["step"], d["phase"]) for name, d in env.runner.messages]
-    for before, after in zip(experiment.run.steps, experiment.run.steps[1:]):
+    for before, after in zip(experiment.run.steps, experiment.run.steps[1:], strict=False):
         first = sent.index((after["variant"], after["step"], Phase.WARMUP))
         assert (before["variant"], before["step"], Phase.DRAIN) in sent[:first]
         assert after["t_start"] >= before["t_end"]
 
 
 def test_sequential_order_keeps_one_variant_at_a_time_even_with_repeats(tmp_path, clock):
-    experiment, *_ = run_program(tmp_path, ladder="1", step_duration=1, warmup=0, order="sequential",
-                                 scenario=repeats_scenario(tmp_path))
+    experiment, *_ = run_program(
+        tmp_path, ladder="1", step_duration=1, warmup=0, order="sequential", scenario=repeats_scenario(tmp_path)
+    )
     assert [(r["variant"], r["step"]) for r in experiment.run.steps] == [
-        ("baseline", 0), ("baseline", 1), ("spec-k4", 0), ("spec-k4", 1)]
+        ("baseline", 0),
+        ("baseline", 1),
+        ("spec-k4", 0),
+        ("spec-k4", 1),
+    ]
 
 
 def test_interleave_restart_starts_the_blocks_server_each_time(tmp_path, clock):
-    experiment, *_ = run_program(tmp_path, ladder="1", step_duration=1, warmup=0,
-                                 scenario=repeats_scenario(tmp_path, server_extra="  interleave: restart\n"))
+    experiment, *_ = run_program(
+        tmp_path,
+        ladder="1",
+        step_duration=1,
+        warmup=0,
+        scenario=repeats_scenario(tmp_path, server_extra="  interleave: restart\n"),
+    )
     assert experiment.session.started == ["baseline", "spec-k4", "spec-k4", "baseline"]
     assert not experiment.session.servers  # every server stopped at the end
 
 
 def test_a_short_step_is_extended_until_enough_requests_completed(tmp_path, clock):
     scenario = repeats_scenario(tmp_path, extra="  max_extend_s: 4\n  min_requests: 10\n")
-    plan = load_plan(options(scenario=scenario, report_dir=str(tmp_path), run_id="ext", ladder="1",
-                             step_duration=2, warmup=0, variant="baseline"))
+    plan = load_plan(
+        options(
+            scenario=scenario,
+            report_dir=str(tmp_path),
+            run_id="ext",
+            ladder="1",
+            step_duration=2,
+            warmup=0,
+            variant="baseline",
+        )
+    )
     env = FakeEnvironment()
     experiment = Experiment(env, plan, Classes(), session=FakeSession)
     for _ in experiment.program():
         state = experiment.state
         if state.phase == Phase.STEADY and state.step == 1:  # the second step reports enough at once
-            experiment.recorder.on_batch({"worker": 0, "records": [], "client": [], "sent_total": 0,
-                                          "users_running": 1, "progress": {"baseline|1": [40, 4000]}})
+            experiment.recorder.on_batch(
+                {
+                    "worker": 0,
+                    "records": [],
+                    "client": [],
+                    "sent_total": 0,
+                    "users_running": 1,
+                    "progress": {"baseline|1": [40, 4000]},
+                }
+            )
         if state.phase == Phase.DRAIN:
-            experiment.recorder.on_batch({"worker": 0, "records": [], "client": [], "sent_total": 0,
-                                          "users_running": 0, "progress": {"baseline|1": [40, 4000]}})
+            experiment.recorder.on_batch(
+                {
+                    "worker": 0,
+                    "records": [],
+                    "client": [],
+                    "sent_total": 0,
+                    "users_running": 0,
+                    "progress": {"baseline|1": [40, 4000]},
+                }
+            )
     experiment.recorder.close()
     first, second = experiment.run.steps
     assert first["extended_s"] == 4 and second["extended_s"] == 0
@@ -218,9 +281,19 @@ def test_context_lengths_follow_the_ladder_as_blocks_of_their_own(tmp_path, cloc
     scenario = repeats_scenario(tmp_path, extra="  context_tokens: [256, 1024]\n  context_levels: [2]\n")
     experiment, ticks, phases, env = run_program(tmp_path, ladder="1", step_duration=1, warmup=0, scenario=scenario)
     assert [(r["variant"], r["level"], r["step"], r["context"]) for r in experiment.run.steps] == [
-        ("baseline", 1, 0, None), ("spec-k4", 1, 0, None), ("spec-k4", 1, 1, None), ("baseline", 1, 1, None),
-        ("baseline", 2, 2, 256), ("spec-k4", 2, 2, 256), ("spec-k4", 2, 3, 256), ("baseline", 2, 3, 256),
-        ("baseline", 2, 4, 1024), ("spec-k4", 2, 4, 1024), ("spec-k4", 2, 5, 1024), ("baseline", 2, 5, 1024)]
+        ("baseline", 1, 0, None),
+        ("spec-k4", 1, 0, None),
+        ("spec-k4", 1, 1, None),
+        ("baseline", 1, 1, None),
+        ("baseline", 2, 2, 256),
+        ("spec-k4", 2, 2, 256),
+        ("spec-k4", 2, 3, 256),
+        ("baseline", 2, 3, 256),
+        ("baseline", 2, 4, 1024),
+        ("spec-k4", 2, 4, 1024),
+        ("spec-k4", 2, 5, 1024),
+        ("baseline", 2, 5, 1024),
+    ]
     # the workers learn the prompt length with the step
     sent = {(d["step"], d["context"]) for name, d in env.runner.messages if d["phase"] == Phase.STEADY}
     assert sent == {(0, 0), (1, 0), (2, 256), (3, 256), (4, 1024), (5, 1024)}
@@ -244,7 +317,10 @@ def test_a_sweep_stops_climbing_where_every_setting_is_clearly_slower(tmp_path, 
     monkeypatch.setattr(LiveStats, "token_rates", lambda self, *window: token_rates(*window))
     experiment, *_ = run_program(tmp_path, ladder="1,4", step_duration=5, warmup=0, scenario=sweep_scenario(tmp_path))
     assert {(r["variant"], r["level"]) for r in experiment.run.steps} == {
-        ("baseline", 1), ("spec-k1", 1), ("spec-k2", 1)}  # level 4 never measured
+        ("baseline", 1),
+        ("spec-k1", 1),
+        ("spec-k2", 1),
+    }  # level 4 never measured
     (event,) = [e for e in experiment.run.events if e["kind"] == "sweep_stopped"]
     assert event["sweep"] == "spec" and event["level"] == 1 and max(event["speedups"]) < 0.6
 
@@ -258,8 +334,9 @@ def test_a_context_length_the_server_cannot_hold_is_left_out_and_said(tmp_path, 
             self.run.env["servers"][variant] = {"context_size": 512}  # llama.cpp -c 2048 -np 4
             return server
 
-    experiment, *_ = run_program(tmp_path, session_factory=SizedSession, ladder="1", step_duration=1, warmup=0,
-                                 scenario=scenario)
+    experiment, *_ = run_program(
+        tmp_path, session_factory=SizedSession, ladder="1", step_duration=1, warmup=0, scenario=scenario
+    )
     assert {r["context"] for r in experiment.run.steps} == {None, 256}
     events = [e for e in experiment.run.events if e["kind"] == "context_too_long"]
     assert events and events[0]["context"] == 4000 and events[0]["server_context"] == 512
@@ -271,8 +348,9 @@ def test_finish_writes_the_last_telemetry_sample_before_the_analysis_reads_the_f
     experiment, *_ = run_program(tmp_path, ladder="1", step_duration=1, warmup=0, variant="baseline")
     telemetry = experiment.session.telemetry
     flushes_seen_by_analysis = []
-    monkeypatch.setattr(experiment_module, "finish_run",
-                        lambda path, gates: flushes_seen_by_analysis.append(telemetry.flushes))
+    monkeypatch.setattr(
+        experiment_module, "finish_run", lambda path, gates: flushes_seen_by_analysis.append(telemetry.flushes)
+    )
     flushes_before = telemetry.flushes
     experiment.finish(final=False)
     assert flushes_seen_by_analysis and flushes_seen_by_analysis[0] > flushes_before

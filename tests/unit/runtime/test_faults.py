@@ -36,10 +36,12 @@ class RefSession:
     def start(self, variant: str, port: int | None = None) -> ActiveServer:
         port = port or free_port()
         argv = [sys.executable, "-m", "locust_llm.refserver", "--port", str(port), *self.args]
-        plan = LaunchPlan(engine="refserver", variant=variant, argv=argv, env={"PYTHONPATH": str(REPO)},
-                          host="127.0.0.1", port=port)
-        process = ServerProcess(plan, self.run.file(layout.server_log(variant)), startup_timeout_s=30,
-                                stop_grace_s=5).start()
+        plan = LaunchPlan(
+            engine="refserver", variant=variant, argv=argv, env={"PYTHONPATH": str(REPO)}, host="127.0.0.1", port=port
+        )
+        process = ServerProcess(
+            plan, self.run.file(layout.server_log(variant)), startup_timeout_s=30, stop_grace_s=5
+        ).start()
         self.servers[variant] = ActiveServer(variant, process.base_url, "refserver-model", process)
         self.run.env["servers"][variant] = {"url": process.base_url, "context_size": None}
         return self.activate(variant)
@@ -90,15 +92,20 @@ class Experiment:
 
 def steady_row(level: float = 2.0) -> dict:
     # The middle of the window is long past: the next tick injects the fault.
-    return {"variant": "baseline", "step": 1, "level": level, "context": None, "t_steady": now() - 60,
-            "t_end": math.nan}
+    return {
+        "variant": "baseline",
+        "step": 1,
+        "level": level,
+        "context": None,
+        "t_steady": now() - 60,
+        "t_end": math.nan,
+    }
 
 
 def completion_s(url: str) -> float:
     t0 = now()
     with session() as http:
-        answer = http.post(f"{url}/v1/completions", json={"prompt": "a b", "max_tokens": 2, "stream": True},
-                           timeout=30)
+        answer = http.post(f"{url}/v1/completions", json={"prompt": "a b", "max_tokens": 2, "stream": True}, timeout=30)
         assert answer.status_code == 200 and b"[DONE]" in answer.content
     return now() - t0
 
@@ -124,11 +131,17 @@ def test_a_pause_holds_requests_until_sigcont_and_is_recorded(experiment):
     assert waited.get(timeout=30) >= PAUSE_S - 0.3 - 0.05
     paused = [e for e in experiment.run.events if e["kind"] == "server_paused"]
     assert len(paused) == 1 and paused[0]["t_end"] - paused[0]["t_start"] == pytest.approx(PAUSE_S, abs=0.2)
-    assert row["faults"] == [{"kind": "pause", "t_start": paused[0]["t_start"], "t_end": paused[0]["t_end"],
-                              "pause_s": PAUSE_S}]
+    assert row["faults"] == [
+        {"kind": "pause", "t_start": paused[0]["t_start"], "t_end": paused[0]["t_end"], "pause_s": PAUSE_S}
+    ]
     result = faults.results[0]
-    assert (result.probe, result.kind, result.verdict, result.step, result.recovered) == ("pause", "fault", "ok", 1,
-                                                                                          True)
+    assert (result.probe, result.kind, result.verdict, result.step, result.recovered) == (
+        "pause",
+        "fault",
+        "ok",
+        1,
+        True,
+    )
     assert completion_s(url) < 1.0  # running again
     faults.tick(steady_row())  # one fault per step, each fault once
     assert len(faults.results) == 1
@@ -165,8 +178,7 @@ def test_a_server_that_does_not_come_back_ends_the_run_with_exit_6(experiment, m
     assert outcome.verdict.exit_code == 6 and "server_restart_failed: variant baseline" in outcome.verdict.reasons["6"]
 
 
-@pytest.mark.parametrize("experiment", [({"enabled": True, "recover_s": 5}, "--exit-on", "\\u0000")],
-                         indirect=True)
+@pytest.mark.parametrize("experiment", [({"enabled": True, "recover_s": 5}, "--exit-on", "\\u0000")], indirect=True)
 def test_a_server_that_crashes_on_a_probe_fails_the_run_with_exit_6(experiment):
     faults = Faults(experiment)
     ticks = list(faults.probe("baseline"))
@@ -177,8 +189,9 @@ def test_a_server_that_crashes_on_a_probe_fails_the_run_with_exit_6(experiment):
     assert len(events) == 1 and events[0]["probe"] == "control_characters"
     outcome = finish_run(experiment.run.path)
     assert outcome.verdict.exit_code == 6
-    assert any("probe_server_failed: variant baseline at probe control_characters" in r
-               for r in outcome.verdict.reasons["6"])
+    assert any(
+        "probe_server_failed: variant baseline at probe control_characters" in r for r in outcome.verdict.reasons["6"]
+    )
     assert outcome.summary.probes.failed == ["baseline"]
     html = (experiment.run.path / layout.REPORT).read_text()
     assert 'id="probes"' in html and "server-failed" in html

@@ -64,8 +64,18 @@ def disk(monkeypatch, request):
 def run(tmp_path: Path, disk: Disk) -> tuple[Experiment, int]:
     """One variant over two levels; one worker sends 8 records per steady window. The disk is full from the first
     step's start until the second step has begun; the flusher is seen trying while it is."""
-    plan = load_plan(options(scenario=SCENARIO, report_dir=str(tmp_path), run_id="disk", ladder="1,2",
-                             step_duration=1, warmup=0, variant="baseline", min_requests=0))
+    plan = load_plan(
+        options(
+            scenario=SCENARIO,
+            report_dir=str(tmp_path),
+            run_id="disk",
+            ladder="1,2",
+            step_duration=1,
+            warmup=0,
+            variant="baseline",
+            min_requests=0,
+        )
+    )
     experiment = Experiment(FakeEnvironment(), plan, {"closed": "closed-user"}, session=FakeSession)
     sent, fed = 0, set()
     for _ in experiment.program():
@@ -74,17 +84,34 @@ def run(tmp_path: Path, disk: Disk) -> tuple[Experiment, int]:
         if state.phase == Phase.STEADY and state.step not in fed:
             fed.add(state.step)
             row = experiment.run.steps[-1]
-            records = [stream_record("disk", "baseline", state.level, state.step, row["t_steady"] + 0.01 * i, 0.01,
-                                     0.001, 20, worker=0, request_id=f"{state.step}-{i}") for i in range(8)]
+            records = [
+                stream_record(
+                    "disk",
+                    "baseline",
+                    state.level,
+                    state.step,
+                    row["t_steady"] + 0.01 * i,
+                    0.01,
+                    0.001,
+                    20,
+                    worker=0,
+                    request_id=f"{state.step}-{i}",
+                )
+                for i in range(8)
+            ]
             sent += len(records)
             refused = len(disk.refused)
-            experiment.recorder.on_batch({"worker": 0, "records": records, "client": [], "sent_total": sent,
-                                          "users_running": 1})
+            experiment.recorder.on_batch(
+                {"worker": 0, "records": records, "client": [], "sent_total": sent, "users_running": 1}
+            )
             if disk.full or disk.parts_never:
-                assert wait_for(lambda: len(disk.refused) > refused)  # the flusher tried, and kept the rows
+                assert wait_for(
+                    lambda refused=refused: len(disk.refused) > refused
+                )  # the flusher tried, and kept the rows
         if state.phase == Phase.DRAIN:
-            experiment.recorder.on_batch({"worker": 0, "records": [], "client": [], "sent_total": sent,
-                                          "users_running": 0})
+            experiment.recorder.on_batch(
+                {"worker": 0, "records": [], "client": [], "sent_total": sent, "users_running": 0}
+            )
     experiment.finish(final=True)
     return experiment, sent
 

@@ -12,10 +12,20 @@ from locust_llm.telemetry.poller import TelemetryPoller
 
 
 def record(t_send, offsets, tokens, phase=Phase.STEADY, variant="v", level=2.0, error=None):
-    return {"variant": variant, "level": level, "phase": phase, "error_class": error, "t_send": t_send,
-            "t_first": t_send + offsets[0] if offsets else math.nan, "t_end": t_send + offsets[-1] if offsets else
-            math.nan, "output_tokens": sum(tokens), "chunk_offsets": offsets, "chunk_tokens": tokens,
-            "draft_n": None, "draft_accepted": None}
+    return {
+        "variant": variant,
+        "level": level,
+        "phase": phase,
+        "error_class": error,
+        "t_send": t_send,
+        "t_first": t_send + offsets[0] if offsets else math.nan,
+        "t_end": t_send + offsets[-1] if offsets else math.nan,
+        "output_tokens": sum(tokens),
+        "chunk_offsets": offsets,
+        "chunk_tokens": tokens,
+        "draft_n": None,
+        "draft_accepted": None,
+    }
 
 
 def test_tokens_count_in_the_second_they_arrived_not_when_the_request_ended():
@@ -29,9 +39,14 @@ def test_tokens_count_in_the_second_they_arrived_not_when_the_request_ended():
 
 def test_latencies_come_from_the_steady_window_and_failures_count_as_requests():
     live = LiveStats()
-    live.add([record(10.0, [0.5, 1.0, 1.5], [1, 1, 1], phase=Phase.WARMUP),  # TTFT 500 ms, warm-up: left out
-              record(20.0, [0.1, 0.3, 0.5], [1, 1, 1]),  # TTFT 100 ms, TPOT (0.5 - 0.1) / 2 = 200 ms
-              record(30.0, [], [], error="http_error")], [])
+    live.add(
+        [
+            record(10.0, [0.5, 1.0, 1.5], [1, 1, 1], phase=Phase.WARMUP),  # TTFT 500 ms, warm-up: left out
+            record(20.0, [0.1, 0.3, 0.5], [1, 1, 1]),  # TTFT 100 ms, TPOT (0.5 - 0.1) / 2 = 200 ms
+            record(30.0, [], [], error="http_error"),
+        ],
+        [],
+    )
     (row,) = live.rows()
     assert (row["requests"], row["errors"]) == (3, 1)
     assert row["ttft_p50_ms"] == pytest.approx(100.0) and row["tpot_p50_ms"] == pytest.approx(200.0)
@@ -65,10 +80,16 @@ def test_live_acceptance_is_the_counters_delta_over_the_window(tmp_path):
     poller = TelemetryPoller(tmp_path, interval_s=1.0)
     try:
         for t, drafted, accepted, kv in ((0.0, 100, 60, 0.1), (5.0, 150, 90, 0.2), (12.0, 300, 150, 0.3)):
-            poller._keep_live("v", t, [(None, "spec_draft_tokens", "{}", drafted),
-                                       (None, "spec_accepted_tokens", "{}", accepted),
-                                       (None, "kv_cache_usage", '{"gpu": "0"}', kv),
-                                       (None, "kv_cache_usage", '{"gpu": "1"}', kv + 0.2)])
+            poller._keep_live(
+                "v",
+                t,
+                [
+                    (None, "spec_draft_tokens", "{}", drafted),
+                    (None, "spec_accepted_tokens", "{}", accepted),
+                    (None, "kv_cache_usage", '{"gpu": "0"}', kv),
+                    (None, "kv_cache_usage", '{"gpu": "1"}', kv + 0.2),
+                ],
+            )
         figures = poller.live_figures("v", window_s=10.0)
         assert figures["acceptance"] == pytest.approx((150 - 60) / (300 - 100))  # from t=0, the last <= 12 - 10
         assert figures["kv_cache_usage"] == pytest.approx(0.4)  # the mean over GPUs of the last reading

@@ -40,10 +40,26 @@ def test_a_dropped_arrival_keeps_its_number_and_later_arrivals_keep_their_pairs(
     environment = Environment(user_classes=[OpenLoopUser])
     workload, shipper = HeldWorkload(), Shipper()
     context = context_of(environment)
-    context.configure(LoadSpec(mode="open", arrival="constant", max_inflight=1), worker=0, engine="external",
-                      shipper=shipper, workload_factory=lambda url: workload)
-    context.board.update(StepState(run_id="r", variant="spec", step=3, level=RATE, phase=Phase.STEADY, mode="open",
-                                   base_url="http://127.0.0.1:9", t_start=now()), received_at=now())
+    context.configure(
+        LoadSpec(mode="open", arrival="constant", max_inflight=1),
+        worker=0,
+        engine="external",
+        shipper=shipper,
+        workload_factory=lambda url: workload,
+    )
+    context.board.update(
+        StepState(
+            run_id="r",
+            variant="spec",
+            step=3,
+            level=RATE,
+            phase=Phase.STEADY,
+            mode="open",
+            base_url="http://127.0.0.1:9",
+            t_start=now(),
+        ),
+        received_at=now(),
+    )
     user = OpenLoopUser(environment)
     user.on_start()
     user.arrive()  # arrival 0: sent, held in flight

@@ -20,8 +20,18 @@ def test_scenario_values_unless_overridden():
     plan = load_plan(options(scenario=SCENARIO))
     assert plan.load.ladder == [1, 2] and plan.load.step_duration_s == 5 and plan.load.warmup_s == 1
     assert plan.variants == ["baseline", "spec-k4"] and plan.engine == "llamacpp" and plan.external_url is None
-    plan = load_plan(options(scenario=SCENARIO, ladder="4, 1", step_duration=2.5, warmup=0, mode="open",
-                             max_tokens=7, api="chat", run_id="r1"))
+    plan = load_plan(
+        options(
+            scenario=SCENARIO,
+            ladder="4, 1",
+            step_duration=2.5,
+            warmup=0,
+            mode="open",
+            max_tokens=7,
+            api="chat",
+            run_id="r1",
+        )
+    )
     assert plan.load.ladder == [4.0, 1.0] and plan.load.step_duration_s == 2.5 and plan.load.warmup_s == 0
     assert plan.load.mode == "open" and plan.load.max_tokens == 7 and plan.load.api == "chat"
     assert plan.run_id == "r1"
@@ -35,23 +45,29 @@ def test_host_means_one_external_variant():
 
 
 def test_gate_options_override_the_scenario():
-    plan = load_plan(options(scenario=SCENARIO, slo_ttft_p99_ms=250, slo_error_rate=0.0, max_regression_pct=3,
-                             baseline_run="nightly"))
+    plan = load_plan(
+        options(
+            scenario=SCENARIO, slo_ttft_p99_ms=250, slo_error_rate=0.0, max_regression_pct=3, baseline_run="nightly"
+        )
+    )
     gates = plan.gates
     assert gates.ttft_p99_ms == 250 and gates.error_rate == 0.0 and gates.max_regression_pct == 3
     assert gates.baseline_run == "nightly" and gates.tpot_p99_ms is None
 
 
-@pytest.mark.parametrize("given, message", [
-    ({"mode": "sideways"}, "--mode must be 'closed' or 'open'"),
-    ({"ladder": "1,two"}, "--ladder must be a comma list of numbers"),
-    ({"ladder": "0"}, "options are invalid: load.ladder"),
-    ({"ladder": "nan"}, "finite number"),
-    ({"ladder": "1e12"}, "<= 100000"),
-    ({"run_id": "../../x"}, "not a plain name"),
-    ({"variant": "nope"}, "--variant 'nope' is not in"),
-    ({"slo_error_rate": 2.0}, "gate options are invalid"),
-])
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ({"mode": "sideways"}, "--mode must be 'closed' or 'open'"),
+        ({"ladder": "1,two"}, "--ladder must be a comma list of numbers"),
+        ({"ladder": "0"}, "options are invalid: load.ladder"),
+        ({"ladder": "nan"}, "finite number"),
+        ({"ladder": "1e12"}, "<= 100000"),
+        ({"run_id": "../../x"}, "not a plain name"),
+        ({"variant": "nope"}, "--variant 'nope' is not in"),
+        ({"slo_error_rate": 2.0}, "gate options are invalid"),
+    ],
+)
 def test_bad_options_name_the_fix(given, message):
     with pytest.raises(ScenarioError, match=message):
         load_plan(options(scenario=SCENARIO, **given))
@@ -60,16 +76,22 @@ def test_bad_options_name_the_fix(given, message):
 NUMBERS = [o for o in OPTIONS if isinstance(o.default, (int, float)) and not isinstance(o.default, bool)]
 
 
-@pytest.mark.parametrize("option, value", [(o.dest, v) for o in NUMBERS
-                                           for v in ([-5, math.nan] if isinstance(o.default, float) else [-5])])
+@pytest.mark.parametrize(
+    "option, value", [(o.dest, v) for o in NUMBERS for v in ([-5, math.nan] if isinstance(o.default, float) else [-5])]
+)
 def test_no_number_typed_is_taken_for_the_scenarios_value(option, value):
     # Every numeric option of the plugin: a NaN or negative value is one line naming the option or its key, never
     # silently "unset" (a NaN SLO would otherwise be no gate at all).
     with pytest.raises(ScenarioError) as caught:
         load_plan(options(scenario=SCENARIO, **{option: value}))
     message = str(caught.value)
-    key = {"warmup": "warmup_s", "step_duration": "step_duration_s", "slo_ttft_p99_ms": "ttft_p99_ms",
-           "slo_tpot_p99_ms": "tpot_p99_ms", "slo_error_rate": "error_rate"}.get(option, option)
+    key = {
+        "warmup": "warmup_s",
+        "step_duration": "step_duration_s",
+        "slo_ttft_p99_ms": "ttft_p99_ms",
+        "slo_tpot_p99_ms": "tpot_p99_ms",
+        "slo_error_rate": "error_rate",
+    }.get(option, option)
     assert "\n" not in message and (key in message or f"--{option.replace('_', '-')}" in message), message
 
 
@@ -79,8 +101,9 @@ def test_the_defaults_still_mean_the_scenarios_values():
     assert plan.scale_out is None and plan.soak is None
 
 
-@pytest.mark.parametrize("scenario, host", [(SCENARIO, "http://127.0.0.1:8000"),
-                                            (str(REPO / "scenarios" / "external.yaml"), None)])
+@pytest.mark.parametrize(
+    "scenario, host", [(SCENARIO, "http://127.0.0.1:8000"), (str(REPO / "scenarios" / "external.yaml"), None)]
+)
 def test_an_external_servers_variant_is_a_plain_name_too(scenario, host):
     for bad in ('../evil"q', 'a"b', "/tmp/x"):
         with pytest.raises(ScenarioError, match=r"--variant '.*' is not a plain name; use letters"):

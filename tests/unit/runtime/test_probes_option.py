@@ -30,12 +30,15 @@ def test_the_option_turns_the_suite_on_and_the_section_keeps_its_faults(tmp_path
     assert probes.recover_s == 30 and probes.fault_level is None
 
 
-@pytest.mark.parametrize("section, words", [
-    ({"faults": ["pause", "pause"]}, "each fault at most once"),
-    ({"faults": ["crash"]}, "probes.faults.0"),
-    ({"pause_s": 0}, "probes.pause_s"),
-    ({"pauses": 5}, "did you mean 'pause_s'?"),
-])
+@pytest.mark.parametrize(
+    "section, words",
+    [
+        ({"faults": ["pause", "pause"]}, "each fault at most once"),
+        ({"faults": ["crash"]}, "probes.faults.0"),
+        ({"pause_s": 0}, "probes.pause_s"),
+        ({"pauses": 5}, "did you mean 'pause_s'?"),
+    ],
+)
 def test_a_bad_section_names_the_key(tmp_path, section, words):
     with pytest.raises(ScenarioError, match=words.replace("?", r"\?")):
         load_plan(options(scenario=scenario_with(tmp_path, section)))
@@ -49,13 +52,19 @@ def clock(monkeypatch):
 
 
 def test_faults_that_cannot_be_injected_are_run_events(tmp_path, clock):
-    experiment, *_ = run_program(tmp_path, scenario=scenario_with(tmp_path, {"faults": ["pause"]}),
-                                 ladder="1,2", step_duration=2, warmup=0)
+    experiment, *_ = run_program(
+        tmp_path, scenario=scenario_with(tmp_path, {"faults": ["pause"]}), ladder="1,2", step_duration=2, warmup=0
+    )
     events = [e for e in experiment.run.events if e["kind"] == "faults_not_injected"]
     assert len(events) == 1 and events[0]["reason"] == "the server was not launched by locust-llm"
     assert events[0]["variant"] == "baseline" and not any(row.get("faults") for row in experiment.run.steps)
-    experiment, *_ = run_program(tmp_path / "b", scenario=scenario_with(tmp_path, {"faults": ["pause"],
-                                                                                   "fault_level": 3}),
-                                 ladder="1,2", step_duration=2, warmup=0)
+    experiment, *_ = run_program(
+        tmp_path / "b",
+        scenario=scenario_with(tmp_path, {"faults": ["pause"], "fault_level": 3}),
+        ladder="1,2",
+        step_duration=2,
+        warmup=0,
+    )
     assert [e["reason"] for e in experiment.run.events if e["kind"] == "faults_not_injected"] == [
-        "fault_level is not a ladder level"]
+        "fault_level is not a ladder level"
+    ]

@@ -11,8 +11,10 @@ from locust_llm.runtime.quality import QualityProbes
 
 from .fakes import options
 
-TASKS = [{"id": "sum", "prompt": "2 + 2 =", "reference": 4, "match": "number"},
-         {"prompt": "Say hi", "reference": "@baseline", "match": "exact", "max_tokens": 3}]
+TASKS = [
+    {"id": "sum", "prompt": "2 + 2 =", "reference": 4, "match": "number"},
+    {"prompt": "Say hi", "reference": "@baseline", "match": "exact", "max_tokens": 3},
+]
 
 
 class FakeLlamaCpp:
@@ -35,8 +37,10 @@ class FakeLlamaCpp:
 def plan_with(tmp_path, quality: str, load: str = ""):
     (tmp_path / "tasks.jsonl").write_text("\n".join(json.dumps(t) for t in TASKS) + "\n")
     scenario = tmp_path / "scenario.yaml"
-    scenario.write_text("name: q\nserver: {engine: llamacpp, tiny_model: {preset: test}}\n"
-                        f"variants: {{baseline: {{}}, spec: {{}}}}\nload: {{seed: 5{load}}}\nquality: {quality}\n")
+    scenario.write_text(
+        "name: q\nserver: {engine: llamacpp, tiny_model: {preset: test}}\n"
+        f"variants: {{baseline: {{}}, spec: {{}}}}\nload: {{seed: 5{load}}}\nquality: {quality}\n"
+    )
     return load_plan(options(scenario=str(scenario)))
 
 
@@ -56,7 +60,11 @@ def test_greedy_and_seeded_answers_per_task_into_quality_json(tmp_path):
     assert [(a["item"], a["text"]) for a in greedy] == [(0, "2 + 2 =/0.0/None"), (1, "Say hi/0.0/None")]
     assert greedy[0]["tokens"] == [1, 2]
     assert [(a["item"], a["seed"], a["text"]) for a in sampled] == [
-        (0, 5, "2 + 2 =/0.7/5"), (0, 6, "2 + 2 =/0.7/6"), (1, 5, "Say hi/0.7/5"), (1, 6, "Say hi/0.7/6")]
+        (0, 5, "2 + 2 =/0.7/5"),
+        (0, 6, "2 + 2 =/0.7/6"),
+        (1, 5, "Say hi/0.7/5"),
+        (1, 6, "Say hi/0.7/6"),
+    ]
     assert all("tokens" not in a for a in sampled)
     # 2 variants x (2 greedy + 4 sampled); natural stopping, each task's own output cap.
     assert len(server.bodies) == 12 and not any(b["ignore_eos"] for b in server.bodies)

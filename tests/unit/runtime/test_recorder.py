@@ -16,10 +16,26 @@ from locust_llm.runtime.recorder import Recorder
 
 
 def batch(worker: int, n: int, sent_total: int, users_running: int = 0, start: int = 0, final: bool = False):
-    records = [RequestRecord(run_id="r", variant="v", level=1.0, step=0, phase="steady", worker=worker,
-                             request_id=f"w{worker}-{start + i}").to_dict() for i in range(n)]
-    return {"worker": worker, "records": records, "client": [], "sent_total": sent_total,
-            "users_running": users_running, "final": final}
+    records = [
+        RequestRecord(
+            run_id="r",
+            variant="v",
+            level=1.0,
+            step=0,
+            phase="steady",
+            worker=worker,
+            request_id=f"w{worker}-{start + i}",
+        ).to_dict()
+        for i in range(n)
+    ]
+    return {
+        "worker": worker,
+        "records": records,
+        "client": [],
+        "sent_total": sent_total,
+        "users_running": users_running,
+        "final": final,
+    }
 
 
 def test_drained_only_when_every_sent_record_is_on_disk(tmp_path):
@@ -152,8 +168,17 @@ def test_a_part_is_written_off_the_event_loop_and_close_waits_for_it(tmp_path, m
             gevent.sleep(0.001)
 
     monkeypatch.setattr(parts, "write_parquet", watched)
-    row = RequestRecord(run_id="r", variant="v", level=1.0, step=0, phase="steady", worker=0, request_id="x",
-                        chunk_offsets=[0.01 * i for i in range(256)], chunk_tokens=[1] * 256).to_dict()
+    row = RequestRecord(
+        run_id="r",
+        variant="v",
+        level=1.0,
+        step=0,
+        phase="steady",
+        worker=0,
+        request_id="x",
+        chunk_offsets=[0.01 * i for i in range(256)],
+        chunk_tokens=[1] * 256,
+    ).to_dict()
     big = pa.Table.from_pylist([row], schema=REQUESTS_SCHEMA).take(pa.array(np.zeros(3_000, dtype=np.int64)))
     recorder = Recorder(tmp_path)
     ticker = gevent.spawn(tick)

@@ -21,8 +21,9 @@ from .test_experiment import run_program
 SCENARIO = (REPO / "scenarios" / "tiny-cpu-test.yaml").read_text()
 
 
-@pytest.mark.parametrize("text, seconds", [("90s", 90), ("10m", 600), ("2h", 7200), ("1.5h", 5400), ("45", 45),
-                                           (" 3 m ", 180)])
+@pytest.mark.parametrize(
+    "text, seconds", [("90s", 90), ("10m", 600), ("2h", 7200), ("1.5h", 5400), ("45", 45), (" 3 m ", 180)]
+)
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -89,15 +90,24 @@ def test_the_soak_holds_its_level_in_consecutive_windows_and_writes_them_as_it_g
     def checkpoint(exp):  # what a SIGKILL right after each window would leave
         written(exp)
         run = exp.run.path
-        on_disk.append((json.loads((run / "steps.json").read_text())["steps"], (run / "host.parquet").exists(),
-                        (run / "client.parquet").exists(), exp.session.telemetry.flushes))
+        on_disk.append(
+            (
+                json.loads((run / "steps.json").read_text())["steps"],
+                (run / "host.parquet").exists(),
+                (run / "client.parquet").exists(),
+                exp.session.telemetry.flushes,
+            )
+        )
 
     written = soak_module.checkpoint
     monkeypatch.setattr(soak_module, "checkpoint", checkpoint)
     experiment, ticks, phases, env = run_program(tmp_path, scenario=scenario, soak="6s", warmup=1, ladder="1,3")
     rows = experiment.run.steps
-    assert [(r["window"], r["step"], r["level"], r["users"]) for r in rows] == [(0, 0, 3, 3), (1, 1, 3, 3),
-                                                                                (2, 2, 3, 3)]
+    assert [(r["window"], r["step"], r["level"], r["users"]) for r in rows] == [
+        (0, 0, 3, 3),
+        (1, 1, 3, 3),
+        (2, 2, 3, 3),
+    ]
     first = rows[0]["t_steady"]
     assert 1.0 <= first - rows[0]["t_start"] <= 1.0 + 2 * clock.step  # the warm-up, before the first window only
     for i, row in enumerate(rows):
@@ -108,7 +118,7 @@ def test_the_soak_holds_its_level_in_consecutive_windows_and_writes_them_as_it_g
     assert experiment.session.started == ["baseline"]
     measured = {(s, p) for v, s, p in phases if p in (Phase.WARMUP, Phase.STEADY)}
     assert measured == {(0, Phase.WARMUP), (0, Phase.STEADY), (1, Phase.STEADY), (2, Phase.STEADY)}
-    assert all(t == (3, 3, ["closed-user"]) for (v, s, p), t in zip(phases, ticks) if p == Phase.STEADY)
+    assert all(t == (3, 3, ["closed-user"]) for (v, s, p), t in zip(phases, ticks, strict=False) if p == Phase.STEADY)
     # each window's end was on disk when the next began, with the host and client samples and the telemetry flushed
     assert [len(steps) for steps, *_ in on_disk] == [1, 2, 3]
     assert all(math.isfinite(steps[-1]["t_end"]) and host and client for steps, host, client, _ in on_disk)

@@ -30,7 +30,10 @@ def test_the_fields_hold_the_scenarios_values():
     assert fields["ladder"] == ",".join(f"{x:g}" for x in load["ladder"])
     assert (fields["step_duration"], fields["warmup"]) == (load["step_duration_s"], load["warmup_s"])
     assert (fields["prompt_tokens"], fields["max_tokens"], fields["mode"]) == (
-        load["prompt_tokens"], load["max_tokens"], load["mode"])
+        load["prompt_tokens"],
+        load["max_tokens"],
+        load["mode"],
+    )
     assert values["variants"] == list(raw["variants"]) and values["baseline"] == "baseline"
     assert fields["variant"] == ",".join(raw["variants"])
     assert values["steps_per_variant"] == len(load["ladder"]) and values["engine"] == raw["server"]["engine"]
@@ -59,23 +62,29 @@ def command_line_error(capsys, *argv: str) -> str:
     return capsys.readouterr().err
 
 
-@pytest.mark.parametrize("field, flag, text, words", [
-    ("step_duration", "--step-duration", "abc", "argument --step-duration: invalid float value: 'abc'"),
-    ("repeats", "--repeats", "2.5", "argument --repeats: invalid int value: '2.5'"),
-    ("scale_out", "--scale-out", "two", "argument --scale-out: invalid int value: 'two'"),
-])
+@pytest.mark.parametrize(
+    "field, flag, text, words",
+    [
+        ("step_duration", "--step-duration", "abc", "argument --step-duration: invalid float value: 'abc'"),
+        ("repeats", "--repeats", "2.5", "argument --repeats: invalid int value: '2.5'"),
+        ("scale_out", "--scale-out", "two", "argument --scale-out: invalid int value: 'two'"),
+    ],
+)
 def test_a_value_of_the_wrong_type_gets_argparses_words(field, flag, text, words, tmp_path, capsys):
     why = check_form(options(scenario=TEST_SCENARIO, report_dir=str(tmp_path)), {field: text}, None, TEST_SCENARIO)
     assert why == words
     assert f"locust: error: {words}" in command_line_error(capsys, flag, text)
 
 
-@pytest.mark.parametrize("form, words", [
-    ({"ladder": "1,two"}, "--ladder must be a comma list of numbers, found '1,two'"),
-    ({"variant": "baseline,nope"}, "--variant 'nope' is not in"),
-    ({"scenario": "/etc/passwd"}, "the web form runs the scenario given on the command line"),
-    ({"run_id": "../x"}, "is not a plain name"),
-])
+@pytest.mark.parametrize(
+    "form, words",
+    [
+        ({"ladder": "1,two"}, "--ladder must be a comma list of numbers, found '1,two'"),
+        ({"variant": "baseline,nope"}, "--variant 'nope' is not in"),
+        ({"scenario": "/etc/passwd"}, "the web form runs the scenario given on the command line"),
+        ({"run_id": "../x"}, "is not a plain name"),
+    ],
+)
 def test_bad_values_are_refused_with_the_command_lines_words(form, words, tmp_path):
     why = check_form(options(scenario=TEST_SCENARIO, report_dir=str(tmp_path)), form, None, TEST_SCENARIO)
     assert why is not None and words in why
@@ -109,6 +118,7 @@ def test_variants_a_comma_list_in_the_scenarios_order_with_one_server_for_host()
 def test_the_baseline_runs_whatever_the_posted_form_says(tmp_path, monkeypatch):
     """The page ticks the baseline for good; a form posted without it (no script, or edited) gets it on the
     server, both when the form is checked and when the run starts."""
+
     def variant(text, host=None):
         return with_baseline(options(scenario=TEST_SCENARIO, variant=text), host)
 
@@ -117,15 +127,15 @@ def test_the_baseline_runs_whatever_the_posted_form_says(tmp_path, monkeypatch):
     assert variant("spec-k4", "http://127.0.0.1:9") == "spec-k4"  # --host: the one server named
     current = options(scenario=TEST_SCENARIO, report_dir=str(tmp_path))
     assert check_form(current, {"variant": "spec-k4", "soak": "60s"}, None, TEST_SCENARIO) == (
-        "--soak holds one variant: give --variant one name, found 'baseline,spec-k4'")  # what the page would run
+        "--soak holds one variant: give --variant one name, found 'baseline,spec-k4'"
+    )  # what the page would run
 
     class Started:  # the run as start_experiment makes it, without starting servers
         def __init__(self, environment, plan, classes, clocks=None):
             self.plan, self.run = plan, SimpleNamespace(path=tmp_path / plan.run_id)
 
     monkeypatch.setattr(plugin, "Experiment", Started)
-    posted = options(scenario=TEST_SCENARIO, report_dir=str(tmp_path), variant="spec-k4", run_id="web",
-                     headless=False)
+    posted = options(scenario=TEST_SCENARIO, report_dir=str(tmp_path), variant="spec-k4", run_id="web", headless=False)
     environment = SimpleNamespace(parsed_options=posted, host=None)
     assert plugin.start_experiment(environment).plan.variants == ["baseline", "spec-k4"]
     assert posted.variant == "baseline,spec-k4"  # env.json records what ran

@@ -13,11 +13,21 @@ from locust_llm.servers.base import context_size
 
 # Shapes as the servers send them (trimmed): vLLM lists max_model_len per model; llama.cpp's /v1/models meta has
 # the training context (n_ctx_train, not what a request may hold) and /props the slot's n_ctx (-c 2048 -np 4).
-VLLM = {"/v1/models": {"object": "list", "data": [{"id": "meta-llama/Llama-3.1-8B-Instruct", "object": "model",
-                                                   "owned_by": "vllm", "max_model_len": 8192}]}}
-LLAMACPP = {"/v1/models": {"object": "list", "data": [{"id": "target.gguf", "object": "model",
-                                                       "meta": {"n_ctx_train": 131072, "n_vocab": 32000}}]},
-            "/props": {"default_generation_settings": {"n_ctx": 512, "temperature": 0.8}, "total_slots": 4}}
+VLLM = {
+    "/v1/models": {
+        "object": "list",
+        "data": [
+            {"id": "meta-llama/Llama-3.1-8B-Instruct", "object": "model", "owned_by": "vllm", "max_model_len": 8192}
+        ],
+    }
+}
+LLAMACPP = {
+    "/v1/models": {
+        "object": "list",
+        "data": [{"id": "target.gguf", "object": "model", "meta": {"n_ctx_train": 131072, "n_vocab": 32000}}],
+    },
+    "/props": {"default_generation_settings": {"n_ctx": 512, "temperature": 0.8}, "total_slots": 4},
+}
 SILENT = {"/v1/models": {"data": [{"id": "m"}]}}
 
 
@@ -47,16 +57,21 @@ def answering(routes: dict):
         thread.join()
 
 
-@pytest.mark.parametrize("routes, expected", [(VLLM, 8192), (LLAMACPP, 512), (SILENT, None)],
-                         ids=["vllm-max-model-len", "llamacpp-props-n-ctx", "says-nothing"])
+@pytest.mark.parametrize(
+    "routes, expected",
+    [(VLLM, 8192), (LLAMACPP, 512), (SILENT, None)],
+    ids=["vllm-max-model-len", "llamacpp-props-n-ctx", "says-nothing"],
+)
 def test_context_size_reads_what_each_server_says(routes, expected):
     with answering(routes) as url:
         assert context_size(url) == expected
 
 
 def test_context_size_ignores_nonsense_and_a_closed_port():
-    bad = {"/v1/models": {"data": [{"id": "m", "max_model_len": True}]},
-           "/props": {"default_generation_settings": {"n_ctx": -1}}}
+    bad = {
+        "/v1/models": {"data": [{"id": "m", "max_model_len": True}]},
+        "/props": {"default_generation_settings": {"n_ctx": -1}},
+    }
     with answering(bad) as url:
         assert context_size(url) is None
     with socket.socket() as sock:  # a loopback port nobody listens on

@@ -24,7 +24,10 @@ def scenario_file(tmp_path: Path, text: str) -> Path:
 
 def vllm_scenario(tmp_path, binary=None):
     binary_line = f"  binary: {json.dumps(binary)}\n" if binary else ""
-    return load_scenario(scenario_file(tmp_path, f"""
+    return load_scenario(
+        scenario_file(
+            tmp_path,
+            f"""
 name: v
 server:
   engine: vllm
@@ -37,7 +40,9 @@ server:
   eagle3:
     speculative: {{method: eagle3, model: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, num_speculative_tokens: 3}}
     args: ["--max-num-seqs", "64"]
-"""))
+""",
+        )
+    )
 
 
 def test_vllm_command_line(tmp_path):
@@ -58,12 +63,15 @@ def test_sglang_command_line(tmp_path):
     scenario = load_scenario(REPO_SCENARIOS / "sglang-eagle.yaml")
     scenario = scenario.model_copy(update={"server": scenario.server.model_copy(update={"binary": sys.executable})})
     argv = plan_variant(scenario, "eagle-s3-k4", port=30000).argv
-    pairs = dict(zip(argv, argv[1:]))
+    pairs = dict(zip(argv, argv[1:], strict=False))
     assert pairs["--model-path"] == "meta-llama/Llama-2-7b-chat-hf"
     assert pairs["--speculative-algorithm"] == "EAGLE"
     assert pairs["--speculative-draft-model-path"] == "lmsys/sglang-EAGLE-llama2-chat-7B"
-    assert (pairs["--speculative-num-steps"], pairs["--speculative-eagle-topk"],
-            pairs["--speculative-num-draft-tokens"]) == ("3", "4", "16")
+    assert (
+        pairs["--speculative-num-steps"],
+        pairs["--speculative-eagle-topk"],
+        pairs["--speculative-num-draft-tokens"],
+    ) == ("3", "4", "16")
     assert "--enable-metrics" in argv
     assert "--speculative-algorithm" not in plan_variant(scenario, "baseline", port=30000).argv
 
@@ -76,7 +84,7 @@ def test_llamacpp_command_line_uses_generated_draft(tmp_path, monkeypatch):
     scenario = load_scenario(REPO_SCENARIOS / "tiny-cpu-test.yaml")
     scenario = scenario.model_copy(update={"server": scenario.server.model_copy(update={"binary": sys.executable})})
     argv = plan_variant(scenario, "spec-k4", port=8124).argv
-    pairs = dict(zip(argv, argv[1:]))
+    pairs = dict(zip(argv, argv[1:], strict=False))
     assert Path(pairs["-m"]).name == "target.gguf" and Path(pairs["-md"]).name == "draft.gguf"
     assert Path(pairs["-md"]).exists() and Path(pairs["-m"]).exists()
     spec_flags = (pairs["--spec-type"], pairs["--spec-draft-n-max"], pairs["--spec-draft-p-min"])
@@ -92,11 +100,16 @@ def test_missing_engine_binary(tmp_path):
 
 
 def test_bad_model_path(tmp_path):
-    scenario = load_scenario(scenario_file(tmp_path, f"""
+    scenario = load_scenario(
+        scenario_file(
+            tmp_path,
+            f"""
 name: l
 server: {{engine: llamacpp, model: missing.gguf, binary: {json.dumps(sys.executable)}}}
 variants: {{baseline: {{}}}}
-"""))
+""",
+        )
+    )
     with pytest.raises(ServerError, match=r"model file not found: .*missing\.gguf"):
         plan_variant(scenario, "baseline")
 
@@ -165,7 +178,7 @@ import sys, time
 sys.path.insert(0, {str(REPO)!r})
 from locust_llm.scenario import load_scenario
 from locust_llm.servers import launch_variant
-launch_variant(load_scenario({str(tmp_path / 's.yaml')!r}), 'baseline', log_dir={str(tmp_path)!r})
+launch_variant(load_scenario({str(tmp_path / "s.yaml")!r}), 'baseline', log_dir={str(tmp_path)!r})
 print('up', flush=True)
 time.sleep(600)
 """)

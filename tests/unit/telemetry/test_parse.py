@@ -26,8 +26,10 @@ def page(name: str) -> str:
 
 def rows_of(text: str, engine: str, t: float, variant: str = "v", source: str = "scrape") -> list[dict]:
     metric_map = map_for(engine)
-    return [{"t": t, "variant": variant, "source": source, "metric": r.metric, "labels": r.labels_json(),
-             "value": r.value} for r in metric_map.normalise(parse_text(text, wanted=metric_map.wants))]
+    return [
+        {"t": t, "variant": variant, "source": source, "metric": r.metric, "labels": r.labels_json(), "value": r.value}
+        for r in metric_map.normalise(parse_text(text, wanted=metric_map.wants))
+    ]
 
 
 def recorded(prefix: str, engine: str, variant: str = "v", source: str = "scrape") -> pd.DataFrame:
@@ -38,8 +40,14 @@ def recorded(prefix: str, engine: str, variant: str = "v", source: str = "scrape
 
 
 def meta(variant: str = "v", engine: str = "vllm", gaps=(), interval_s: float = 5.0) -> dict:
-    return {"interval_s": interval_s, "timeout_s": 1.0, "gpu": "test", "gaps": list(gaps),
-            "attachments": [{"variant": variant, "engine": engine}], "notes": []}
+    return {
+        "interval_s": interval_s,
+        "timeout_s": 1.0,
+        "gpu": "test",
+        "gaps": list(gaps),
+        "attachments": [{"variant": variant, "engine": engine}],
+        "notes": [],
+    }
 
 
 WINDOW = {"variant": "v", "step": 0, "level": 4, "t_steady": T0, "t_end": T0 + 10}
@@ -72,15 +80,18 @@ def test_filter_keeps_only_mapped_samples():
     assert not any(s.name.endswith(("_created", "_bucket")) or s.name.startswith("python_") for s in samples)
 
 
-@pytest.mark.parametrize("garbage", [
-    "<!DOCTYPE html><html><body>502 Bad Gateway</body></html>",
-    '{"error": "not found"}',
-    "",
-    "# HELP only comments\n# TYPE x counter\n",
-    "\x00\x01\x02binary",
-    b"\xff\xfe\x00 not utf-8",
-    'vllm:num_requests_running{engine="0"} 1.0\nvllm:num_requests_waiting{engine="0",model_na',  # truncated
-])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        "<!DOCTYPE html><html><body>502 Bad Gateway</body></html>",
+        '{"error": "not found"}',
+        "",
+        "# HELP only comments\n# TYPE x counter\n",
+        "\x00\x01\x02binary",
+        b"\xff\xfe\x00 not utf-8",
+        'vllm:num_requests_running{engine="0"} 1.0\nvllm:num_requests_waiting{engine="0",model_na',  # truncated
+    ],
+)
 def test_garbage_raises_a_specific_error(garbage):
     with pytest.raises(MetricsParseError):
         parse_text(garbage, wanted=map_for("vllm").wants)
@@ -95,9 +106,11 @@ def test_every_map_entry_has_a_canonical_definition():
 
 
 def test_counters_match_with_and_without_total_and_created_is_ignored():
-    text = ("# TYPE llamacpp:spec_decode_num_drafts counter\nllamacpp:spec_decode_num_drafts 7\n"
-            "# TYPE llamacpp:spec_decode_num_draft_tokens_total counter\nllamacpp:spec_decode_num_draft_tokens_total 25\n"
-            "llamacpp:spec_decode_num_draft_tokens_created 1.7e9\n")
+    text = (
+        "# TYPE llamacpp:spec_decode_num_drafts counter\nllamacpp:spec_decode_num_drafts 7\n"
+        "# TYPE llamacpp:spec_decode_num_draft_tokens_total counter\nllamacpp:spec_decode_num_draft_tokens_total 25\n"
+        "llamacpp:spec_decode_num_draft_tokens_created 1.7e9\n"
+    )
     readings = {r.metric: r.value for r in map_for("llamacpp").normalise(parse_text(text))}
     assert readings == {"spec_drafts": 7.0, "spec_draft_tokens": 25.0}
 
@@ -157,16 +170,26 @@ def test_counter_reset_is_not_a_negative_delta():
     rows = []
     for t, value in ((0, 100), (1, 150), (2, 20), (3, 60)):  # restarted between t=1 and t=2
         for metric, scale in (("spec_drafts", 1), ("spec_draft_tokens", 4), ("spec_accepted_tokens", 3)):
-            rows.append({"t": T0 + t, "variant": "v", "source": "scrape", "metric": metric, "labels": "{}",
-                         "value": float(value * scale)})
+            rows.append(
+                {
+                    "t": T0 + t,
+                    "variant": "v",
+                    "source": "scrape",
+                    "metric": metric,
+                    "labels": "{}",
+                    "value": float(value * scale),
+                }
+            )
     acc = figures(pd.DataFrame(rows), "llamacpp", {**WINDOW, "t_end": T0 + 3})["acceptance"]
     assert acc["drafts"] == 50 + 20 + 40
     assert acc["rate"] == pytest.approx(0.75)
 
 
 def test_baseline_without_spec_metrics_reports_acceptance_missing():
-    frame = pd.DataFrame(rows_of('vllm:num_requests_running{engine="0"} 1\n', "vllm", T0)
-                         + rows_of('vllm:num_requests_running{engine="0"} 2\n', "vllm", T0 + 10))
+    frame = pd.DataFrame(
+        rows_of('vllm:num_requests_running{engine="0"} 1\n', "vllm", T0)
+        + rows_of('vllm:num_requests_running{engine="0"} 2\n', "vllm", T0 + 10)
+    )
     step = figures(frame, "vllm")
     assert step["acceptance"] is None
     assert {"acceptance.rate", "acceptance.mean_length", "acceptance.per_position"} <= missing_names(step)
@@ -260,34 +283,66 @@ def test_nvml_units_match_dcgm_units():
     from locust_llm.telemetry.sources import NvmlSource, probe_nvml
 
     # The same two GPUs as dcgm-0.txt, as NVML reports them: bytes, mW, percent.
-    fake = FakeNvml([
-        {"uuid": "GPU-5f2c1a7e-3b9d-4c1e-9a51-0d6e8f2b7c10", "util": 80, "memutil": 40, "used_bytes": 70000 * 2**20,
-         "free_bytes": 11079 * 2**20, "power_mw": 350500, "sm_mhz": 1980, "temp": 60},
-        {"uuid": "GPU-8a4e2d91-6c7f-4b3a-b2d8-1e9f0c5a6d22", "util": 90, "memutil": 45, "used_bytes": 70500 * 2**20,
-         "free_bytes": 10579 * 2**20, "power_mw": 360250, "sm_mhz": 1980, "temp": 62},
-    ])
+    fake = FakeNvml(
+        [
+            {
+                "uuid": "GPU-5f2c1a7e-3b9d-4c1e-9a51-0d6e8f2b7c10",
+                "util": 80,
+                "memutil": 40,
+                "used_bytes": 70000 * 2**20,
+                "free_bytes": 11079 * 2**20,
+                "power_mw": 350500,
+                "sm_mhz": 1980,
+                "temp": 60,
+            },
+            {
+                "uuid": "GPU-8a4e2d91-6c7f-4b3a-b2d8-1e9f0c5a6d22",
+                "util": 90,
+                "memutil": 45,
+                "used_bytes": 70500 * 2**20,
+                "free_bytes": 10579 * 2**20,
+                "power_mw": 360250,
+                "sm_mhz": 1980,
+                "temp": 62,
+            },
+        ]
+    )
     module, description = probe_nvml(fake)
     assert module is fake and "2 GPU" in description
     nvml = {(json.loads(labels)["gpu"], metric): value for _, metric, labels, value in NvmlSource(fake).poll()}
     dcgm = {(r.labels["gpu"], r.metric): r.value for r in map_for("dcgm").normalise(parse_text(page("dcgm-0.txt")))}
-    for metric in ("gpu_util", "gpu_mem_copy_util", "gpu_mem_used_mib", "gpu_mem_free_mib", "gpu_power_w",
-                   "gpu_sm_clock_mhz", "gpu_temp_c"):
+    for metric in (
+        "gpu_util",
+        "gpu_mem_copy_util",
+        "gpu_mem_used_mib",
+        "gpu_mem_free_mib",
+        "gpu_power_w",
+        "gpu_sm_clock_mhz",
+        "gpu_temp_c",
+    ):
         for gpu in ("0", "1"):
             assert nvml[(gpu, metric)] == pytest.approx(dcgm[(gpu, metric)]), (gpu, metric)
     assert ("0", "gpu_energy_j") not in nvml  # not supported on the board: absent, not zero
 
 
 def test_normalise_nvml_units():
-    assert normalise_nvml({"memory_used_bytes": 2**30, "power_mw": 250_000, "utilization_gpu_percent": 87,
-                           "unknown": 1}) == {"gpu_mem_used_mib": 1024.0, "gpu_power_w": 250.0, "gpu_util": 0.87}
+    assert normalise_nvml(
+        {"memory_used_bytes": 2**30, "power_mw": 250_000, "utilization_gpu_percent": 87, "unknown": 1}
+    ) == {"gpu_mem_used_mib": 1024.0, "gpu_power_w": 250.0, "gpu_util": 0.87}
 
 
 # -- gaps and the run directory -----------------------------------------------------------------
 def test_a_gap_at_the_window_end_marks_the_figures_missing():
     frame = recorded("vllm", "vllm")
     frame = frame[frame["t"] < T0 + 10]  # the endpoint died after page 1
-    gap = {"variant": "v", "source": "scrape", "start": T0 + 5, "end": T0 + 30, "recovered": False,
-           "error": "http://x/metrics unreachable: ConnectionError"}
+    gap = {
+        "variant": "v",
+        "source": "scrape",
+        "start": T0 + 5,
+        "end": T0 + 30,
+        "recovered": False,
+        "error": "http://x/metrics unreachable: ConnectionError",
+    }
     step = figures(frame, "vllm", {**WINDOW, "t_end": T0 + 25}, gaps=[gap])
     assert step["acceptance"]["rate"] is None
     reasons = {m["figure"]: m["reason"] for m in step["missing"]}
@@ -328,12 +383,18 @@ def test_variant_telemetry_prefers_one_source_per_metric():
 
 def test_a_counter_series_that_appears_inside_the_window_starts_from_zero():
     # llama.cpp creates its per-position counters at the first speculative request.
-    fresh = ("llamacpp:spec_decode_num_drafts_total 0\nllamacpp:spec_decode_num_draft_tokens_total 0\n"
-             "llamacpp:spec_decode_num_accepted_tokens_total 0\n")
-    later = ("llamacpp:spec_decode_num_drafts_total 10\nllamacpp:spec_decode_num_draft_tokens_total 40\n"
-             "llamacpp:spec_decode_num_accepted_tokens_total 25\n"
-             + "".join(f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{p}"}} {n}\n'
-                       for p, n in enumerate((9, 7, 5, 4))))
+    fresh = (
+        "llamacpp:spec_decode_num_drafts_total 0\nllamacpp:spec_decode_num_draft_tokens_total 0\n"
+        "llamacpp:spec_decode_num_accepted_tokens_total 0\n"
+    )
+    later = (
+        "llamacpp:spec_decode_num_drafts_total 10\nllamacpp:spec_decode_num_draft_tokens_total 40\n"
+        "llamacpp:spec_decode_num_accepted_tokens_total 25\n"
+        + "".join(
+            f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{p}"}} {n}\n'
+            for p, n in enumerate((9, 7, 5, 4))
+        )
+    )
     frame = pd.DataFrame(rows_of(fresh, "llamacpp", T0) + rows_of(later, "llamacpp", T0 + 20))
     acc = figures(frame, "llamacpp", {**WINDOW, "t_end": T0 + 20})["acceptance"]
     assert acc["per_position"] == pytest.approx([0.9, 0.7, 0.5, 0.4])

@@ -101,8 +101,10 @@ def test_endpoint_that_breaks_and_dies_leaves_gaps_and_missing_figures(tmp_path,
     assert len(process_after) >= 3
     assert meta["attachments"][0]["sources"][0]["failures"] >= 5
 
-    windows = [{"variant": "v", "step": 0, "level": 1, "t_steady": t_start - 0.3, "t_end": t_alive},
-               {"variant": "v", "step": 1, "level": 2, "t_steady": t_start - 0.3, "t_end": t_end}]
+    windows = [
+        {"variant": "v", "step": 0, "level": 1, "t_steady": t_start - 0.3, "t_end": t_alive},
+        {"variant": "v", "step": 1, "level": 2, "t_steady": t_start - 0.3, "t_end": t_end},
+    ]
     steps = server_figures(frame, meta, windows)["variants"]["v"]["steps"]
     alive, died = steps
     assert alive["acceptance"]["drafts"] == 1000 and alive["acceptance"]["rate"] == pytest.approx(1900 / 3000)
@@ -114,8 +116,18 @@ def test_endpoint_that_breaks_and_dies_leaves_gaps_and_missing_figures(tmp_path,
 
 
 # -- the real llama.cpp server with speculation -------------------------------------------------
-PROMPTS = ["the rest of the day", "once upon a time there", "bo zi wa fi la", "a b c d e f", "in the beginning",
-           "zu ka lo mi", "the quick brown fox", "it was the best of times", "la la la", "numbers 1 2 3 4"]
+PROMPTS = [
+    "the rest of the day",
+    "once upon a time there",
+    "bo zi wa fi la",
+    "a b c d e f",
+    "in the beginning",
+    "zu ka lo mi",
+    "the quick brown fox",
+    "it was the best of times",
+    "la la la",
+    "numbers 1 2 3 4",
+]
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +185,8 @@ def check_figures(run_dir: Path, window: dict, timings: list[dict], before: dict
     client_rate = sum(t["draft_n_accepted"] for t in timings) / sum(t["draft_n"] for t in timings)
     assert abs(acc["rate"] - client_rate) <= 0.02, (acc, client_rate)
     own_length = 1 + (after["spec_accepted_tokens"] - before["spec_accepted_tokens"]) / (
-        after["spec_drafts"] - before["spec_drafts"])
+        after["spec_drafts"] - before["spec_drafts"]
+    )
     assert abs(acc["mean_length"] - own_length) <= 0.02, (acc, own_length)
     per_pos = acc["per_position"]
     assert acc["positions"] == ["0", "1", "2", "3"] and len(per_pos) == 4
@@ -213,8 +226,14 @@ def test_llamacpp_acceptance_through_a_real_prometheus(llama, tmp_path):
         prom.add_server("spec-k4", llama.base_url)
         assert prom.wait_for_target("spec-k4", timeout_s=20), prom.log_tail()
         poller = TelemetryPoller(tmp_path, interval_s=0.5)
-        poller.attach("spec-k4", "llamacpp", llama.base_url, server_pid=llama.proc.pid, prometheus_url=prom.url,
-                      prometheus_selector=prom.selector("spec-k4"))
+        poller.attach(
+            "spec-k4",
+            "llamacpp",
+            llama.base_url,
+            server_pid=llama.proc.pid,
+            prometheus_url=prom.url,
+            prometheus_selector=prom.selector("spec-k4"),
+        )
         window, timings, before, after = measure(poller, llama.base_url, idle_s=1.2)
         workdir = prom.workdir
     assert prom.proc is None and not workdir.exists()

@@ -104,8 +104,10 @@ def test_a_client_that_disconnects_mid_stream_frees_its_slot(refserver_factory):
     payload = json.dumps(body(long_id, max_tokens=1000)).encode()
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
     try:
-        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: refserver\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload))
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: refserver\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+        )
         read_first_event(sock)
         # while the long stream holds the only slot, an error answer without a stream takes none and waits for none
         response = requests.post(server.url + "/v1/completions", json=body(errored_id, fault="http_500"), timeout=30)

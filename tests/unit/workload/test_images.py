@@ -34,9 +34,9 @@ def decode_png(data: bytes) -> tuple[int, int, bytes]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, chunks = 8, []
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
-        assert struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])[0] == zlib.crc32(kind + body)
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        assert struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])[0] == zlib.crc32(kind + body)
         chunks.append((kind, body))
         pos += 12 + length
     assert chunks[0][0] == b"IHDR" and chunks[-1] == (b"IEND", b"")
@@ -113,8 +113,10 @@ def test_files_and_folders_are_sent_as_they_are(tmp_path):
     (pictures / "b.jpg").write_bytes(jpeg)
     workload = workload_of(tmp_path, "{files: [pictures], count: 1}")
     sent = {i.url for index in range(100) for i in workload.item(1, 0, index).images or ()}
-    assert sent == {"data:image/png;base64," + base64.b64encode(synthetic_png(10, 20, "a")).decode(),
-                    "data:image/jpeg;base64," + base64.b64encode(jpeg).decode()}
+    assert sent == {
+        "data:image/png;base64," + base64.b64encode(synthetic_png(10, 20, "a")).decode(),
+        "data:image/jpeg;base64," + base64.b64encode(jpeg).decode(),
+    }
 
 
 def jpeg_header(width: int, height: int) -> bytes:
@@ -130,19 +132,29 @@ def test_jpeg_header_size_is_read_past_other_segments():
         image_header(b"GIF89a....")
 
 
-@pytest.mark.parametrize("change, words", [
-    (("api: chat", "api: completions"), ["load: buckets.vision.images: images travel in chat messages",
-                                         "set 'api: chat'"]),
-    (("IMAGES", "{files: [../outside.png]}"), ["load.buckets.vision.images.files: '../outside.png' leads out of",
-                                               "give an absolute path"]),
-    (("IMAGES", "{files: [a/../../x]}"), ["load.buckets.vision.images.files", "leads out of the scenario's folder"]),
-    (("IMAGES", "{widht: 64}"), ["load.buckets.vision.images.widht: unknown key 'widht'", "did you mean 'width'"]),
-    (("IMAGES", "{format: jpeg}"), ["load.buckets.vision.images.format", "'png'"]),
-    (("IMAGES", "{files: [x.png], width: 64}"), ["width describe synthetic images"]),
-    (("IMAGES", "{files: [missing.png]}"), ["load.buckets.vision.images.files: 'missing.png'", "does not exist"]),
-    (("IMAGES", "{files: [img.yaml]}"), ["load.buckets.vision.images.files", "not a PNG or JPEG"]),
-    (("api: chat", "api: chat\n  dataset: d.jsonl"), ["buckets.vision.images: a dataset replaces the buckets'"]),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (
+            ("api: chat", "api: completions"),
+            ["load: buckets.vision.images: images travel in chat messages", "set 'api: chat'"],
+        ),
+        (
+            ("IMAGES", "{files: [../outside.png]}"),
+            ["load.buckets.vision.images.files: '../outside.png' leads out of", "give an absolute path"],
+        ),
+        (
+            ("IMAGES", "{files: [a/../../x]}"),
+            ["load.buckets.vision.images.files", "leads out of the scenario's folder"],
+        ),
+        (("IMAGES", "{widht: 64}"), ["load.buckets.vision.images.widht: unknown key 'widht'", "did you mean 'width'"]),
+        (("IMAGES", "{format: jpeg}"), ["load.buckets.vision.images.format", "'png'"]),
+        (("IMAGES", "{files: [x.png], width: 64}"), ["width describe synthetic images"]),
+        (("IMAGES", "{files: [missing.png]}"), ["load.buckets.vision.images.files: 'missing.png'", "does not exist"]),
+        (("IMAGES", "{files: [img.yaml]}"), ["load.buckets.vision.images.files", "not a PNG or JPEG"]),
+        (("api: chat", "api: chat\n  dataset: d.jsonl"), ["buckets.vision.images: a dataset replaces the buckets'"]),
+    ],
+)
 def test_scenario_errors_name_the_key_and_the_fix(tmp_path, change, words):
     text = SCENARIO.replace("IMAGES", "{count: 1}") if change[0] != "IMAGES" else SCENARIO
     message = scenario_error(tmp_path, text.replace(*change))

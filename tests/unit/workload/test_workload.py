@@ -64,16 +64,18 @@ class MergingCounter(FakeCounter):
         self.calls += 1
         words = text.split(" ")
         total = sum(self.word(w) for w in words)
-        return total - sum(1 for a, b in zip(words, words[1:]) if a and b and len(a) == len(b))
+        return total - sum(1 for a, b in zip(words, words[1:], strict=False) if a and b and len(a) == len(b))
 
 
 def spec(**kw) -> LoadSpec:
     return LoadSpec(**kw)
 
 
-BUCKETS = {"short": Bucket(prompt_tokens=16, max_tokens=32, weight=1.0),
-           "medium": Bucket(prompt_tokens=200, max_tokens=64, weight=2.0),
-           "long": Bucket(prompt_tokens=1500, max_tokens=16, weight=1.0)}
+BUCKETS = {
+    "short": Bucket(prompt_tokens=16, max_tokens=32, weight=1.0),
+    "medium": Bucket(prompt_tokens=200, max_tokens=64, weight=2.0),
+    "long": Bucket(prompt_tokens=1500, max_tokens=16, weight=1.0),
+}
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +85,7 @@ def bucketed() -> tuple[Workload, FakeCounter]:
 
 
 # ----------------------------------------------------------------------------- generated prompts
+
 
 def test_every_pool_prompt_has_the_exact_length(bucketed):
     workload, _ = bucketed
@@ -136,28 +139,30 @@ def test_workers_and_seeds_get_different_sequences(bucketed):
     assert len({tuple(s) for s in seqs.values()}) == 4
     for a in range(4):
         for b in range(a + 1, 4):  # not a shifted copy either: most positions differ
-            assert sum(x != y for x, y in zip(seqs[a], seqs[b])) > 25
+            assert sum(x != y for x, y in zip(seqs[a], seqs[b], strict=False)) > 25
     other = Workload.from_spec(spec(buckets=BUCKETS, seed=8), FakeCounter(), Path("."), pool_size=8)
     assert [other.item(0, 0, k).prompt for k in range(50)] != seqs[0]
 
 
 def test_sequences_do_not_depend_on_the_process(tmp_path):
     """Pools and choices come from explicit seeds, not hash() or module RNG state."""
-    script = ("import json; from pathlib import Path;"
-              "from tests.unit.workload.test_workload import FakeCounter, BUCKETS; from locust_llm.scenario import LoadSpec;"
-              "from locust_llm.workload import Workload;"
-              "w = Workload.from_spec(LoadSpec(buckets=BUCKETS, seed=7, unique_prefix=True), FakeCounter(),"
-              " Path('.'), pool_size=8);"
-              "print(json.dumps([w.item(2, 1, k).prompt for k in range(20)]))")
+    script = (
+        "import json; from pathlib import Path;"
+        "from tests.unit.workload.test_workload import FakeCounter, BUCKETS; from locust_llm.scenario import LoadSpec;"
+        "from locust_llm.workload import Workload;"
+        "w = Workload.from_spec(LoadSpec(buckets=BUCKETS, seed=7, unique_prefix=True), FakeCounter(),"
+        " Path('.'), pool_size=8);"
+        "print(json.dumps([w.item(2, 1, k).prompt for k in range(20)]))"
+    )
     outputs = []
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        out = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
-                             check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, check=True
+        )
         outputs.append(json.loads(out.stdout))
     assert outputs[0] == outputs[1]
-    here = Workload.from_spec(spec(buckets=BUCKETS, seed=7, unique_prefix=True), FakeCounter(), Path("."),
-                              pool_size=8)
+    here = Workload.from_spec(spec(buckets=BUCKETS, seed=7, unique_prefix=True), FakeCounter(), Path("."), pool_size=8)
     assert outputs[0] == [here.item(2, 1, k).prompt for k in range(20)]
 
 
@@ -176,8 +181,7 @@ def test_bucket_weights_are_respected(bucketed):
 def test_unique_prefix_keeps_lengths_exact_and_never_repeats():
     counter = FakeCounter()
     buckets = {"short": Bucket(prompt_tokens=24, max_tokens=4), "long": Bucket(prompt_tokens=300, max_tokens=4)}
-    workload = Workload.from_spec(spec(buckets=buckets, unique_prefix=True, seed=1), counter, Path("."),
-                                  pool_size=16)
+    workload = Workload.from_spec(spec(buckets=buckets, unique_prefix=True, seed=1), counter, Path("."), pool_size=16)
     k_words = workload.prefixer.length
     assert workload.prefix_tokens == k_words * workload.prefixer.word_tokens > 0
     assert workload.prefix_exact and workload.exact
@@ -200,8 +204,7 @@ def test_unique_prefix_keeps_lengths_exact_and_never_repeats():
 
 
 def test_unique_prefix_works_with_a_start_sensitive_tokenizer():
-    workload = Workload.from_spec(spec(prompt_tokens=40, unique_prefix=True), StartCostsMore(), Path("."),
-                                  pool_size=8)
+    workload = Workload.from_spec(spec(prompt_tokens=40, unique_prefix=True), StartCostsMore(), Path("."), pool_size=8)
     for k in range(30):
         it = workload.item(k % 3, 0, k)
         assert StartCostsMore().count(it.prompt) == it.prompt_tokens == 40
@@ -214,8 +217,7 @@ def test_unique_prefix_that_does_not_fit_the_bucket():
 
 
 def test_unique_prefix_range_is_checked(bucketed):
-    workload = Workload.from_spec(spec(prompt_tokens=30, unique_prefix=True), FakeCounter(), Path("."),
-                                  pool_size=2)
+    workload = Workload.from_spec(spec(prompt_tokens=30, unique_prefix=True), FakeCounter(), Path("."), pool_size=2)
     with pytest.raises(WorkloadError, match="worker"):
         workload.item(1 << 16, 0, 0)
     with pytest.raises(WorkloadError, match="index"):
@@ -225,8 +227,9 @@ def test_unique_prefix_range_is_checked(bucketed):
 def test_non_additive_tokenizer_is_reported_not_hidden():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        workload = Workload.from_spec(spec(prompt_tokens=60, unique_prefix=True, seed=2), MergingCounter(),
-                                      Path("."), pool_size=32)
+        workload = Workload.from_spec(
+            spec(prompt_tokens=60, unique_prefix=True, seed=2), MergingCounter(), Path("."), pool_size=32
+        )
     # Pool bodies are fitted with real counts, after the reference prefix ...
     ref = workload.prefixer.text(0, 0, 0)
     counter = MergingCounter()
@@ -250,8 +253,7 @@ def test_without_a_counter_lengths_are_estimates():
 
 
 def test_consistency_prompts():
-    workload = Workload.from_spec(spec(buckets=BUCKETS, unique_prefix=True), FakeCounter(), Path("."),
-                                  pool_size=4)
+    workload = Workload.from_spec(spec(buckets=BUCKETS, unique_prefix=True), FakeCounter(), Path("."), pool_size=4)
     prompts = workload.consistency_prompts(7, max_tokens=20)
     assert len(prompts) == 7 and prompts == workload.consistency_prompts(7, max_tokens=20)
     assert [p.bucket for p in prompts[:3]] == ["short", "medium", "long"]
@@ -264,8 +266,9 @@ def test_every_process_builds_the_same_workload(bucketed):
     """Each load process builds its own workload; the same spec and tokenizer give the same prompts."""
     for load in (spec(buckets=BUCKETS), spec(prompt_tokens=40, unique_prefix=True)):
         first, second = (Workload.from_spec(load, FakeCounter(), Path("."), pool_size=4) for _ in range(2))
-        assert [first.item(w, 1, k) for w in range(3) for k in range(40)] == \
-            [second.item(w, 1, k) for w in range(3) for k in range(40)]
+        assert [first.item(w, 1, k) for w in range(3) for k in range(40)] == [
+            second.item(w, 1, k) for w in range(3) for k in range(40)
+        ]
         assert first.describe() == second.describe()
 
 
@@ -284,18 +287,25 @@ def test_the_tokenizer_setting_chooses_the_counter(tmp_path):
 
 # ----------------------------------------------------------------------------- datasets
 
+
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
 
 
 def test_jsonl_dataset(tmp_path):
-    write(tmp_path / "prompts.jsonl", "\n".join([
-        json.dumps({"prompt": "hello there friend", "max_tokens": 12, "bucket": "chat"}),
-        "",
-        json.dumps({"prompt": "write a poem about the sea", "output_tokens": 40, "extra": "ignored"}),
-        json.dumps({"prompt": "summarize this"}),
-    ]) + "\n")
+    write(
+        tmp_path / "prompts.jsonl",
+        "\n".join(
+            [
+                json.dumps({"prompt": "hello there friend", "max_tokens": 12, "bucket": "chat"}),
+                "",
+                json.dumps({"prompt": "write a poem about the sea", "output_tokens": 40, "extra": "ignored"}),
+                json.dumps({"prompt": "summarize this"}),
+            ]
+        )
+        + "\n",
+    )
     counter = FakeCounter()
     # A relative dataset path is resolved against base_dir (the scenario's folder).
     workload = Workload.from_spec(spec(dataset="prompts.jsonl", max_tokens=99), counter, tmp_path)
@@ -314,8 +324,9 @@ def test_jsonl_dataset(tmp_path):
 def test_dataset_with_unique_prefix_stays_exact(tmp_path):
     rows = [{"prompt": f"question number {i} about the weather in zurich"} for i in range(5)]
     write(tmp_path / "d.jsonl", "\n".join(map(json.dumps, rows)))
-    workload = Workload.from_spec(spec(dataset=str(tmp_path / "d.jsonl"), unique_prefix=True), FakeCounter(),
-                                  Path("/nonexistent"))
+    workload = Workload.from_spec(
+        spec(dataset=str(tmp_path / "d.jsonl"), unique_prefix=True), FakeCounter(), Path("/nonexistent")
+    )
     for k in range(20):
         it = workload.item(0, 0, k)
         assert it.exact and FakeCounter().count(it.prompt) == it.prompt_tokens
@@ -329,15 +340,22 @@ def test_dataset_sample_is_seeded(tmp_path):
     assert len(a.pools["dataset"]) == 10 and list(a) == list(b) and list(a) != list(c)
 
 
-@pytest.mark.parametrize("lines, line, message", [
-    (['{"prompt": "ok"}', '{"prompt": "ok"', '{"prompt": "x"}'], 2, "not valid JSON"),
-    (['{"prompt": "ok"}', '', '["a list"]'], 3, "expected a JSON object with a 'prompt' string, found list"),
-    (['{"text": "no prompt key"}'], 1, "missing key 'prompt'.*keys found: text"),
-    (['{"prompt": ""}'], 1, "'prompt' must be a non-empty string"),
-    (['{"prompt": "a"}', '{"prompt": "b", "max_tokens": 0}'], 2, "'max_tokens' must be a positive integer, found 0"),
-    (['{"prompt": "b", "output_tokens": "12"}'], 1, "'output_tokens' must be a positive integer"),
-    (['{"prompt": "b", "bucket": 3}'], 1, "'bucket' must be a non-empty string"),
-])
+@pytest.mark.parametrize(
+    "lines, line, message",
+    [
+        (['{"prompt": "ok"}', '{"prompt": "ok"', '{"prompt": "x"}'], 2, "not valid JSON"),
+        (['{"prompt": "ok"}', "", '["a list"]'], 3, "expected a JSON object with a 'prompt' string, found list"),
+        (['{"text": "no prompt key"}'], 1, "missing key 'prompt'.*keys found: text"),
+        (['{"prompt": ""}'], 1, "'prompt' must be a non-empty string"),
+        (
+            ['{"prompt": "a"}', '{"prompt": "b", "max_tokens": 0}'],
+            2,
+            "'max_tokens' must be a positive integer, found 0",
+        ),
+        (['{"prompt": "b", "output_tokens": "12"}'], 1, "'output_tokens' must be a positive integer"),
+        (['{"prompt": "b", "bucket": 3}'], 1, "'bucket' must be a non-empty string"),
+    ],
+)
 def test_jsonl_errors_name_file_and_line(tmp_path, lines, line, message):
     path = write(tmp_path / "bad.jsonl", "\n".join(lines) + "\n")
     with pytest.raises(WorkloadError, match=rf"bad\.jsonl:{line}: {message}"):
@@ -352,12 +370,22 @@ def test_missing_and_empty_dataset(tmp_path):
 
 
 SHAREGPT = [
-    {"id": "a", "conversations": [{"from": "human", "value": "what is the capital of france"},
-                                  {"from": "gpt", "value": "the capital of france is paris"}]},
-    {"id": "b", "conversations": [{"from": "system", "value": "be brief"},
-                                  {"from": "human", "value": "name three colours"},
-                                  {"from": "gpt", "value": "red green blue"},
-                                  {"from": "human", "value": "and two more"}]},
+    {
+        "id": "a",
+        "conversations": [
+            {"from": "human", "value": "what is the capital of france"},
+            {"from": "gpt", "value": "the capital of france is paris"},
+        ],
+    },
+    {
+        "id": "b",
+        "conversations": [
+            {"from": "system", "value": "be brief"},
+            {"from": "human", "value": "name three colours"},
+            {"from": "gpt", "value": "red green blue"},
+            {"from": "human", "value": "and two more"},
+        ],
+    },
     {"id": "c", "conversations": [{"from": "gpt", "value": "a reply with no question"}]},  # skipped
     {"id": "d", "conversations": [{"from": "human", "value": "no answer here"}]},
 ]
@@ -368,9 +396,9 @@ def test_sharegpt_dataset(tmp_path):
     workload = Workload.from_spec(spec(dataset=str(path), max_tokens=50), FakeCounter(), tmp_path)
     items = workload.pools["dataset"]
     assert [(it.prompt, it.prompt_tokens, it.max_tokens, it.exact) for it in items] == [
-        ("what is the capital of france", 7, 7, True),   # max_tokens = tokens of the gpt answer
-        ("name three colours", 4, 3, True),               # the first human turn, its answer
-        ("no answer here", 3, 50, True),                  # no answer: load.max_tokens
+        ("what is the capital of france", 7, 7, True),  # max_tokens = tokens of the gpt answer
+        ("name three colours", 4, 3, True),  # the first human turn, its answer
+        ("no answer here", 3, 50, True),  # no answer: load.max_tokens
     ]
     assert workload.skipped == 1 and workload.describe()["skipped_conversations"] == 1
     assert items[0].prompt_id == f"{path}:2" and items[1].prompt_id.startswith(f"{path}:")
@@ -395,8 +423,11 @@ def test_sharegpt_errors_name_file_and_line(tmp_path):
         read_dataset(path)
 
     path = write(tmp_path / "turn.json", json.dumps([{"conversations": [{"from": "human"}]}]))
-    with pytest.raises(WorkloadError, match=r"turn\.json:1: conversations\[0\] must be an object with string "
-                                            r"'from' and 'value'"):
+    with pytest.raises(
+        WorkloadError,
+        match=r"turn\.json:1: conversations\[0\] must be an object with string "
+        r"'from' and 'value'",
+    ):
         read_dataset(path)
 
     path = write(tmp_path / "broken.json", '[\n  {"conversations": []},\n  {"conversations": [}\n]\n')
@@ -413,6 +444,7 @@ def test_sharegpt_errors_name_file_and_line(tmp_path):
 
 
 # ----------------------------------------------------------------------------- /tokenize clients
+
 
 class TokenizeServer:
     """A loopback /tokenize endpoint in llama.cpp's or vLLM's request/response shape (or none)."""
@@ -501,6 +533,7 @@ def test_server_not_listening():
 
 # ----------------------------------------------------------------------------- a real tokenizer
 
+
 @pytest.mark.server
 def test_exact_lengths_with_llama_server(tmp_path):
     """The real SentencePiece tokenizer of the generated test model, through llama-server's /tokenize."""
@@ -514,8 +547,11 @@ def test_exact_lengths_with_llama_server(tmp_path):
     pair = tinymodel.generate(tmp_path / "model", "test", seed=0)
     port = free_port()
     binary = bundled_server() or "llama-server"
-    proc = subprocess.Popen([binary, "-m", str(pair.target), "--host", "127.0.0.1", "--port", str(port),
-                             "-c", "2048"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "-m", str(pair.target), "--host", "127.0.0.1", "--port", str(port), "-c", "2048"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         for _ in range(600):  # readiness poll, not a timing assertion
@@ -527,8 +563,7 @@ def test_exact_lengths_with_llama_server(tmp_path):
                 time.sleep(0.1)
         tok = ServerTokenizer(url)
         buckets = {"short": Bucket(prompt_tokens=40, max_tokens=8), "long": Bucket(prompt_tokens=600, max_tokens=8)}
-        workload = Workload.from_spec(spec(buckets=buckets, unique_prefix=True, seed=3), tok, Path("."),
-                                      pool_size=8)
+        workload = Workload.from_spec(spec(buckets=buckets, unique_prefix=True, seed=3), tok, Path("."), pool_size=8)
         assert tok.shape == "llamacpp" and workload.exact
         for k in range(30):
             it = workload.item(k % 3, k % 2, k)
@@ -540,5 +575,5 @@ def test_exact_lengths_with_llama_server(tmp_path):
 
 def test_prompt_item_is_frozen():
     item = PromptItem("b", "p", 1, 2, True)
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):
         item.prompt = "x"  # type: ignore[misc]
