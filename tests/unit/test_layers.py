@@ -1,4 +1,4 @@
-"""The package's shape: no import cycle, the pure layers never reach Locust, no module over 500 lines.
+"""The package's shape: no import cycle, the pure layers never reach Locust, no module over 700 lines (ruff-formatted).
 
 Static, from the source: a module's imports are read with ``ast`` (function-local imports included), and
 the package-internal graph is followed transitively.
@@ -95,6 +95,6 @@ def test_no_import_cycle():
         assert not cycle, f"{name} -> {cycle[0]} -> ... -> {name}"
 
 
-def test_no_module_over_500_lines():
+def test_no_module_over_700_lines():
     sizes = {module_name(p): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
-    assert max(sizes.values()) <= 500, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    assert max(sizes.values()) <= 700, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
