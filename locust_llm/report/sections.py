@@ -280,6 +280,14 @@ def clocks_text(clocks: dict | None) -> str | None:
     return "; ".join(parts)
 
 
+def priority_text(server_nice, client_nice) -> str | None:
+    """A launched server's CPU priority beside the load generator's (None: not launched, or not recorded)."""
+    if server_nice is None:
+        return None
+    text = f"CPU priority: nice {server_nice}"
+    return text + (f" (the load processes: {client_nice})" if client_nice is not None else "")
+
+
 def conditions(view: RunView) -> dict:
     load, env = view.load, view.env
     host, srv = env.get("host") or {}, view.scenario.get("server") or {}
@@ -357,6 +365,7 @@ def conditions(view: RunView) -> dict:
         ("client host", client.get("hostname") or host.get("hostname")),
         ("Python", host.get("python") or client.get("python")),
         ("load processes", (env.get("options") or {}).get("processes") or 1),
+        ("load processes' priority", f"nice {client['nice']}" if client.get("nice") is not None else None),
         ("worker clocks (aligned to the master's)", clocks_text(env.get("clocks"))),
     ] + [(name, version) for name, version in (client.get("packages") or {}).items()]
     servers = []
@@ -376,6 +385,7 @@ def conditions(view: RunView) -> dict:
                 "url": server.get("url"),
                 "launched": server.get("launched"),
                 "notes": json.dumps(server["notes"]) if server.get("notes") else None,
+                "priority": priority_text(server.get("nice"), client.get("nice")),
             }
         )
     optional = {
@@ -385,21 +395,44 @@ def conditions(view: RunView) -> dict:
         "think time",
         "GPU driver",
         "CUDA",
+        "load processes' priority",
         "prompt lengths",
     }
 
     def clean(rows):
         return [(k, v if v not in ("", None) else None) for k, v in rows if v not in ("", None) or k not in optional]
 
+    run_rows += [(f"{check} check", why) for check, why in view.summary.checks_skipped.items()]
     return {
         "groups": [
             ("Run", clean(run_rows)),
             ("Load", clean(load_rows)),
             ("Server host", clean(host_rows)),
             ("Load generator and tool versions", clean(client_rows)),
-        ],
+        ]
+        + [detected_rows(name, facts) for name, facts in view.summary.detected.items()],
         "servers": servers,
     }
+
+
+def detected_rows(name: str, facts) -> tuple[str, list[tuple[str, str | None]]]:
+    """What a variant's numbers rest on, and every request the run sent its server (``summary.detected``)."""
+    cached = {True: "reported", False: "not reported", None: None}[facts.cached_prompt_tokens]
+    listed = "; ".join(f"{e.method} {e.path} {e.count:,} ({e.purpose})" for e in facts.requests)
+    return (
+        f"What {name}'s numbers rest on",
+        [
+            ("server", f"{facts.url or ''} ({facts.server})"),
+            ("model, API", f"{facts.model or 'not said'}, {facts.api or 'not recorded'}"),
+            ("token counts", facts.usage),
+            ("cached prompt tokens in the final usage", cached),
+            ("speculative-decoding figures", facts.spec_decoding),
+            ("/metrics", facts.metrics),
+            ("measured streams sent", "; ".join(f"{k} {n:,}" for k, n in facts.streams.items()) or "none"),
+            ("other requests of the run", listed or "none"),
+            ("the server should count", "; ".join(f"{k} {n:,}" for k, n in facts.accounted.items()) or "none"),
+        ],
+    )
 
 
 def consistency(view: RunView) -> dict:
