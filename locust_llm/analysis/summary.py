@@ -149,16 +149,11 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     in_flight = occupancy_samples(*in_flight_spans(overlapping), start, end, RATE_BIN_S)
     summary.update(steadiness(mode, rates, in_flight, start, ok_rows, derived.loc[ok_rows.index]))
     think_s = to_float((run.env.get("load") or {}).get("think_time_s"))
-    summary.update(
-        client_validity(
-            run.client,
-            summary,
-            start,
-            end,
-            Requests(sent, derived, overlapping, lambda metrics: int(good_requests(sent, metrics, slo, mode).sum())),
-            think_s if think_s > 0 else 0.0,
-        )
-    )
+    # Without an SLO goodput is every success: no delay of the client's can move it.
+    slo_set = any(v is not None for v in slo.values())
+    good = (lambda metrics: int(good_requests(sent, metrics, slo, mode).sum())) if slo_set else None
+    requests = Requests(sent, derived, overlapping, good)
+    summary.update(client_validity(run.client, summary, start, end, requests, think_s if think_s > 0 else 0.0))
     extended = to_float(step.get("extended_s"))
     summary["extended_s"] = extended if math.isfinite(extended) else 0.0
     summary["host"] = host_load(run.host, start, end)

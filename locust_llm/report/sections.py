@@ -481,26 +481,38 @@ def validity(view: RunView) -> dict:
                     "variant": name,
                     "level": lvl(s.level),
                     "valid": s.client_valid,
+                    "latency_valid": cv.latency_valid,
                     "cpu": num(cv.cpu_percent_max),
+                    "share": pct(cv.client_share),
                     "loop_lag": num(cv.loop_lag_ms_p95),
+                    "loop_lag_max": num(cv.loop_lag_ms_max),
                     "sched_lag": num(cv.schedule_lag_ms_p99),
                     "achieved": num(s.achieved_rate),
                     "scheduled": num(s.scheduled_rate),
-                    "reasons": "; ".join(cv.reasons),
+                    "bounds": bounds_text(cv.bounds),
+                    "reasons": "; ".join(cv.reasons + cv.latency_reasons),
                 }
             )
-            thr, tpot = s.steady_check.throughput, s.steady_check.tpot
+            check = s.steady_check
             steadiness.append(
                 {
                     "variant": name,
                     "level": lvl(s.level),
                     "steady": s.steady,
-                    "thr_drift": pct(thr.drift_fraction) if thr else None,
-                    "thr_slope": pct(thr.relative_slope_per_min) if thr else None,
-                    "thr_ok": thr.steady if thr else None,
-                    "tpot_drift": pct(tpot.drift_fraction) if tpot else None,
-                    "tpot_slope": pct(tpot.relative_slope_per_min) if tpot else None,
-                    "tpot_ok": tpot.steady if tpot else None,
+                    **{
+                        f"{key}_{part}": value
+                        for key, fit in (
+                            ("thr", check.throughput),
+                            ("tpot", check.tpot),
+                            ("lat", check.latency),
+                            ("inf", check.in_flight),
+                        )
+                        for part, value in (
+                            ("drift", pct(fit.drift_fraction) if fit else None),
+                            ("slope", pct(fit.relative_slope_per_min) if fit else None),
+                            ("ok", fit.steady if fit else None),
+                        )
+                    },
                 }
             )
     return {
@@ -510,6 +522,30 @@ def validity(view: RunView) -> dict:
         "open_loop": view.mode == "open",
         "conditions": view.conditions_line(),
     }
+
+
+BOUND_NAMES = {
+    "ttft_ms": "TTFT",
+    "tpot_ms": "TPOT",
+    "e2e_ms": "E2E",
+    "decode_tps": "decode tok/s",
+    "ttft_sched_ms": "TTFT_sched",
+    "e2e_sched_ms": "E2E_sched",
+    "e2e_sched_all_ms": "E2E_sched (all)",
+    "output_tps": "output tok/s",
+    "goodput_rps": "goodput",
+}
+
+
+def bounds_text(bounds: dict) -> str | None:
+    """How much of each figure the client could account for at most (its worst statistic), marked ones first."""
+    if not bounds:
+        return None
+    parts = []
+    for name, b in sorted(bounds.items(), key=lambda item: not item[1].distorted):
+        share = "unbounded" if b.worst is None else f"up to {pct(b.worst)}"
+        parts.append(f"{BOUND_NAMES.get(name, name)} {share}" + (" (marked)" if b.distorted else ""))
+    return "; ".join(parts)
 
 
 def _since(view: RunView, t) -> str | None:
