@@ -55,8 +55,9 @@ def _metrics_words(entry: dict, meta: dict, variant: str) -> str:
     ]
     answered = [s for s in scraped if s.get("polls", 0) > s.get("failures", 0)]
     if answered:
-        names = telemetry.get("engine") or answered[0].get("map") or "its"
-        return f"found ({names} names, {answered[0]['source']})"
+        engine = telemetry.get("engine")
+        names = f"{OWNERS.get(engine, engine)} names, " if engine and engine != "external" else ""
+        return f"found ({names}{'scraped' if answered[0]['source'] == 'scrape' else 'through Prometheus'})"
     errors = [g.get("error") for g in telemetry.get("gaps") or [] if g.get("error")]
     return "not found" + (f": {errors[0]}" if errors else "")
 
