@@ -109,10 +109,10 @@ class ServerSpec(Strict):
     # switch ("restart": two vLLM/SGLang servers rarely fit on one GPU). Default: together for llama.cpp on
     # ports of its own choosing, restart otherwise.
     interleave: Literal["together", "restart"] | None = None
-    # Scheduling priority of a launched server (Unix nice, 0-19; the load processes stay at their own). A server
-    # that keeps every core busy would otherwise make the load generator wait for a CPU when a chunk arrives, which
-    # delays its timestamps; at nice 10 the client, which needs a few percent of a core, gets it at once
-    # (benchmarks/server_priority.py measures what it costs the server). 0 turns it off.
+    # Scheduling priority of a launched server (Unix nice increment, 0-19, over the run's own; the load processes stay
+    # at theirs). A server that keeps every core busy would otherwise make the load generator wait for a CPU when a
+    # chunk arrives, which delays its timestamps; at +10 the client, which needs a few percent of a core, gets it at
+    # once (benchmarks/server_priority.py measures what it costs the server). 0 turns it off.
     nice: int = Field(default=DEFAULT_NICE, ge=0, le=19)
 
     @property
