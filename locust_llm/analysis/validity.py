@@ -20,8 +20,8 @@ The rules:
 
 * a step is **client-invalid** (its verdict figures left out) when a load process averaged more than
   ``CPU_PERCENT_MAX`` of one core; in a closed loop when the client's share of the request cycle exceeded
-  ``CLIENT_SHARE_MAX`` (unless most requests failed); in an open loop when arrivals were dropped at the in-flight cap or fewer than
-  ``ACHIEVED_FRACTION_MIN`` of the scheduled ones were sent;
+  ``CLIENT_SHARE_MAX`` (unless most requests failed); in an open loop when arrivals were dropped at the in-flight
+  cap or fewer than ``ACHIEVED_FRACTION_MIN`` of the scheduled ones were sent;
 * a latency figure is **distorted** when the client could account for more than ``CLIENT_SHARE_MAX`` of it; the
   strict limits the latency figures had before (the P95 of the per-second worst loop lag above ``LOOP_LAG_MS_MAX``,
   an open loop's schedule lag P99 above ``SCHEDULE_LAG_MS_MAX``) are said in ``latency_reasons`` and no longer make
