@@ -6,12 +6,16 @@ A step is, in this order of precedence (README, "What a verdict rests on"):
   Prometheus): on average more than ``load.contention_cores`` cores of CPU (steal time on a VM included) over
   the steady window, or any foreign GPU process. Another job on the machine slows whichever variant it
   overlaps, and that is not the variant's doing;
-* ``client-invalid``: the load generator itself was the bottleneck (``validity.client_validity``);
+* ``client-invalid``: the load generator could have spoiled the step's throughput (``validity.client_validity``: a
+  process at the end of its core, closed-loop users waiting on the client, open-loop arrivals dropped or not sent);
+  a lag that can only move latency figures marks those figures, not the step;
 * ``insufficient``: fewer than ``load.min_requests`` requests sent in the window completed, or fewer than
   ``load.min_output_tokens`` output tokens arrived: too little to rest a verdict on;
-* ``unsteady``: the aggregate throughput drifted within the window (``steady.drift``). A TPOT drift alone is
-  shown (``steady`` is false) but does not disqualify the step: the headline is throughput, the latency
-  speed-ups pair requests, and interleaved blocks put a slow drift on both sides;
+* ``unsteady``: in a closed loop the aggregate throughput drifted within the window (``steady.drift``, AR(1)-aware);
+  in an open loop, where the offered rate sets throughput, the latency from the intended send or the requests in
+  flight drifted (a server falling behind). A TPOT drift alone is shown (``steady`` is false) but does not
+  disqualify the step: the headline is throughput, the latency speed-ups pair requests, and interleaved blocks put
+  a slow drift on both sides;
 * ``clean``: none of these.
 
 Only clean steps feed speed-ups, crossover, recommendation, saturation and knee. A closed-loop step whose
@@ -34,6 +38,11 @@ __all__ = ["ANOMALY_DROP", "CLEAN", "STATUSES", "busy_text", "flag_anomalies", "
 CLEAN = "clean"
 STATUSES = ("fault-injected", "worker-lost", "contended", "client-invalid", "insufficient", "unsteady", CLEAN)
 ANOMALY_DROP = 0.5
+STEADY_NAMES = {
+    "throughput": "throughput",
+    "latency": "E2E from the intended send",
+    "in_flight": "the requests in flight",
+}
 TOP_FOREIGN = 3
 
 
@@ -91,11 +100,15 @@ def step_status(step: dict, host: dict | None, load: dict) -> tuple[str, list[st
     insufficient = _insufficient(step, load)
     if insufficient:
         reasons["insufficient"] = insufficient
-    throughput = (step.get("steady_check") or {}).get("throughput") or {}
-    if throughput.get("steady") is False:
-        reasons["unsteady"] = (
-            f"throughput drifted by {throughput.get('drift_fraction') or 0:.0%} of its mean within the steady window"
-        )
+    check = step.get("steady_check") or {}
+    deciding = ("latency", "in_flight") if step.get("mode") == "open" else ("throughput",)
+    drifting = [
+        f"{STEADY_NAMES[name]} drifted by {check[name].get('drift_fraction') or 0:.0%} of its mean"
+        for name in deciding
+        if check.get(name) and check[name].get("steady") is False
+    ]
+    if drifting:
+        reasons["unsteady"] = " and ".join(drifting) + " within the steady window"
     status = next((s for s in STATUSES if s in reasons), CLEAN)
     return status, [f"{name}: {text}" for name, text in reasons.items()]
 

@@ -322,7 +322,7 @@ def burst(http: requests.Session, target: Target) -> Outcome:
     """``target.burst`` requests at once, each on its own connection."""
     body = target.body(prompt="Once upon a time", max_tokens=target.burst_tokens)
     t0 = now()
-    with session(pool_size=target.burst) as many:
+    with session("probes", pool_size=target.burst) as many:
         group = gevent.pool.Group()
         answers = group.map(lambda _: post(many, target, body), range(target.burst))
     statuses = Counter(a.status for a in answers)
@@ -452,7 +452,7 @@ def run_probe(http: requests.Session, target: Target, probe: Probe) -> ProbeResu
 def run_suite(target: Target, probes: list[Probe] = PROBES) -> Iterator[ProbeResult]:
     """Each probe in turn; once the server has failed, the rest are not run."""
     failed = None
-    with session() as http:
+    with session("probes") as http:
         for probe in probes:
             if failed is not None:
                 yield ProbeResult(

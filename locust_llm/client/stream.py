@@ -16,10 +16,12 @@ import gevent
 
 from ..records import ErrorClass, RequestRecord, now
 from ..scenario import Timeouts
+from . import ledger
 from .accounting import Event, Split, account
 from .engines import PATHS, auth_headers
 from .sse import EventTooLarge, SSEParser
 from .transport import Body, Connection, Target, TransportError, build_request
+from .usage import FINAL_EVENTS, seen_in
 
 __all__ = ["RequestSpec", "StreamingClient"]
 
@@ -155,7 +157,8 @@ class StreamingClient:
     def __init__(
         self, base_url: str, timeouts: Timeouts = DEFAULT_TIMEOUTS, verify_tls: bool = True, engine: str = "external"
     ):
-        self.target = Target.parse(base_url.rstrip("/"))
+        self.base_url = base_url.rstrip("/")
+        self.target = Target.parse(self.base_url)
         self.timeouts = timeouts
         self.llamacpp = engine == "llamacpp"
         self.headers = auth_headers()
@@ -240,6 +243,8 @@ class StreamingClient:
                 conn.close()
             if conn.sock is not None:
                 self.idle.append(conn)
+        for fact in seen_in([e.data for e in events[-FINAL_EVENTS:]]):
+            ledger.see(self.base_url, fact)
         return account(record, events, done, self.llamacpp)
 
     @staticmethod

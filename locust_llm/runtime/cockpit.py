@@ -88,8 +88,8 @@ def _watch(experiment) -> None:
     if not experiment.recorder.live.client_ok():
         experiment.warn(
             "client_overloaded",
-            f"the load generator is at its limit (CPU above {CPU_PERCENT_MAX:g}% "
-            f"or event-loop lag above {LOOP_LAG_MS_MAX:g} ms)",
+            f"the load generator is busy: CPU above {CPU_PERCENT_MAX:g}% of a core (the step's throughput would not "
+            f"count) or event-loop lag above {LOOP_LAG_MS_MAX:g} ms (its latency figures would be marked)",
             key=step,
         )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from locust.runners import MasterRunner
 
 from ..analysis.rates import block_ratio_ci
 from ..analysis.steady import drift
+from ..client import ledger
 from ..pipeline import Outcome, finish_run
 from ..records import Phase, now
 from ..rundir import RunDir, layout
@@ -77,12 +79,17 @@ class Experiment:
             "external_url": plan.external_url,
             "servers": {},
             "host": host_info(),
-            "client": {"packages": package_versions()},
+            # The load processes' own priority, beside each launched server's (servers.<variant>.nice).
+            "client": {"packages": package_versions(), "nice": os.getpriority(os.PRIO_PROCESS, 0)},
             "seed": plan.load.seed,
             "scale_out": plan.scale_out.describe() if plan.scale_out is not None else None,
+            "checks_skipped": plan.skipped,
         }
+        for why in plan.skipped.values():
+            log.info(why)
         self.run.write_env()
         self.run.write_steps()
+        ledger.reset()  # this run's requests to its servers, counted from here
         self.session = session(plan, self.run)
         self.classes = [user_classes[plan.load.mode]]
         # What else the machine does while we measure; our own processes (servers, workers, a --host server on this
@@ -315,7 +322,10 @@ class Experiment:
         )
 
     def looks_steady(self, variant: str, level: float, row: dict) -> bool:
-        """Drift of completed tokens per second since the steady window began, from the live figures."""
+        """Closed loop: drift of completed tokens per second since the steady window began, from the live figures (an
+        open loop's throughput follows its arrivals; its steadiness is judged on latency and in-flight afterwards)."""
+        if self.plan.load.mode == "open":
+            return True
         rates = self.recorder.live.token_rates(variant, level, row["t_steady"], now())
         if rates.size < 3:
             return True
@@ -522,6 +532,9 @@ class Experiment:
         if missing:
             self.run.note("records_missing", missing=missing)
         self.run.write_steps()
+        counted = self.recorder.server_requests(ledger.snapshot())
+        self.run.env["server_requests"], self.run.env["server_seen"] = counted["requests"], counted["seen"]
+        self.run.write_env()
         self.host.stop()
         if final:
             self.recorder.close()

@@ -74,6 +74,7 @@ class Plan:
     options: dict = field(default_factory=dict)
     soak: SoakPlan | None = None  # ``--soak``: one level of one variant held in windows, instead of the ladder
     scale_out: ScaleOutPlan | None = None  # ``--scale-out N``: one server against N after each variant's ladder
+    skipped: dict[str, str] = field(default_factory=dict)  # check -> why it is not run, and how to turn it on
 
     @property
     def engine(self) -> str:
@@ -170,7 +171,15 @@ def load_plan(options, host: str | None = None) -> Plan:
         raise ScenarioError(
             "gate options are invalid: " + "; ".join(format_errors(exc, GatesSpec, ("gates",)))
         ) from None
+    skipped = {}
+    if host and not given(options, "scenario"):
+        # The built-in scenario's quality tasks and price are its tiny CPU pair's, not the user's server's.
+        skipped = {
+            check: why for check, why in HOST_SKIPS.items() if check == "consistency" or getattr(scenario, check)
+        }
+        scenario = scenario.model_copy(update={"cost": None})
     if given(options, "gpu_hour_usd"):
+        skipped.pop("cost", None)
         cost = {**(scenario.cost.model_dump() if scenario.cost else {}), "gpu_hour_usd": options.gpu_hour_usd}
         try:
             scenario = scenario.model_copy(update={"cost": CostSpec.model_validate(cost)})
@@ -183,6 +192,7 @@ def load_plan(options, host: str | None = None) -> Plan:
     if options.probes:
         scenario = scenario.model_copy(update={"probes": scenario.probes.model_copy(update={"enabled": True})})
     return Plan(
+        skipped=skipped,
         scenario=scenario,
         load=load,
         telemetry=telemetry,
@@ -196,6 +206,25 @@ def load_plan(options, host: str | None = None) -> Plan:
         soak=soak,
         scale_out=scale_out,
     )
+
+
+# ``--host`` without ``--scenario``: checks that could not be judged there are not run (and so send nothing).
+HOST_SKIPS = {
+    "quality": (
+        "quality check skipped: --host without --scenario measures one server, with no baseline to compare its "
+        "answers with, and the built-in task set is made for the tiny generated models; to run it, give --scenario "
+        "with a quality: section whose tasks suit your model"
+    ),
+    "consistency": (
+        "consistency check skipped: it compares each variant's greedy answers with the baseline's, and --host "
+        "without --scenario runs one; to run it (its 4 greedy prompts go to the server before the ladder), give "
+        "--scenario, e.g. scenarios/external.yaml"
+    ),
+    "cost": (
+        "cost per million tokens skipped: the built-in scenario's price is an example for its own small CPU host; "
+        "give --gpu-hour-usd, or --scenario with a cost: section, to price your server"
+    ),
+}
 
 
 def chosen_variants(scenario: Scenario, option: str, external: bool) -> list[str]:

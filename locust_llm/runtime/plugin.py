@@ -18,6 +18,7 @@ from locust import log as locust_log
 from locust.runners import MasterRunner, WorkerRunner
 
 from ..analysis.gates import EXIT_INTERRUPTED
+from ..client import ledger
 from ..records import now
 from ..rundir.redact import mask_log_records, redact_text
 from ..scenario import ScenarioError
@@ -134,6 +135,8 @@ def on_init(environment, runner=None, **_kw) -> None:
 def _setup_load_process(environment) -> None:
     """Worker side: what the users of this process share for the run."""
     runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        ledger.reset()  # a worker's requests of this run (in one process, the experiment counts from its start)
     worker = max(getattr(runner, "worker_index", 0), 0)
     plan = load_plan(environment.parsed_options, environment.host)
     load = plan.load

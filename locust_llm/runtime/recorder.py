@@ -16,6 +16,7 @@ took 1-2 s of the event loop, near Locust's ~3 s heartbeat limit, past which its
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ import pyarrow as pa
 from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 
+from ..client import ledger
 from ..records import REQUESTS_SCHEMA, now
 from ..rundir import PartWriter, layout
 from . import columns as cols
@@ -65,6 +67,7 @@ class WorkerTally:
     final: bool = False
     pid: int | None = None
     progress: dict = field(default_factory=dict)  # "variant|step" -> [completed steady requests, output tokens]
+    ledger: dict = field(default_factory=dict)  # its requests to servers besides the streams (``client.ledger``)
 
 
 class Recorder:
@@ -99,6 +102,7 @@ class Recorder:
         tally.final = tally.final or bool(data.get("final"))
         tally.pid = data.get("pid", tally.pid)
         tally.progress = data.get("progress") or tally.progress
+        tally.ledger = data.get("ledger") or tally.ledger
         if packed:
             self.batches.append(packed)
         self.intake.extend(data["records"])
@@ -162,6 +166,12 @@ class Recorder:
         key = progress_key(variant, step)
         counts = [t.progress.get(key, (0, 0)) for t in self.tally.values()]
         return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+    def server_requests(self, own: dict) -> dict:
+        """Every load process's requests to servers besides the streams, with this process's own (``own``, which
+        replaces what it shipped to itself in a single-process run)."""
+        others = {t.pid: t.ledger for t in self.tally.values() if t.pid != os.getpid()}
+        return ledger.merged(own, *others.values())
 
     def worker_pids(self) -> set[int]:
         return {t.pid for t in self.tally.values() if t.pid}

@@ -4,7 +4,8 @@ Each batch is a custom Locust message with the worker's running total, so the ma
 record a worker sent has arrived. The records travel as columns (``columns.ColumnBatch``): the master converts a
 batch without a Python object per record or per token. A batch that cannot be sent is kept and retried. Each
 batch also carries the worker's pid and its running count of completed steady-window requests per step
-(``progress``): the master extends a step that has seen too few, even while records wait for their tokenizer split.
+(``progress``): the master extends a step that has seen too few, even while records wait for their tokenizer split;
+and what this process asked of the servers besides the streams (``client.ledger``), for ``env.json``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 
 import gevent
 
+from ..client import ledger
 from ..records import Phase, RequestRecord
 from .clientmon import ClientMonitor
 from .columns import ColumnBatch
@@ -106,6 +108,7 @@ class RecordShipper:
                     "final": final,
                     "pid": os.getpid(),
                     "progress": dict(self.progress),
+                    "ledger": ledger.snapshot(),  # this process's requests besides the streams, so far
                 },
             )
         except Exception:  # keep the batch; the next ship retries it

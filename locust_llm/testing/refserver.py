@@ -15,7 +15,9 @@ It binds 127.0.0.1 only.
 Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming), ``GET /health``,
 ``GET /v1/models``, ``POST /tokenize`` (``{"content": text}`` -> one token per whitespace-separated
 word), ``GET /ref/log/<id>``, ``POST /ref/logs`` (``{"ids": [...]}`` -> ``{"logs": {id: log or null}}``),
-``GET /ref/logs`` (every logged stream, oldest first). A stream's log has the server's own stamps:
+``GET /ref/logs`` (every logged stream, oldest first), ``GET /ref/received`` (every request this server received but
+those to ``/ref/``, counted by ``"METHOD path"``, as a server's own request count). A stream's log has the server's
+own stamps:
 ``t_recv`` (request received), ``t_slot`` (generation began, after any wait for a slot) and each chunk's write
 time, kind and token count.
 
@@ -79,7 +81,7 @@ import socket
 import struct
 import sys
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -198,6 +200,7 @@ class RefServer:
         self.slots = _Slots(slots)  # server-wide: at most this many streams generate at once (0: unlimited)
         self.models_answer = models_answer  # how /v1/models answers: OpenAI's object, a bare list, or garbage
         self.completions_seen = 0
+        self.received: Counter[str] = Counter()  # every request but /ref/*, by "METHOD path" (GET /ref/received)
         self.paused_until = 0.0
         self.log: OrderedDict[str, dict] = OrderedDict()
         self._anon = itertools.count()
@@ -227,7 +230,11 @@ class RefServer:
     def __call__(self, environ, start_response):
         t_recv = environ.get("refserver.t_recv") or time.perf_counter()
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+        if not path.startswith("/ref/"):  # the oracle's own endpoints are not the server's traffic
+            self.received[f"{method} {path}"] += 1
         try:
+            if path == "/ref/received" and method == "GET":
+                return self._json(start_response, "200 OK", dict(self.received))
             if path == "/health" and method == "GET":
                 return self._json(start_response, "200 OK", {"status": "ok"})
             if path == "/v1/models" and method == "GET":
