@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..records import FAST_FAIL_S, NEVER_REACHED, NOT_SENT, ErrorClass
 from ..rundir.load import RunData
 from ..scenario import CostSpec
 from .acceptance import request_acceptance
@@ -65,13 +66,20 @@ def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict, mode: st
     return good
 
 
+def failed_fast(frame: pd.DataFrame) -> pd.Series:
+    """Requests that failed within ``FAST_FAIL_S`` of their start, before any token (``RequestRecord.failed_fast``)."""
+    start = frame["t_connect"].fillna(frame["t_send"]) if "t_connect" in frame else frame["t_send"]
+    failed = frame["error_class"].notna() & ~frame["error_class"].isin(NOT_SENT) & frame["t_first"].isna()
+    return failed & (frame["error_class"].isin(NEVER_REACHED) | ((frame["t_done"] - start) < FAST_FAIL_S))
+
+
 def window_arrivals(run: RunData, frame: pd.DataFrame, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
     """Arrival time and token count of every chunk that can fall in ``[start, end)``: those of the requests in
-    flight at some point of the window, whatever step sent them."""
+    flight at some point of the window, whatever step sent them, except those whose counts are suspect."""
     if not (math.isfinite(start) and math.isfinite(end)):
         return np.empty(0), np.empty(0)
     last = frame["t_done"].fillna(frame["t_end"]) if "t_done" in frame else frame["t_end"]
-    rows = frame[(frame["t_send"] < end) & (last >= start)]
+    rows = frame[(frame["t_send"] < end) & (last >= start) & (frame["error_class"] != ErrorClass.SUSPECT_USAGE)]
     chunks = Chunks.of(rows, run.lists)
     return chunks.arrivals(rows["t_send"].to_numpy(dtype=float)), chunks.tokens
 
@@ -105,6 +113,8 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
         "errors": int(failed.sum()),
         "error_rate": float(failed.mean()) if len(sent) else None,
         "errors_by_class": {str(k): int(v) for k, v in sent.loc[failed, "error_class"].value_counts().items()},
+        "suspect_usage": int((sent["error_class"] == ErrorClass.SUSPECT_USAGE).sum()),
+        "failed_fast": int(failed_fast(sent).sum()) if "t_done" in sent else 0,
         "output_tokens": int(ok_rows["output_tokens"].sum()),
         "output_tps": float(rates.mean()) if rates.size else None,
         "output_tps_ci95": series_mean_ci(rates),
