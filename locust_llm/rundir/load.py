@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from ..analysis.clocks import align, samples_of
 from ..records import REQUESTS_SCHEMA
 from . import layout
-from .parts import PART_GLOB, read_table
+from .parts import read_parquet, read_table, source_files
 
 __all__ = ["ChunkLists", "RunData", "close_open_steps", "load_requests", "load_run", "load_telemetry", "split_requests"]
 
@@ -101,8 +101,7 @@ def split_requests(run_dir: Path) -> tuple[pd.DataFrame, ChunkLists]:
     """The scalar columns as a frame, and the per-chunk lists left on disk behind a ``ChunkLists``."""
     scalars = [name for name in REQUESTS_SCHEMA.names if name not in LIST_COLUMNS]
     table = read_table(run_dir, layout.REQUESTS, layout.REQUEST_PARTS, scalars)
-    merged = Path(run_dir) / layout.REQUESTS
-    files = [merged] if merged.exists() else sorted((Path(run_dir) / layout.REQUEST_PARTS).glob(PART_GLOB))
+    files = source_files(run_dir, layout.REQUESTS, layout.REQUEST_PARTS)
     frame = table.to_pandas() if table is not None else REQUESTS_SCHEMA.empty_table().select(scalars).to_pandas()
     return frame, ChunkLists.of_files(files)
 
@@ -150,8 +149,8 @@ def load_run(run_dir: Path) -> RunData:
         steps=steps,
         events=list(steps_doc.get("events", [])) + ([unfinished] if unfinished else []),
         env=layout.read_json(run_dir / layout.ENV),
-        client=align(pd.read_parquet(client), clocks, columns=("t",)) if client.exists() else pd.DataFrame(),
-        host=pd.read_parquet(host) if host.exists() else pd.DataFrame(),
+        client=align(read_parquet(client).to_pandas(), clocks, columns=("t",)) if client.exists() else pd.DataFrame(),
+        host=read_parquet(host).to_pandas() if host.exists() else pd.DataFrame(),
         consistency=layout.read_json(run_dir / layout.CONSISTENCY),
         quality=layout.read_json(run_dir / layout.QUALITY),
         probes=list(layout.read_json(run_dir / layout.PROBES).get("probes") or []),

@@ -23,6 +23,7 @@ from ..pipeline import Outcome, finish_run
 from ..records import Phase, now
 from ..rundir import RunDir, layout
 from ..rundir.facts import host_info, package_versions
+from ..rundir.lock import RunLock
 from .clocksync import ClockSync, write_clocks
 from .faults import Faults
 from .hostmon import HostMonitor
@@ -54,8 +55,10 @@ class Experiment:
         user_classes: dict[str, type],
         session: Callable[[Plan, RunDir], ServerSession] = ServerSession,
         clocks: ClockSync | None = None,
+        lock: RunLock | None = None,
     ):
         self.environment = environment
+        self.lock = lock  # the run directory's one writer: released once everything is written
         self.plan = plan
         self.run = RunDir(plan.report_dir, plan.run_id)
         self.recorder = Recorder(self.run.path, clock_offsets=clocks.offsets if clocks is not None else dict)
@@ -451,8 +454,21 @@ class Experiment:
     def send_state(self) -> None:
         # Sent every tick, so a worker that joins late still learns the current step.
         self.watch_workers()
+        self.watch_refusals()
         offsets = self.clocks.offsets() if self.clocks is not None else {}
         self.environment.runner.send_message(STEP_MESSAGE, {**self.state.to_dict(), "clock_offsets": offsets})
+
+    def watch_refusals(self) -> None:
+        """A load process that cannot build a request (an input the start's checks did not catch) sends nothing:
+        the run stops with exit 2 and says why, once, instead of counting a failure per attempt."""
+        for worker, tally in self.recorder.tally.items():
+            for message in tally.refused:
+                if ("client_refused", worker, message) in self.warned:
+                    continue
+                self.warned.add(("client_refused", worker, message))
+                log.error("load process %d cannot build a request (nothing sent); stopping: %s", worker, message)
+                self.run.note("client_refused", worker=worker, message=message)
+                self.interrupted = True
 
     def watch_workers(self) -> None:
         """A lost worker: a run event with what it had sent, its step marked (the level was not held), and the
@@ -466,11 +482,13 @@ class Experiment:
             stop = self.plan.load.on_worker_loss == "stop"
             self.recorder.lost.add(change.index)
             log.error(
-                "worker %d (%s) stopped answering during %s step %s; %s",
+                "worker %d (%s) stopped answering during %s step %s, %d of its requests in flight or not shipped "
+                "are lost; %s",
                 change.index,
                 change.client_id,
                 self.state.variant,
                 self.state.step,
+                self.recorder.unaccounted(change.index),
                 "stopping the run (load.on_worker_loss: stop)"
                 if stop
                 else "going on with the others (load.on_worker_loss: continue)",
@@ -484,6 +502,7 @@ class Experiment:
                 level=self.state.level,
                 records_sent=tally.sent_total if tally else 0,
                 records_received=tally.received if tally else 0,
+                requests_lost=self.recorder.unaccounted(change.index),
                 stopped=stop,
             )
             if stop:
@@ -513,6 +532,7 @@ class Experiment:
         if self.closed:
             return self.run.path
         self.closed = final
+        self.watch_workers()  # Locust stops the test itself when its last worker goes missing: not yet seen here
         self.session.stop_all()
         self.session.telemetry.flush()  # stopping took a last sample (and a backfill): the analysis must see it
         for row in self.run.steps:
@@ -521,6 +541,9 @@ class Experiment:
         missing = self.recorder.missing()
         if missing:
             self.run.note("records_missing", missing=missing)
+        for event in self.run.events:  # records of a lost worker that came back late are rows, not lost
+            if event["kind"] == "worker_lost":
+                event["requests_lost"] = self.recorder.unaccounted(event["worker"])
         self.run.write_steps()
         self.host.stop()
         if final:
@@ -540,4 +563,6 @@ class Experiment:
             self.analysed = analysed
             self.run.write_all()  # a write skipped by a full disk during the run: the analysis reads these files
             self.outcome = finish_run(self.run.path, gates=self.plan.gates)
+        if final and self.lock is not None:
+            self.lock.release()
         return self.run.path
