@@ -214,10 +214,14 @@ class Split:
                 if record.error_class == ErrorClass.EMPTY and record.output_tokens:
                     record.error_class = record.error_message = None
         if self.total is not None and record.ok:
-            text = "".join(self.texts)
-            why = text_disagrees(self.total, count(text), len(text))
+            why = self.check(count)
             if why:
-                record.error_class, record.error_message = ErrorClass.SUSPECT_USAGE, why[:500]
+                record.error_class, record.error_message = ErrorClass.SUSPECT_USAGE, why
+
+    def check(self, count: Callable[[str], int]) -> str | None:
+        """Why the server's total cannot be the text it streamed (None when they agree), the record untouched."""
+        text = "".join(self.texts)
+        return text_disagrees(self.total, count(text), len(text)) if self.total is not None else None
 
 
 def text_disagrees(total: int, counted: int, chars: int) -> str | None:
@@ -228,7 +232,7 @@ def text_disagrees(total: int, counted: int, chars: int) -> str | None:
         f"suspect usage: the server counts {total} output tokens (usage.completion_tokens), the tokenizer counts "
         f"{counted} in the {chars} characters it streamed (tolerance: within x{SUSPECT_FACTOR:g} + {SUSPECT_SLACK} "
         "either way)"
-    )
+    )[:500]
 
 
 def above_max_tokens(record: RequestRecord, final_total: int | None, source: str) -> str | None:

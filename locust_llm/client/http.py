@@ -6,8 +6,6 @@ every module of the package that needs requests imports it from here.
 
 from __future__ import annotations
 
-import os
-
 import locust  # noqa: F401, I001  (gevent must patch sockets before requests is imported)
 import requests
 
@@ -31,9 +29,6 @@ def session(pool_size: int = 16, verify_tls: bool = True) -> requests.Session:
     adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
     s.mount("http://", adapter)
     s.mount("https://", adapter)
-    # A private CA given the standard way (SSL_CERT_FILE, which the streams' ssl module reads) is trusted here too:
-    # requests would otherwise read only its own bundle or REQUESTS_CA_BUNDLE.
-    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
-    s.verify = bundle if verify_tls and bundle else verify_tls
+    s.verify = verify_tls
     s.headers.update({"Accept-Encoding": "identity"})
     return s

@@ -18,13 +18,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..analysis.clocks import align, samples_of
-from ..records import REQUESTS_SCHEMA
+from ..records import REQUESTS_SCHEMA, ErrorClass
 from . import layout
 from .parts import read_parquet, read_table, source_files
 
-__all__ = ["ChunkLists", "RunData", "close_open_steps", "load_requests", "load_run", "load_telemetry", "split_requests"]
+__all__ = [
+    "USAGE_SUSPECT",
+    "ChunkLists",
+    "RunData",
+    "amend_usage",
+    "close_open_steps",
+    "load_requests",
+    "load_run",
+    "load_telemetry",
+    "split_requests",
+]
 
 TELEMETRY_COLUMNS = ["t", "variant", "source", "metric", "labels", "value"]
+USAGE_SUSPECT = "usage_suspect"  # run event: requests whose usage a tokenizer found suspect after they were sent
 LIST_COLUMNS = ["chunk_offsets", "chunk_tokens"]
 
 
@@ -132,6 +143,18 @@ def close_open_steps(steps: list[dict], requests: pd.DataFrame) -> dict | None:
     }
 
 
+def amend_usage(requests: pd.DataFrame, events: list[dict]) -> pd.DataFrame:
+    """Requests a tokenizer found suspect after they were sent (the ``usage_suspect`` run event: request id -> why)
+    become ``suspect_usage`` failures; their rows on disk keep what the server said."""
+    suspect = {rid: why for e in events if e.get("kind") == USAGE_SUSPECT for rid, why in e["requests"].items()}
+    if not suspect or not len(requests):
+        return requests
+    hit = requests["request_id"].isin(list(suspect)) & requests["error_class"].isna()
+    requests.loc[hit, "error_class"] = ErrorClass.SUSPECT_USAGE
+    requests.loc[hit, "error_message"] = requests.loc[hit, "request_id"].map(suspect)
+    return requests
+
+
 def load_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
     steps_doc = layout.read_json(run_dir / layout.STEPS)
@@ -142,6 +165,7 @@ def load_run(run_dir: Path) -> RunData:
     clocks = samples_of(layout.read_json(run_dir / layout.CLOCKS).get("samples") or [])
     requests = align(requests, clocks)
     steps = list(steps_doc.get("steps", []))
+    requests = amend_usage(requests, list(steps_doc.get("events", [])))
     unfinished = close_open_steps(steps, requests)
     return RunData(
         requests=requests,

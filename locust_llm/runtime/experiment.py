@@ -23,6 +23,7 @@ from ..pipeline import Outcome, finish_run
 from ..records import Phase, now
 from ..rundir import RunDir, layout
 from ..rundir.facts import host_info, package_versions
+from ..rundir.load import USAGE_SUSPECT
 from ..rundir.lock import RunLock
 from .clocksync import ClockSync, write_clocks
 from .faults import Faults
@@ -470,10 +471,10 @@ class Experiment:
                 self.run.note("client_refused", worker=worker, message=message)
                 self.interrupted = True
 
-    def watch_workers(self) -> None:
+    def watch_workers(self, missing_only: bool = False) -> None:
         """A lost worker: a run event with what it had sent, its step marked (the level was not held), and the
         run stopped unless ``load.on_worker_loss`` is ``continue``. A worker that joins gets the load again."""
-        lost, joined = self.workers.check()
+        lost, joined = self.workers.check(missing_only)
         for change in lost:
             tally = self.recorder.tally.get(change.index)
             row = self.run.steps[-1] if self.run.steps and math.isnan(self.run.steps[-1]["t_end"]) else None
@@ -532,7 +533,7 @@ class Experiment:
         if self.closed:
             return self.run.path
         self.closed = final
-        self.watch_workers()  # Locust stops the test itself when its last worker goes missing: not yet seen here
+        self.watch_workers(missing_only=True)  # Locust stops the test itself when its last worker goes missing
         self.session.stop_all()
         self.session.telemetry.flush()  # stopping took a last sample (and a backfill): the analysis must see it
         for row in self.run.steps:
@@ -544,6 +545,12 @@ class Experiment:
         for event in self.run.events:  # records of a lost worker that came back late are rows, not lost
             if event["kind"] == "worker_lost":
                 event["requests_lost"] = self.recorder.unaccounted(event["worker"])
+        if self.recorder.suspect:  # the usage checks made after their records were sent amend them (rundir.load)
+            checked = next((e for e in self.run.events if e["kind"] == USAGE_SUSPECT), None)
+            if checked is None:
+                self.run.note(USAGE_SUSPECT, requests=dict(self.recorder.suspect))
+            else:
+                checked["requests"] = dict(self.recorder.suspect)
         self.run.write_steps()
         self.host.stop()
         if final:

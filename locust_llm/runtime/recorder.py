@@ -85,6 +85,7 @@ class Recorder:
         self.intake: deque[dict] = deque()  # received records as dicts, not yet converted
         self.batches: deque[dict] = deque()  # received column batches, not yet converted
         self.lost: set[int] = set()  # workers that stopped answering: nothing more will come from them
+        self.suspect: dict[str, str] = {}  # request id -> why a tokenizer found its usage suspect (after it was sent)
         self.clock_offsets = clock_offsets  # the live figures go by the master's clock, like the analysis
         self._loop = gevent.spawn(self._flush_forever)
 
@@ -103,6 +104,7 @@ class Recorder:
         tally.progress = data.get("progress") or tally.progress
         tally.refused = list(data.get("refused") or tally.refused)
         tally.created = max(tally.created, int(data.get("created") or 0))
+        self.suspect.update(data.get("suspect") or {})
         if packed:
             self.batches.append(packed)
         self.intake.extend(data["records"])

@@ -55,6 +55,8 @@ class RecordShipper:
         self.deferred: deque[tuple[RequestRecord, Callable[[], None]]] = deque()
         self.progress: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # "variant|step" -> [requests, tokens]
         self.refusals: list[str] = []  # why this process could not build a request (never sent, never a row)
+        self.checks: deque[tuple[str, Callable[[], str | None]]] = deque()  # usage checks of records already sent
+        self.suspect: dict[str, str] = {}  # request id -> why its usage is suspect, not yet told to the master
         self._loop: gevent.Greenlet | None = None
 
     def add(self, record: RequestRecord) -> None:
@@ -66,6 +68,11 @@ class RecordShipper:
         being measured, so neither this process's stamps nor the server see it during a window."""
         self.count(record)
         self.deferred.append((record, work))
+
+    def check_later(self, request_id: str, check: Callable[[], str | None]) -> None:
+        """A check of a shipped record's usage (``Split.check``): run when no step is measured, like ``refine``; a
+        record it finds suspect is told to the master (``suspect`` in a batch), which amends the run."""
+        self.checks.append((request_id, check))
 
     def refuse(self, message: str) -> None:
         """A request this process could not build (nothing was sent): said once to the master, which stops the
@@ -88,6 +95,15 @@ class RecordShipper:
             except Exception as exc:  # the record keeps what it had: its counts stay marked approximate
                 log.debug("refining %s failed: %s", record.request_id, exc)
             self.buffer.add(record)
+        while self.checks:
+            request_id, check = self.checks.popleft()
+            try:
+                why = check()
+            except Exception as exc:  # unchecked, not suspect
+                log.debug("checking the usage of %s failed: %s", request_id, exc)
+                continue
+            if why:
+                self.suspect[request_id] = why
 
     def start(self) -> None:
         self.monitor.start()
@@ -101,7 +117,7 @@ class RecordShipper:
             if tick % ticks:
                 self.tell_created()
                 continue
-            if self.deferred and (not self.measuring() or len(self.deferred) > MAX_DEFERRED):
+            if (self.deferred or self.checks) and (not self.measuring() or len(self.deferred) > MAX_DEFERRED):
                 self.refine()
             self.ship()
 
@@ -120,8 +136,9 @@ class RecordShipper:
         batch, self.buffer = self.buffer, ColumnBatch()
         client = self.monitor.drain()
         self.sent_total += len(batch)
-        # Records still waiting to be refined count as running work: the master waits for them.
-        self.users_running = (self.runner.user_count + len(self.deferred)) if not final else 0
+        # Records still waiting to be refined (or checked) count as running work: the master waits for them.
+        self.users_running = (self.runner.user_count + len(self.deferred) + len(self.checks)) if not final else 0
+        suspect, self.suspect = self.suspect, {}
         try:
             self.runner.send_message(
                 RECORDS_MESSAGE,
@@ -137,6 +154,7 @@ class RecordShipper:
                     "progress": dict(self.progress),
                     "refused": self.refusals[:5],
                     "created": self.created,
+                    "suspect": suspect,
                 },
             )
         except Exception:  # keep the batch; the next ship retries it
@@ -145,6 +163,7 @@ class RecordShipper:
             self.buffer = batch
             self.monitor.samples = client + self.monitor.samples
             self.sent_total -= len(batch)
+            self.suspect = {**suspect, **self.suspect}
 
     def stop(self) -> None:
         with gevent.Timeout(REFINE_WAIT_S, False):

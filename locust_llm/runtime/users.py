@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["USAGE_CHECKS_PER_STEP", "Backoff", "ClosedLoopUser", "OpenLoopUser", "ProcessContext", "context_of"]
 
-# Requests per step and load process whose server total a tokenizer checks against the text (all of them would
-# hold every record until the step ends and call the server's /tokenize once each).
+# Requests per step and load process whose exact server total a tokenizer checks against the text (all of them
+# would call the server's /tokenize once each, between steps).
 USAGE_CHECKS_PER_STEP = 16
 
 
@@ -82,7 +82,7 @@ class ProcessContext:
 
     def usage_check_due(self, state: StepState) -> bool:
         """Whether a tokenizer checks this request's usage total: the first ``USAGE_CHECKS_PER_STEP`` of the step in
-        this process (each check waits, with its record, until no step is measured)."""
+        this process (the check waits until no step is measured; the record does not)."""
         key = step_key(state)
         done = self.usage_checks.get(key, 0)
         self.usage_checks[key] = done + 1
@@ -216,9 +216,17 @@ class LLMUser(User):
                 self.context.shipper.refuse(record.error_message or "")
             return
         counter = workload.counter if workload is not None else None
-        # A split the tokenizer refines always waits for it; a check of the server's total alone, for a sample.
-        checked = split is not None and counter is not None and (split.refine or self.context.usage_check_due(state))
-        self.emit(record, split.apply if checked else None, counter.count if counter is not None else None)
+        if split is not None and counter is not None and not split.refine:
+            # Exact per-chunk counts: the record goes now; for a sample, the tokenizer checks its total later.
+            self.emit(record)
+            if self.context.shipper is not None and self.context.usage_check_due(state):
+                self.context.shipper.check_later(record.request_id, lambda: split.check(counter.count))
+            return
+        self.emit(
+            record,
+            split.apply if split is not None and counter is not None else None,
+            counter.count if counter is not None else None,
+        )
 
     def emit(self, record: RequestRecord, refine=None, count=None) -> None:
         """Report to Locust's stats now; ship the record once ``refine(count)`` (a tokenizer's per-chunk split,

@@ -6,6 +6,7 @@ Each run is built by hand (tests/synthetic.py) with a known answer and goes thro
 import json
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from locust_llm.analysis.gates import EXIT_INVALID
@@ -256,3 +257,19 @@ def test_a_step_of_instant_refusals_says_the_server_refused_not_that_the_client_
     assert step.status == "failed-fast"
     assert step.status_reasons[0].startswith("failed-fast: the server refused or failed fast: 200 of")
     assert not any("client was the bottleneck" in reason for reason in step.status_reasons)
+
+
+def test_a_usage_check_made_after_its_record_was_sent_amends_the_run(tmp_path):
+    """The run's usage_suspect event names two requests a tokenizer found suspect once they had been sent: the
+    analysis reads them as suspect_usage failures; requests.parquet keeps what the server said."""
+    rows, steps = [], []
+    closed_step(rows, steps, "baseline", 0, 1, START, 20.0, 0.5)
+    run = write_run(tmp_path, rows, steps)
+    named = {rows[3]["request_id"]: "suspect usage: the server counts 8 ...", rows[7]["request_id"]: "suspect ..."}
+    (run / "steps.json").write_text(
+        json.dumps({"steps": steps, "events": [{"kind": "usage_suspect", "t": START + 30, "requests": named}]})
+    )
+    (step,) = finish_run(run).summary.variants["baseline"].steps
+    assert step.suspect_usage == 2 and step.errors == 2 and step.status == "suspect-usage"
+    assert step.errors_by_class == {"suspect_usage": 2}
+    assert pq.read_table(run / "requests.parquet").column("error_class").null_count == len(rows)
