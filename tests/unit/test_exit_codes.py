@@ -130,3 +130,16 @@ def test_a_truncated_requests_file_is_named_in_one_line_or_read_from_its_parts(t
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["records"] == whole.num_rows
     assert done.returncode == json.loads((tmp_path / "verdict.json").read_text())["exit_code"]
+
+
+def test_a_load_process_that_could_not_build_a_request_is_bad_input(tmp_path):
+    """Its refusal (the run's client_refused event) is exit 2 with the reason, before every other code."""
+    run = failing_run(tmp_path / "refused", 0.0, {})
+    steps = json.loads((run / "steps.json").read_text())
+    steps["events"] = [{"kind": "client_refused", "t": 1001.0, "worker": 0, "message": "OSError: cat.png: missing"}]
+    (run / "steps.json").write_text(json.dumps(steps))
+    verdict = finish_run(run).verdict
+    assert verdict.exit_code == 2
+    assert verdict.reasons["2"] == [
+        "load process 0 could not build a request, so none was sent and the run stopped: OSError: cat.png: missing"
+    ]
