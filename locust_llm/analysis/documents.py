@@ -309,6 +309,13 @@ class StepFigures(Doc):
     """Acceptance from both sources side by side."""
     server_vs_client: ServerVsClient | None = None
     """The server's and the client's figures compared."""
+    suspect_usage: int = 0
+    """Requests whose server token counts disagree with the request or its text (``suspect_usage``: above
+    ``max_tokens``, or far from a tokenizer's count of the streamed text); any makes the step ``suspect-usage``."""
+    failed_fast: int = 0
+    """Requests refused (no connection, a failed TLS handshake) or failed within 10 ms of their start (a reset, an
+    error status), before any token; more than half make the step ``failed-fast``: the server refused or failed
+    fast."""
     extended_s: float = 0.0
     """Seconds the steady window was extended (unsteady or too few requests; up to ``load.max_extend_s``)."""
     workers_lost: list[int] = []
@@ -319,8 +326,9 @@ class StepFigures(Doc):
     host: HostLoad | None = None
     """Foreign load on the host during the window (null: not monitored)."""
     status: str = "clean"
-    """What the step may be used for: clean, or worker-lost / contended / client-invalid / insufficient / unsteady
-    (only clean steps feed speed-ups, crossover, recommendation, saturation and knee)."""
+    """What the step may be used for: clean, or fault-injected / worker-lost / suspect-usage / failed-fast /
+    contended / client-invalid / insufficient / unsteady (only clean steps feed speed-ups, crossover,
+    recommendation, saturation and knee)."""
     status_reasons: list[str] = []
     """Every reason that applies, the status's first."""
     anomaly: str | None = None

@@ -2,6 +2,11 @@
 
 A step is, in this order of precedence (README, "What a verdict rests on"):
 
+* ``suspect-usage``: the server's token counts disagree with what it was asked for or what it sent
+  (``suspect_usage`` requests: README, "Faults and bad input"), so its throughput cannot be trusted;
+* ``failed-fast``: most requests were refused (connection, TLS) or failed within ``FAST_FAIL_S`` of their start
+  (reset, an error status), before any token:
+  the server refused or failed fast, so neither its speed nor the client's load is measured;
 * ``contended``: the host was busy with work that is neither the server nor the load generator (nor our own
   Prometheus): on average more than ``load.contention_cores`` cores of CPU (steal time on a VM included) over
   the steady window, or any foreign GPU process. Another job on the machine slows whichever variant it
@@ -31,12 +36,23 @@ from collections import defaultdict
 import pandas as pd
 
 from ..fmt import lvl
+from ..records import FAST_FAIL_S
 from .probes import fault_text
 
 __all__ = ["ANOMALY_DROP", "CLEAN", "STATUSES", "busy_text", "flag_anomalies", "host_load", "step_status"]
 
 CLEAN = "clean"
-STATUSES = ("fault-injected", "worker-lost", "contended", "client-invalid", "insufficient", "unsteady", CLEAN)
+STATUSES = (
+    "fault-injected",
+    "worker-lost",
+    "suspect-usage",
+    "failed-fast",
+    "contended",
+    "client-invalid",
+    "insufficient",
+    "unsteady",
+    CLEAN,
+)
 ANOMALY_DROP = 0.5
 STEADY_NAMES = {
     "throughput": "throughput",
@@ -92,10 +108,21 @@ def step_status(step: dict, host: dict | None, load: dict) -> tuple[str, list[st
         reasons["worker-lost"] = (
             f"load process(es) {', '.join(map(str, step['workers_lost']))} lost during the step: the level was not held"
         )
+    if step.get("suspect_usage"):
+        reasons["suspect-usage"] = (
+            f"{step['suspect_usage']} request(s) whose server token counts disagree with the request or its text "
+            "(suspect_usage): its throughput cannot be trusted"
+        )
+    failed_fast = step.get("failed_fast") or 0
+    if failed_fast * 2 > step.get("requests", 0) > 0:
+        reasons["failed-fast"] = (
+            f"the server refused or failed fast: {failed_fast} of {step['requests']} requests were refused "
+            f"(connection, TLS) or failed within {FAST_FAIL_S * 1000:g} ms, before any token"
+        )
     limit = float(load.get("contention_cores", 0.25))
     if host is not None and (host["foreign_cores"] + host["steal_cores"] > limit or host["foreign_gpu_processes"]):
         reasons["contended"] = f"host busy: {busy_text(host)} (limit {limit:g} cores)"
-    if step.get("client_valid") is False:
+    if step.get("client_valid") is False and "failed-fast" not in reasons:  # a client kept busy by refusals
         reasons["client-invalid"] = "the client was the bottleneck: " + "; ".join(step["client_validity"]["reasons"])
     insufficient = _insufficient(step, load)
     if insufficient:

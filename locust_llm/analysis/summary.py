@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..records import FAST_FAIL_S, NEVER_REACHED, NOT_SENT, ErrorClass
 from ..rundir.load import RunData
 from ..scenario import CostSpec
 from .acceptance import request_acceptance
@@ -66,6 +67,13 @@ def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict, mode: st
     return good
 
 
+def failed_fast(frame: pd.DataFrame) -> pd.Series:
+    """Requests that failed within ``FAST_FAIL_S`` of their start, before any token (``RequestRecord.failed_fast``)."""
+    start = frame["t_connect"].fillna(frame["t_send"]) if "t_connect" in frame else frame["t_send"]
+    failed = frame["error_class"].notna() & ~frame["error_class"].isin(NOT_SENT) & frame["t_first"].isna()
+    return failed & (frame["error_class"].isin(NEVER_REACHED) | ((frame["t_done"] - start) < FAST_FAIL_S))
+
+
 def window_requests(frame: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
     """The requests in flight at some point of ``[start, end)``, whatever step sent them."""
     if not (math.isfinite(start) and math.isfinite(end)):
@@ -75,7 +83,9 @@ def window_requests(frame: pd.DataFrame, start: float, end: float) -> pd.DataFra
 
 
 def window_arrivals(run: RunData, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Arrival time and token count of every chunk of ``rows`` (``window_requests``)."""
+    """Arrival time and token count of every chunk of ``rows`` (``window_requests``), except those of requests whose
+    counts are suspect."""
+    rows = rows[rows["error_class"] != ErrorClass.SUSPECT_USAGE]
     chunks = Chunks.of(rows, run.lists)
     return chunks.arrivals(rows["t_send"].to_numpy(dtype=float)), chunks.tokens
 
@@ -110,6 +120,8 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
         "errors": int(failed.sum()),
         "error_rate": float(failed.mean()) if len(sent) else None,
         "errors_by_class": {str(k): int(v) for k, v in sent.loc[failed, "error_class"].value_counts().items()},
+        "suspect_usage": int((sent["error_class"] == ErrorClass.SUSPECT_USAGE).sum()),
+        "failed_fast": int(failed_fast(sent).sum()) if "t_done" in sent else 0,
         "output_tokens": int(ok_rows["output_tokens"].sum()),
         "output_tps": float(rates.mean()) if rates.size else None,
         "output_tps_ci95": series_mean_ci(rates),

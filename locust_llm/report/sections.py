@@ -55,6 +55,8 @@ def flagged_steps(view: RunView) -> dict:
     flags: dict[str, list[str]] = {
         "fault-injected": [],
         "worker-lost": [],
+        "suspect-usage": [],
+        "failed-fast": [],
         "contended": [],
         "client-invalid": [],
         "insufficient": [],
@@ -81,6 +83,10 @@ FLAG_TEXT = {
     "fault-injected": "step(s) with a fault injected on purpose (probes.faults; left out of every verdict)",
     "worker-lost": "step(s) during which a load process was lost (worker-lost: the level was not held; "
     "left out of every verdict)",
+    "suspect-usage": "step(s) whose server token counts disagree with the requests or their text (suspect-usage; "
+    "left out of every verdict)",
+    "failed-fast": "step(s) where the server refused or failed fast: most requests were refused or failed within 10 "
+    "ms, before any token (failed-fast; left out of every verdict)",
     "contended": "step(s) measured while the host was busy with other work (contended; left out of every verdict)",
     "client-invalid": "step(s) where the load generator may have been the bottleneck (client-invalid; left "
     "out of every verdict)",

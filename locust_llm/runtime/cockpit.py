@@ -8,6 +8,7 @@ Live figures are the recorder's running ones (``live.LiveStats``); the verdict i
 from __future__ import annotations
 
 import math
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -114,10 +115,15 @@ def _event_warnings(events: list[dict]) -> list[dict]:
 
 
 def run_files(run_dir: Path) -> list[str]:
-    """The run directory's files the web UI links to (finished files only: no parts, no temporary files)."""
+    """The run directory's files the web UI links to: finished regular files only (no parts, no temporary or hidden
+    files such as the lock, no symbolic links, FIFOs or devices, whatever someone put there)."""
     if not run_dir.is_dir():
         return []
-    return sorted(p.name for p in run_dir.iterdir() if p.is_file() and not p.name.endswith(".tmp"))
+    return sorted(
+        p.name
+        for p in run_dir.iterdir()
+        if stat.S_ISREG(p.lstat().st_mode) and not p.name.endswith(".tmp") and not p.name.startswith(".")
+    )
 
 
 def verdict_view(experiment) -> dict | None:

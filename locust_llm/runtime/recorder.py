@@ -68,6 +68,8 @@ class WorkerTally:
     pid: int | None = None
     progress: dict = field(default_factory=dict)  # "variant|step" -> [completed steady requests, output tokens]
     ledger: dict = field(default_factory=dict)  # its requests to servers besides the streams (``client.ledger``)
+    refused: list[str] = field(default_factory=list)  # why it could not build a request (the run stops, exit 2)
+    created: int = 0  # records it made so far (requests sent or dropped), as it last said
 
 
 class Recorder:
@@ -86,6 +88,7 @@ class Recorder:
         self.intake: deque[dict] = deque()  # received records as dicts, not yet converted
         self.batches: deque[dict] = deque()  # received column batches, not yet converted
         self.lost: set[int] = set()  # workers that stopped answering: nothing more will come from them
+        self.suspect: dict[str, str] = {}  # request id -> why a tokenizer found its usage suspect (after it was sent)
         self.clock_offsets = clock_offsets  # the live figures go by the master's clock, like the analysis
         self._loop = gevent.spawn(self._flush_forever)
 
@@ -103,11 +106,24 @@ class Recorder:
         tally.pid = data.get("pid", tally.pid)
         tally.progress = data.get("progress") or tally.progress
         tally.ledger = data.get("ledger") or tally.ledger
+        tally.refused = list(data.get("refused") or tally.refused)
+        tally.created = max(tally.created, int(data.get("created") or 0))
+        self.suspect.update(data.get("suspect") or {})
         if packed:
             self.batches.append(packed)
         self.intake.extend(data["records"])
         self.client_samples.extend(data.get("client") or [])
         self.live.add([], data.get("client") or [])
+
+    def on_created(self, data: dict) -> None:
+        """A worker's running count of the records it made (``shipper.tell_created``)."""
+        tally = self.tally.setdefault(int(data["worker"]), WorkerTally())
+        tally.created = max(tally.created, int(data["created"]))
+
+    def unaccounted(self, worker: int) -> int:
+        """Records a worker made that never arrived: requests in flight or not yet shipped when it was last heard."""
+        tally = self.tally.get(worker)
+        return max(tally.created - tally.received, 0) if tally is not None else 0
 
     def take_in(self, pause: bool = True) -> None:
         """Received records -> live figures and Arrow. Dicts go a slice at a time: in a single-process run this

@@ -57,6 +57,8 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   Content-Length: the body ends when the server closes the connection, as some gateways and HTTP/1.0 do).
 - ``drop_connection``: close the connection after the response without saying so (no ``Connection: close``),
   as servers that cap requests per keep-alive connection do.
+- ``usage_factor``: every usage count the stream reports is the true one times this (default 1), to play a
+  server whose counts are consistent with each other but not with the text it sends.
 - ``patch_last``: ``{"dotted.path": value}`` set in the last token chunk's JSON (``"choices.0.finish_reason"``,
   ``"usage.prompt_tokens"``, ``"timings.draft_n"``), to play a server that sends odd values.
 - ``image_ms_per_kpx``: prefill time per thousand pixels of a chat request's images, a known encode cost (their
@@ -402,6 +404,7 @@ class _Stream:
         return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
 
     def _usage(self, completion: int) -> dict:
+        completion = round(completion * self.cfg["usage_factor"])  # 1 unless playing a server that miscounts
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,
