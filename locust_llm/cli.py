@@ -65,7 +65,8 @@ def _not_run_dirs(paths: list[Path]) -> int | None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Recompute summary, comparison, verdict and report from the run directory's raw files; the exit code is the
-    verdict's. A run still being written is left alone (exit 7); a run file that cannot be read is named (exit 5)."""
+    verdict's. A run still being written is left alone (exit 7) unless ``--so-far`` asks for its report so far; a run
+    file that cannot be read is named (exit 5)."""
     from .analysis.gates import EXIT_INTERRUPTED, EXIT_INVALID
     from .analysis.merge import merge_runs
     from .pipeline import finish_run
@@ -74,10 +75,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if (code := _not_run_dirs(args.run_dirs)) is not None:
         return code
     for run_dir in args.run_dirs:
-        if holder := lock_holder(run_dir):
+        if (holder := lock_holder(run_dir)) and not args.so_far:
             print(
                 f"error: {run_dir} is still being written by process {holder.get('pid', '?')} on "
-                f"{holder.get('host', '?')}: report it once that run has ended",
+                f"{holder.get('host', '?')}: report it once that run has ended (or pass --so-far for a report of "
+                "what it has written so far)",
                 file=sys.stderr,
             )
             return EXIT_INTERRUPTED
@@ -224,6 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dirs", nargs="+", type=Path)
     report.add_argument(
         "--out", type=Path, default=None, help="where a merged comparison goes (default: reports/merged-<time>)"
+    )
+    report.add_argument(
+        "--so-far",
+        action="store_true",
+        help="report a run that is still being written (a soak in progress) from what it has written so far; "
+        "the run's own report replaces it when the run ends",
     )
     report.set_defaults(func=cmd_report)
 

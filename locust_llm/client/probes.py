@@ -159,6 +159,9 @@ def post(http: requests.Session, target: Target, body: dict | bytes, timeout_s: 
             )
             raw = response.raw.read(MAX_ANSWER_BYTES, decode_content=True)
             response.close()
+            # Each probe on a connection of its own (it asked for Connection: close): a pooled one the server is
+            # closing right now would fail the next probe with a disconnect that was not its answer.
+            http.close()
     except Exception as exc:  # refused, reset, timed out: the answer is that there was none
         return Answer(latency_ms=(now() - t0) * 1e3, error=client_error(exc))
     return parse(response.status_code, raw, (now() - t0) * 1e3)

@@ -173,17 +173,14 @@ class Connection:
                 self.sock = None
 
     def _stale(self) -> bool:
-        """A kept-alive socket the server has closed (readable with nothing to read) is not reused."""
+        """A kept-alive socket with anything to read is not reused: between requests the server has nothing to say,
+        so a readable socket was closed by it (or carries bytes no request asked for). Peeking is not possible on a
+        TLS socket, and not needed."""
         try:
             readable, _, _ = select.select([self.sock], [], [], 0)
         except (OSError, ValueError):
             return True
-        if not readable:
-            return False
-        try:
-            return self.sock.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ssl.SSLError):
-            return True
+        return bool(readable)
 
     def connect(self) -> float | None:
         """Connect when there is no usable connection; returns when the new connection was started."""

@@ -2,9 +2,9 @@
 
 A second run on the same directory (``--overwrite`` included) is refused while the writer lives; ``locust-llm
 report`` on it says the run is still being written. A lock whose process is gone (a run killed with SIGKILL, a
-machine that rebooted) is stale: the next claim takes it over. The lock is made with ``O_EXCL``, so of two runs
-started at the same moment exactly one gets it. A lock written on another host (a shared file system) cannot be
-checked from here and counts as held.
+machine that rebooted, a zombie, its pid given to a newer process) is stale: the next claim takes it over. The lock
+is made with ``O_EXCL``, so of two runs started at the same moment exactly one gets it. A lock written on another
+host (a shared file system) cannot be checked from here and counts as held.
 """
 
 from __future__ import annotations
@@ -48,9 +48,23 @@ def lock_holder(run_dir: Path) -> dict | None:
     if not isinstance(holder, dict):
         return {"pid": None, "host": "?"}
     pid = holder.get("pid")
-    if holder.get("host") == socket.gethostname() and isinstance(pid, int) and not psutil.pid_exists(pid):
+    if holder.get("host") == socket.gethostname() and isinstance(pid, int) and not _alive(pid, holder.get("started")):
         return None
     return holder
+
+
+def _alive(pid: int, started: object) -> bool:
+    """Whether the lock's process still runs: not gone, not a zombie waiting for its parent, and not a newer
+    process that was given the same pid after the writer died."""
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        born = process.create_time()
+    except psutil.Error:
+        return False
+    # create_time is rounded to the clock tick; a second of slack keeps the writer itself alive
+    return not isinstance(started, (int, float)) or born <= started + 1.0
 
 
 class RunLock:

@@ -21,7 +21,7 @@ from locust import User, task
 
 from ..client.engines import request_extra
 from ..client.stream import RequestSpec, StreamingClient
-from ..records import ErrorClass, RequestRecord, now
+from ..records import ErrorClass, Phase, RequestRecord, now
 from ..scenario import LoadSpec
 from ..workload import Workload
 from .arrivals import ArrivalClock
@@ -80,9 +80,12 @@ class ProcessContext:
         if base_url not in self.workloads and not self.workload_lock.locked():
             gevent.spawn(self.workload, base_url)
 
-    def usage_check_due(self, state: StepState) -> bool:
-        """Whether a tokenizer checks this request's usage total: the first ``USAGE_CHECKS_PER_STEP`` of the step in
-        this process (the check waits until no step is measured; the record does not)."""
+    def usage_check_due(self, record: RequestRecord, state: StepState) -> bool:
+        """Whether a tokenizer checks this request's usage total: the first ``USAGE_CHECKS_PER_STEP`` of the step's
+        steady window in this process, whose figures a suspect server would distort (the check waits until no step
+        is measured; the record does not)."""
+        if record.phase != Phase.STEADY:
+            return False
         key = step_key(state)
         done = self.usage_checks.get(key, 0)
         self.usage_checks[key] = done + 1
@@ -219,7 +222,7 @@ class LLMUser(User):
         if split is not None and counter is not None and not split.refine:
             # Exact per-chunk counts: the record goes now; for a sample, the tokenizer checks its total later.
             self.emit(record)
-            if self.context.shipper is not None and self.context.usage_check_due(state):
+            if self.context.shipper is not None and self.context.usage_check_due(record, state):
                 self.context.shipper.check_later(record.request_id, lambda: split.check(counter.count))
             return
         self.emit(

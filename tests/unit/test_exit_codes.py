@@ -6,6 +6,7 @@ import math
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pyarrow.compute as pc
@@ -97,7 +98,7 @@ def test_report_on_a_run_still_being_written_says_so_and_exits_7(tmp_path):
     (tmp_path / "verdict.json").unlink(missing_ok=True)
     writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        lock = {"pid": writer.pid, "host": socket.gethostname(), "started": 0}
+        lock = {"pid": writer.pid, "host": socket.gethostname(), "started": time.time()}
         (tmp_path / ".lock").write_text(json.dumps(lock))
         done = report_cli(tmp_path)
         assert done.returncode == 7, done.stdout + done.stderr

@@ -6,7 +6,9 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 from locust_llm.runtime.options import OPTIONS
@@ -166,9 +168,15 @@ def test_the_web_form_runs_only_the_projects_scenarios_or_the_command_lines(tmp_
             check_web_scenario(elsewhere, "scenarios/tiny-cpu.yaml")
 
 
+ZOMBIE_MAKER = (
+    "import subprocess, sys, time; child = subprocess.Popen([sys.executable, '-c', '']); "
+    "print(child.pid, flush=True); time.sleep(60)"
+)
+
+
 def test_a_run_directory_has_one_writer_and_a_dead_writers_lock_is_taken_over(tmp_path):
     """A live run holds the folder: a second claim is refused, --overwrite included, naming the holder; once the
-    holder is gone (a process that has exited), its lock is stale and the next claim takes it."""
+    holder is gone (a process that has exited, or a zombie), its lock is stale and the next claim takes it."""
     from locust_llm.runtime.plan import claim_run_dir
 
     plan = load_plan(options(scenario=SCENARIO, report_dir=str(tmp_path), run_id="busy"))
@@ -176,7 +184,7 @@ def test_a_run_directory_has_one_writer_and_a_dead_writers_lock_is_taken_over(tm
     try:
         lock = tmp_path / "busy" / ".lock"
         lock.parent.mkdir()
-        lock.write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "started": 0}))
+        lock.write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "started": time.time()}))
         (tmp_path / "busy" / "requests.parts").mkdir()
         for overwrite in (False, True):
             with pytest.raises(ScenarioError, match=f"being written by process {holder.pid} on "):
@@ -185,11 +193,40 @@ def test_a_run_directory_has_one_writer_and_a_dead_writers_lock_is_taken_over(tm
     finally:
         holder.kill()
         holder.wait()
-    mine = claim_run_dir(plan, overwrite=True)  # stale: its process is gone
+    # stale: a writer that has died and is a zombie its parent has not reaped yet (the parent here: a process that
+    # never waits for its child)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ZOMBIE_MAKER], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        zombie = int(parent.stdout.readline())
+        while psutil.Process(zombie).status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
+        lock.write_text(json.dumps({"pid": zombie, "host": socket.gethostname(), "started": time.time()}))
+        mine = claim_run_dir(plan, overwrite=True)
+    finally:
+        parent.kill()
+        parent.wait()
     assert json.loads(lock.read_text())["pid"] == os.getpid()
     assert [p.name for p in (tmp_path / "busy").iterdir()] == [".lock"]
     mine.release()
     assert not lock.exists()
+
+
+def test_a_lock_whose_pid_now_belongs_to_a_newer_process_is_stale(tmp_path):
+    """The writer died and its pid was given to a process started after the lock was taken: not the writer."""
+    from locust_llm.rundir import lock_holder
+
+    newer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        born = psutil.Process(newer.pid).create_time()
+        for started, held in ((born - 60, False), (born + 5, True)):
+            lock = {"pid": newer.pid, "host": socket.gethostname(), "started": started}
+            (tmp_path / ".lock").write_text(json.dumps(lock))
+            assert (lock_holder(tmp_path) is not None) == held
+    finally:
+        newer.kill()
+        newer.wait()
 
 
 @pytest.mark.parametrize(
