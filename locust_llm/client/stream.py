@@ -15,9 +15,10 @@ from typing import Any
 import gevent
 
 from ..records import ErrorClass, RequestRecord, now
-from ..scenario import Timeouts
+from ..scenario import LoadSpec, Timeouts
+from ..workload.items import PromptItem
 from .accounting import Event, Split, account
-from .engines import PATHS, auth_headers
+from .engines import OMITS_ZERO_CACHED, PATHS, auth_headers
 from .sse import EventTooLarge, SSEParser
 from .transport import Body, Connection, Target, TransportError, build_request
 
@@ -41,6 +42,22 @@ class RequestSpec:
     seed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     images: tuple[str, ...] = ()  # data URLs sent after the text, as OpenAI image_url parts (chat only)
+
+    @classmethod
+    def of_item(cls, item: PromptItem, load: LoadSpec, model: str | None, extra: dict, seed: int | None = None):
+        """The request the load sends for a workload item: its prompt, images and output length, the load's API and
+        sampling, the engine's ``extra`` body fields."""
+        return cls(
+            prompt=item.prompt,
+            max_tokens=item.max_tokens,
+            api=load.api,
+            model=model or None,
+            temperature=load.temperature,
+            ignore_eos=load.ignore_eos,
+            seed=seed,
+            extra=extra,
+            images=tuple(i.url for i in item.images or ()),
+        )
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -158,6 +175,7 @@ class StreamingClient:
         self.target = Target.parse(base_url.rstrip("/"))
         self.timeouts = timeouts
         self.llamacpp = engine == "llamacpp"
+        self.cache_zero = engine in OMITS_ZERO_CACHED
         self.headers = auth_headers()
         self.verify_tls = verify_tls
         self.idle: list[Connection] = []
@@ -240,7 +258,7 @@ class StreamingClient:
                 conn.close()
             if conn.sock is not None:
                 self.idle.append(conn)
-        return account(record, events, done, self.llamacpp)
+        return account(record, events, done, self.llamacpp, self.cache_zero)
 
     @staticmethod
     def _connect(conn: Connection) -> float | None:

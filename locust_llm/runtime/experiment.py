@@ -271,6 +271,7 @@ class Experiment:
         self.run.steps.append(row)
         self.run.write_steps()  # a run killed now can still be analysed up to here
         sent_to = tuple(urls or ())
+        self.session.prime(list(sent_to) or [self.session.server.base_url])  # shared prefixes into the cache
         self.broadcast(variant, step, level, Phase.WARMUP, t_start=row["t_start"], context=context, base_urls=sent_to)
         self.announce(variant, level, context, len(sent_to))
         yield from self.hold(row["t_start"] + load.warmup_s, tick)

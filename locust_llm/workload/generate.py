@@ -10,8 +10,9 @@ from .tokenizers import TokenCounter
 
 __all__ = ["Generator", "Measure", "Prefixer", "WORDS"]
 
-# Unique-prefix capacity: worker < 2**16, step < 2**10, index < 2**30 (56 bits in all).
-_WORKER_BITS, _STEP_BITS, _INDEX_BITS = 16, 10, 30
+# Unique-prefix capacity (56 bits: 7 words of a 300-word alphabet): worker < 2**10, step < 2**20 (a week's soak in
+# one-second windows), index < 2**26 (67 million requests of one load process in one step).
+_WORKER_BITS, _STEP_BITS, _INDEX_BITS = 10, 20, 26
 _PREFIX_BITS = _WORKER_BITS + _STEP_BITS + _INDEX_BITS
 _MIX_MUL = 0x9E3779B97F4A7C15 & ((1 << _PREFIX_BITS) - 1) | 1  # odd, so the mix is a bijection
 _MIX_ADD = 0x5DEECE66D
@@ -527,6 +528,11 @@ class Prefixer:
     @property
     def tokens(self) -> int:
         return self.start_tokens + (self.length - 1) * self.word_tokens
+
+    @property
+    def tokens_after_space(self) -> int:
+        """The cost of a prefix that follows other text and a space (a shared prefix before it)."""
+        return self.length * self.word_tokens
 
     def text(self, worker: int, step: int, index: int) -> str:
         for name, value, bits in (

@@ -28,7 +28,7 @@ def test_a_password_in_the_host_url_is_never_written_and_the_key_goes_on_every_r
     scenario = tmp_path / "ext.yaml"
     scenario.write_text(
         "name: ext\nserver: {engine: external, url: 'http://127.0.0.1:9'}\nvariants: {ref: {}}\n"
-        "load: {ladder: [1], step_duration_s: 2, warmup_s: 0.5, max_tokens: 8, prompt_tokens: 8}\n"
+        "load: {ladder: [1], step_duration_s: 2, warmup_s: 0.5, max_tokens: 8, prompt_tokens: 16}\n"
     )
     done = run_locust(
         tmp_path,
