@@ -32,6 +32,7 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
                 f"{ms(ttft.p50 if ttft else None):>{width}} "
                 f"{ms(s.tpot_ms.p50 if s.tpot_ms else None):>9} {tps:>10}  {s.status}"
                 + (" (anomaly)" if s.anomaly else "")
+                + (f" (prompt cache: {s.prompt_cache.flag})" if s.prompt_cache and s.prompt_cache.flag else "")
             )
     for comparison in summary.comparisons:
         crossover = lvl(comparison.crossover_level) if comparison.crossover_level is not None else "none"
