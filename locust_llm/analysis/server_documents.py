@@ -114,6 +114,9 @@ class CacheFigure(Doc):
     """How it is computed (the fields or counters read)."""
     requests_reporting: int | None = None
     """Per-request figure: the requests it sums."""
+    span: list[float] | None = None
+    """Server counters: the times of the samples used at the window's edges (each within a poll interval or two of
+    its edge), so the figure covers this span, not exactly the window."""
 
 
 class ServerLatency(Doc):

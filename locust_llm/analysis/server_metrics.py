@@ -362,11 +362,16 @@ def server_cache(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> d
     if prompt <= 0:
         missing.append({"figure": "prompt_cache", "reason": "no prompt tokens counted in the window"})
         return None
+    # The counters cover the span between the samples nearest the window's edges (a poll interval apart at most).
+    span = vt.spans.get(
+        {"queries": "prefix_cache_queries", "computed": "prompt_tokens_computed"}.get(how, "prompt_tokens")
+    )
     return {
         "cached_fraction": cached / prompt,
         "cached_tokens": float(cached),
         "prompt_tokens": float(prompt),
         "source": CACHE_SOURCES[how],
+        "span": list(span) if span else None,
     }
 
 
