@@ -29,9 +29,10 @@ def mode_text(view: RunView) -> str | None:
     if mode is None:
         return None
     shared = workload.get("shared_prefix") or {}
-    return MODES.get(mode, mode).format(
+    text = MODES.get(mode, mode).format(
         marker=workload.get("unique_prefix_tokens", "?"), groups=shared.get("groups"), tokens=shared.get("tokens")
     )
+    return text + ("; each request also has a cache_salt of its own" if workload.get("cache_salt") else "")
 
 
 def cache_cell(step: StepFigures) -> dict:

@@ -19,6 +19,7 @@ from locust.runners import MasterRunner
 
 from ..analysis.rates import block_ratio_ci
 from ..analysis.steady import drift
+from ..client.engines import cache_extra
 from ..pipeline import Outcome, finish_run
 from ..records import Phase, now
 from ..rundir import RunDir, layout
@@ -224,7 +225,11 @@ class Experiment:
         self.check_context(variant)
         workload = self.session.check_consistency(variant) if check else None
         if workload is not None and "workload" not in self.run.env:
-            self.run.env["workload"] = workload.describe()
+            cold = workload.lead.mode == "cold"
+            self.run.env["workload"] = {
+                **workload.describe(),
+                "cache_salt": cold and bool(cache_extra(self.plan.engine, "")),
+            }
             self.run.write_env()
         return True
 

@@ -67,7 +67,8 @@ Prompt cache, server-wide (``--cache-block B``, 16 by default, 0 off; ``refcache
 Each usage reports ``prompt_tokens_details.cached_tokens`` (llama.cpp mode: ``timings.cache_n``, and ``prompt_n``
 the tokens computed), the stream's log ``prompt_tokens``, ``cached_tokens`` and ``prompt_hash`` (the client's
 fingerprint of the prompt text), and ``GET /metrics`` the counters in
-one engine's names (``--metrics-style vllm|sglang|llamacpp``).
+one engine's names (``--metrics-style vllm|sglang|llamacpp``; with the cache off, ``/metrics`` is a 404, as on a
+server that exports nothing).
 
 The defaults, the ``ref`` checks and the token schedule live in ``refconfig``.
 
@@ -252,7 +253,7 @@ class RefServer:
                     self.models_answer, {"object": "list", "data": [entry]}
                 )
                 return self._json(start_response, "200 OK", answer)
-            if path == "/metrics" and method == "GET":
+            if path == "/metrics" and method == "GET" and self.cache.enabled:
                 body = self.cache.metrics_text(self.model).encode()
                 start_response(
                     "200 OK", [("Content-Type", "text/plain; version=0.0.4"), ("Content-Length", str(len(body)))]
