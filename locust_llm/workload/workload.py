@@ -23,8 +23,8 @@ What this module guarantees
   a prefix that repeated in every step would hit the server's prefix cache from the second step
   on, which is exactly what ``unique_prefix`` exists to prevent.
 * **Cold prompts: the unique prefix** (``load.unique_prefix``, on by default): each request starts with
-  ``K`` words (a few tokens) that spell a bijective mix of ``(worker, step, index)`` in base
-  ``len(alphabet)``, so no prompt repeats within a run (warm-up, blocks, levels, repeats, soak windows)
+  ``K`` words (a few tokens) that spell a bijective mix of ``(worker, step, index)`` in a mixed radix
+  (``Prefixer``), so no prompt repeats within a run (warm-up, blocks, levels, repeats, soak windows)
   and a server's prompt cache can reuse nothing but what precedes the text (BOS, a chat template's
   header). All alphabet words have the same verified cost at the start of a text and the same cost
   after a space, so every prefix costs the same known number of tokens (``prefix_tokens``). Pool
