@@ -80,4 +80,6 @@ def comparison_table(result: RunComparison) -> str:
         mark = "  REGRESSION" if (row.variant, row.level, row.metric) in flagged else ""
         lines.append(f"{row.variant:<18} {lvl(row.level):>6} {row.metric:<11} {ratio:>7}  {ci:<17} {row.change}{mark}")
     lines.append(f"{len(result.regressions)} regression(s)")
+    if result.prompt_cache:
+        lines.append(f"prompt cache: {result.prompt_cache}")
     return "\n".join(lines)

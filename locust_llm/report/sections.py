@@ -262,6 +262,7 @@ def regression(view: RunView) -> dict | None:
         "threshold": num(doc.max_regression_pct),
         "rows": rows,
         "regressions": len(flagged),
+        "prompt_cache": doc.prompt_cache,
     }
 
 

@@ -147,3 +147,18 @@ def test_the_servers_counters_stand_in_when_no_response_reported():
     assert both.get("flag") is None  # hits on purpose
     nothing = finish_prompt_cache({"mode": "cold"}, None)  # a cold step nobody measured: no figure, no flag
     assert "cached_fraction" not in nothing and nothing.get("flag") is None
+
+
+def test_a_comparison_with_a_run_whose_prompts_were_replayed_says_so(tmp_path):
+    """A nightly baseline saved before prompts were cold by default replayed them: its TTFT had cache hits."""
+    from locust_llm.analysis.regression import compare_runs
+    from locust_llm.rundir import load_run
+
+    old, new, again = tmp_path / "old", tmp_path / "new", tmp_path / "again"
+    for path in (old, new, again):
+        path.mkdir()
+        cache_run(path, {})
+    patch_env(old, "workload", prompt_cache="replayed")
+    result = compare_runs(load_run(old), load_run(new))
+    assert result.prompt_cache.startswith("the runs' prompts differ: replayed in old, cold in new")
+    assert compare_runs(load_run(new), load_run(again)).prompt_cache is None
