@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--patch-last", default="{}", help="JSON: dotted paths set in each stream's last token chunk")
     parser.add_argument(
+        "--usage-factor", type=float, default=1.0, help="report every usage count times this (a server that miscounts)"
+    )
+    parser.add_argument(
         "--models-answer",
         choices=MODELS_ANSWERS,
         default="object",
@@ -112,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         "patch_last": json.loads(args.patch_last),
         "image_ms_per_kpx": args.image_ms_per_kpx,
         "prefill_s_per_token": args.prefill_s_per_token,
+        "usage_factor": args.usage_factor,
     }
     try:
         cache = PrefixCache(args.cache_block, args.cache_blocks, args.metrics_style)

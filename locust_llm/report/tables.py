@@ -50,6 +50,9 @@ def _marks(step, saturation, knee) -> list[tuple[str, str, str]]:
     if step.client_valid is False:
         reasons = "; ".join(step.client_validity.reasons)
         marks.append(("client-invalid", "mark-bad", reasons or "client was a bottleneck"))
+    elif step.client_validity.latency_valid is False:
+        reasons = "; ".join(step.client_validity.latency_reasons)
+        marks.append(("client lag", "mark-warn", f"latency figures marked, throughput valid: {reasons}"))
     if step.prompt_cache is not None and step.prompt_cache.flag:
         marks.append(("prompt cache", "mark-warn", step.prompt_cache.flag))
     if not step.requests:

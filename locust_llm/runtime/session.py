@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from gevent.event import Event
 
-from ..client.engines import API_KEY_ENV, auth_headers, request_extra
+from ..client import ledger
+from ..client.engines import API_KEY_ENV, PATHS, auth_headers, request_extra
 from ..client.greedy import greedy_outputs
 from ..client.stream import RequestSpec, StreamingClient
 from ..procs import listener_pids
@@ -89,10 +90,12 @@ class ServerSession:
         plan = self.plan
         if plan.external_url:
             url = plan.external_url.rstrip("/")
-            server = ActiveServer(variant, url, plan.model or served_model(url), None)
+            model, owner = served_model(url)
+            server = ActiveServer(variant, url, plan.model or model, None)
             self.run.env["servers"][variant] = {
                 "url": url,
                 "served_model": server.model,
+                "owned_by": owner,  # what /v1/models says serves it (llamacpp, vllm, sglang, ...)
                 "launched": False,
                 "local_pids": self.on_this_host(url),
             }
@@ -200,6 +203,7 @@ class ServerSession:
                 for item in self.primers[url]:
                     record = RequestRecord()
                     extra = request_extra(self.plan.engine, item.max_tokens, load.ignore_eos)
+                    ledger.count("shared prefix priming", "POST", url + PATHS[load.api])  # not a measured stream
                     client.stream(RequestSpec.of_item(item, load, server.model, extra), record)
                     if record.error_class:
                         log.warning(
@@ -219,6 +223,8 @@ class ServerSession:
         except WorkloadError as exc:
             self.run.note("consistency_skipped", variant=variant, error=str(exc))
             return None
+        if "consistency" in self.plan.skipped:
+            return workload
         prompts = workload.consistency_prompts(
             CONSISTENCY_PROMPTS, max_tokens=min(load.max_tokens, CONSISTENCY_MAX_TOKENS)
         )
