@@ -109,6 +109,11 @@ class RequestRecord:
     image_bytes: int | None = None
     # Which server of a scale-out step the request went to (index into its servers); None outside scale-out steps.
     server: int | None = None
+    # Prompt tokens the server says it took from its prompt cache (llama.cpp ``timings.cache_n``, OpenAI
+    # ``usage.prompt_tokens_details.cached_tokens``); None when it does not say.
+    cached_tokens: int | None = None
+    # A 63-bit fingerprint of the prompt text sent: which requests repeated a prompt their server had been sent.
+    prompt_hash: int | None = None
 
     @property
     def ok(self) -> bool:

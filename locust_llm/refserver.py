@@ -7,6 +7,8 @@
 ``--slots K`` caps the streams generated at once (llama.cpp's ``-np``): later requests queue, FIFO, and the
 wait shows up in their TTFT, so a saturated server can be played; 0 (the default) is unlimited.
 ``--api-key KEY`` refuses requests without the bearer token and counts them (``testing.refauth``).
+``--cache-block B`` (16; 0 off), ``--cache-blocks N`` and ``--metrics-style`` shape its prompt cache and the counters
+``/metrics`` shows (``testing.refcache``); ``--prefill-s-per-token`` makes uncached prompt tokens cost TTFT.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import sys
 
 from .testing.refauth import require_key
+from .testing.refcache import METRIC_STYLES, PrefixCache
 from .testing.refconfig import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, USAGE_MODES, BadRequest
 from .testing.refcrash import exit_on
 from .testing.refserver import make_server
@@ -76,6 +79,19 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="refuse (401) requests without 'Authorization: Bearer KEY'; GET /ref/auth counts who had it",
     )
+    parser.add_argument(
+        "--prefill-s-per-token",
+        type=float,
+        default=DEFAULTS["prefill_s_per_token"],
+        help="prefill time per prompt token the prompt cache did not hold, added to the TTFT delay (s)",
+    )
+    parser.add_argument(
+        "--cache-block", type=int, default=16, help="prompt cache block size in tokens (words); 0 turns it off"
+    )
+    parser.add_argument("--cache-blocks", type=int, default=100_000, help="prompt cache capacity in blocks (LRU)")
+    parser.add_argument(
+        "--metrics-style", choices=METRIC_STYLES, default="vllm", help="the engine whose names /metrics uses"
+    )
     parser.add_argument("--exit-on", default="", help="exit at once (a crash) when a request body holds this text")
     parser.add_argument("--access-log", action="store_true")
     args = parser.parse_args(argv)
@@ -98,13 +114,22 @@ def main(argv: list[str] | None = None) -> int:
         "framing": args.framing,
         "patch_last": json.loads(args.patch_last),
         "image_ms_per_kpx": args.image_ms_per_kpx,
+        "prefill_s_per_token": args.prefill_s_per_token,
         "usage_factor": args.usage_factor,
     }
     try:
+        cache = PrefixCache(args.cache_block, args.cache_blocks, args.metrics_style)
         server = make_server(
-            args.port, defaults, args.model, args.access_log, args.models_answer, args.bind, slots=args.slots
+            args.port,
+            defaults,
+            args.model,
+            args.access_log,
+            args.models_answer,
+            args.bind,
+            slots=args.slots,
+            cache=cache,
         )
-    except BadRequest as exc:
+    except (BadRequest, ValueError) as exc:
         parser.error(str(exc))
     if args.exit_on:
         server.application = exit_on(server.application, args.exit_on.encode())

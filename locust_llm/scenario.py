@@ -25,8 +25,10 @@ __all__ = [
     "GatesSpec",
     "LoadSpec",
     "NAME_PATTERN",
+    "PROMPT_CACHE_MODES",
     "Scenario",
     "ScenarioError",
+    "SharedPrefix",
     "TelemetrySpec",
     "Timeouts",
     "describe_value",
@@ -156,6 +158,17 @@ class Bucket(Strict):
     images: ImagesSpec | None = None
 
 
+class SharedPrefix(Strict):
+    """Cache hits on purpose: every prompt starts with one of ``groups`` shared prefixes of exactly ``tokens`` tokens
+    (a chat product's system prompt), then its unique remainder; each prefix is primed before every step."""
+
+    tokens: int = Field(ge=1, le=MAX_TOKENS)
+    groups: int = Field(default=1, ge=1, le=1024)
+
+
+PROMPT_CACHE_MODES = ("cold", "replayed", "shared")
+
+
 class LoadSpec(Strict):
     mode: Literal["closed", "open"] = "closed"
     ladder: list[float] = [1, 2, 4, 8]
@@ -188,7 +201,11 @@ class LoadSpec(Strict):
     dataset: str | None = None  # JSONL or ShareGPT-style JSON; overrides generated prompts
     temperature: float = Field(default=0.0, ge=0, le=100)
     ignore_eos: bool = True
-    unique_prefix: bool = False
+    # Cold prompts: every request starts with a unique marker of a few tokens, so no request repeats a prompt its
+    # server has seen in the run and TTFT is prefill, not a prompt-cache hit. False replays the pool's prompts
+    # (the cache then serves them, and the report flags the run).
+    unique_prefix: bool = True
+    shared_prefix: SharedPrefix | None = None
     seed: int = 0
     arrival: Literal["poisson", "gamma", "constant"] = "poisson"
     burstiness: float = Field(default=1.0, gt=0, le=1000)
@@ -198,6 +215,14 @@ class LoadSpec(Strict):
     # tokenizer name or path (needs the tokenizers or transformers package), or none (lengths approximate).
     tokenizer: str = "server"
     timeouts: Timeouts = Timeouts()
+
+    @property
+    def prompt_cache(self) -> str:
+        """What the prompts ask of the server's prompt cache: ``cold`` (no repeats), ``replayed`` (the pool's prompts
+        again and again) or ``shared`` (shared prefixes, hits on purpose)."""
+        if self.shared_prefix is not None:
+            return "shared"
+        return "cold" if self.unique_prefix else "replayed"
 
     @property
     def interleaved(self) -> bool:
@@ -215,6 +240,10 @@ class LoadSpec(Strict):
         if self.context_tokens and self.dataset:
             raise ValueError(
                 "context_tokens measures generated prompts of exact lengths; remove 'dataset' or 'context_tokens'"
+            )
+        if self.shared_prefix is not None and not self.unique_prefix:
+            raise ValueError(
+                "shared_prefix puts a unique remainder after each shared prefix; remove 'unique_prefix: false'"
             )
         if self.context_levels is not None and not self.context_tokens:
             raise ValueError("context_levels without context_tokens: add the prompt lengths to measure")

@@ -14,6 +14,7 @@ from .cost_documents import CostSummary
 from .detected_documents import Detected
 from .images import ImageOverhead
 from .probes import ProbeSummary
+from .prompt_cache import LevelCache, PromptCache
 from .quality_documents import Agreement, QualitySummary
 from .regression_documents import RunComparison
 from .scaleout_documents import ScaleOutSummary
@@ -303,6 +304,9 @@ class StepFigures(Doc):
     """False when the load generator may have been the bottleneck."""
     client_validity: ClientValidity = ClientValidity()
     """The figures behind ``client_valid``."""
+    prompt_cache: PromptCache | None = None
+    """How much of the window's prompts the server took from its prompt cache (null: a run analysed before it was
+    recorded)."""
     server: ServerStep | None = None
     """The server's own figures for the window."""
     acceptance: StepAcceptance | None = None
@@ -394,6 +398,8 @@ class StepComparison(Doc):
     """The verdict's reason in words (which figures were clearly better or worse)."""
     breakdown: LevelBreakdown | None = None
     """Where the time of a request goes on each side, and in words what the variant changed."""
+    prompt_cache: LevelCache | None = None
+    """Both sides' cached prompt shares at this level; its ``flag`` marks the latency speed-ups."""
     tokens_per_pass: float | None = None
     """Variant: tokens one target forward pass yields, 1 + accepted / drafts (the server's counters)."""
     pass_efficiency: float | None = None

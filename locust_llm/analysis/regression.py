@@ -13,6 +13,7 @@ import numpy as np
 
 from ..rundir.load import RunData
 from .documents import RunComparison
+from .prompt_cache import cache_mode
 from .rates import block_ratio_ci
 from .speedup import ratio_ci
 from .stats import percentile_stat
@@ -63,6 +64,7 @@ def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) ->
                 rows.append(row)
                 if change == "worse" and ratio["value"] < 1 - max_regression_pct / 100:
                     regressions.append(row)
+    modes = cache_mode(old.env), cache_mode(new.env)
     return RunComparison(
         old=old.env.get("run_id"),
         old_dir=str(old.run_dir) if old.run_dir else None,
@@ -70,4 +72,8 @@ def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) ->
         max_regression_pct=max_regression_pct,
         rows=rows,
         regressions=regressions,
+        prompt_cache=None
+        if modes[0] == modes[1]
+        else f"the runs' prompts differ: {modes[0]} in {old.env.get('run_id')}, {modes[1]} in "
+        f"{new.env.get('run_id')}; a change of TTFT or throughput may be the prompt cache's, not the server's",
     )

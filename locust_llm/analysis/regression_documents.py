@@ -37,3 +37,5 @@ class RunComparison(Doc):
     """Every variant, level and metric both runs have."""
     regressions: list[RegressionRow] = []
     """The rows that are regressions."""
+    prompt_cache: str | None = None
+    """Set when the two runs' prompts asked different things of the prompt cache (cold, replayed, shared)."""

@@ -97,6 +97,8 @@ def _step(block: ScaleBlock, frame: pd.DataFrame) -> dict:
         "output_tps_ci95": figures["output_tps_ci95"],
         "ttft_p50_ms": _p(figures, ttft, "p50"),
         "ttft_p99_ms": _p(figures, ttft, "p99"),
+        # The responses' count (a scale-out step's telemetry follows only its first server).
+        "cached_fraction": ((figures.get("prompt_cache") or {}).get("requests") or {}).get("cached_fraction"),
         "tpot_p50_ms": _p(figures, "tpot_all_ms", "p50"),
         "per_server": _shares(frame, row["step"]),
     }

@@ -58,6 +58,9 @@ class ScaleStep(Doc):
     """Over all requests, failures at the time they failed (open loop: from the intended send)."""
     ttft_p99_ms: float | None = None
     """P99 of the same TTFT, ms."""
+    cached_fraction: float | None = None
+    """Share of the step's prompt tokens its servers took from their prompt caches, as the responses say (null: not
+    measured)."""
     tpot_p50_ms: float | None = None
     """Median TPOT over all requests (one that failed after two tokens counts with its pace until then), ms."""
     per_server: list[ServerShare] = []

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["AcceptancePoint", "Gap", "MemoryTrend", "ServerAcceptance", "ServerStep", "Stat", "TelemetryState"]
+__all__ = [
+    "AcceptancePoint",
+    "CacheFigure",
+    "Gap",
+    "MemoryTrend",
+    "ServerAcceptance",
+    "ServerStep",
+    "Stat",
+    "TelemetryState",
+]
 
 Interval = list[float] | None
 
@@ -92,6 +101,24 @@ class ServerAcceptance(Doc):
     """How ``mean_length_counters`` is computed."""
 
 
+class CacheFigure(Doc):
+    """The share of a window's prompt tokens served from the server's prompt cache, from one source."""
+
+    cached_fraction: float
+    """Cached prompt tokens / prompt tokens."""
+    cached_tokens: float
+    """Cached prompt tokens."""
+    prompt_tokens: float
+    """Prompt tokens, cached ones included."""
+    source: str
+    """How it is computed (the fields or counters read)."""
+    requests_reporting: int | None = None
+    """Per-request figure: the requests it sums."""
+    span: list[float] | None = None
+    """Server counters: the times of the samples used at the window's edges (each within a poll interval or two of
+    its edge), so the figure covers this span, not exactly the window."""
+
+
 class ServerLatency(Doc):
     mean: float
     """Δsum / Δcount of the server's histogram, ms."""
@@ -166,6 +193,8 @@ class ServerStep(Doc):
     """Δ preemptions."""
     generation_tokens: float | None = None
     """Δ generated tokens (the server's counter)."""
+    prompt_cache: CacheFigure | None = None
+    """The prompt cache's share of the window's prompt tokens, from the server's counters."""
     server_latency: dict[str, ServerLatency] = {}
     """The server's own latency histograms (ttft_ms, itl_ms, tpot_ms, e2e_ms, queue_ms, prefill_ms, decode_ms)."""
     gpu: GpuFigures | None = None

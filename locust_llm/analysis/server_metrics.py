@@ -8,6 +8,7 @@ Pure (pandas/numpy; no Locust). For every variant and step window ``[t_steady, t
   and sums the increments between them, so a counter reset (server restart) does not go negative. SGLang
   has no counters for this, only *interval gauges*: their mean over the window is reported, flagged as such,
   never differenced.
+* the prompt cache's share of the window's prompt tokens from the engine's cache counters (``server_cache``);
 * requests running / waiting and KV-cache use (mean, max over the samples in the window), preemptions
   (delta), the server's own TTFT / ITL / TPOT / e2e / queue / prefill / decode histograms (Δsum / Δcount);
 * GPU utilisation, memory (mean and peak), power, SM clock, temperature and the DCGM profiling ratios when a
@@ -39,6 +40,7 @@ __all__ = [
     "hardware",
     "histograms",
     "memory_trend",
+    "server_cache",
     "server_figures",
     "step_figures",
 ]
@@ -327,6 +329,52 @@ def acceptance(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dic
     return None
 
 
+CACHE_SOURCES = {
+    "queries": "server counters: Δprefix_cache_hits / Δprefix_cache_queries (vLLM)",
+    "computed": "server counters: Δprompt_tokens_cached / (Δprompt_tokens + Δprompt_tokens_cached) (llama.cpp, whose "
+    "prompt_tokens are the computed ones)",
+    "all": "server counters: Δcached_tokens / Δprompt_tokens (SGLang; vLLM's prompt_tokens_cached)",
+}
+
+
+def server_cache(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dict | None:
+    """The share of the window's prompt tokens the server served from its prompt cache, from its counters."""
+    if vt.has("prefix_cache_queries"):
+        cached, r_cached = vt.total_delta("prefix_cache_hits", t0, t1)
+        prompt, r_prompt = vt.total_delta("prefix_cache_queries", t0, t1)
+        how = "queries"
+    elif vt.has("prompt_cached_tokens") or (vt.engine == "sglang" and vt.has("prompt_tokens")):
+        # SGLang creates its cached-tokens series at the first hit: absent beside its prompt counter, it is 0.
+        cached, r_cached = (
+            vt.total_delta("prompt_cached_tokens", t0, t1) if vt.has("prompt_cached_tokens") else (0, None)
+        )
+        if vt.has("prompt_tokens_computed"):
+            computed, r_prompt = vt.total_delta("prompt_tokens_computed", t0, t1)
+            prompt, how = (None if computed is None or cached is None else computed + cached), "computed"
+        else:
+            (prompt, r_prompt), how = vt.total_delta("prompt_tokens", t0, t1), "all"
+    else:
+        missing.append({"figure": "prompt_cache", "reason": f"{vt.absent()} (no prompt-cache counters)"})
+        return None
+    if cached is None or prompt is None:
+        missing.append({"figure": "prompt_cache", "reason": r_cached or r_prompt})
+        return None
+    if prompt <= 0:
+        missing.append({"figure": "prompt_cache", "reason": "no prompt tokens counted in the window"})
+        return None
+    # The counters cover the span between the samples nearest the window's edges (a poll interval apart at most).
+    span = vt.spans.get(
+        {"queries": "prefix_cache_queries", "computed": "prompt_tokens_computed"}.get(how, "prompt_tokens")
+    )
+    return {
+        "cached_fraction": cached / prompt,
+        "cached_tokens": float(cached),
+        "prompt_tokens": float(prompt),
+        "source": CACHE_SOURCES[how],
+        "span": list(span) if span else None,
+    }
+
+
 def _position_key(position: str):
     try:
         return (0, int(position))
@@ -436,6 +484,7 @@ def step_figures(vt: VariantTelemetry, window: dict) -> dict:
         missing.append({"figure": "preemptions", "reason": reason})
     generated, reason = vt.total_delta("generation_tokens", t0, t1)
     figures["generation_tokens"] = generated
+    figures["prompt_cache"] = server_cache(vt, t0, t1, missing)
     figures["server_latency"] = histograms(vt, t0, t1, missing)
     figures["gpu"], figures["process"] = hardware(vt, t0, t1, missing)
     gaps = vt.gaps_in(t0, t1)

@@ -114,6 +114,7 @@ def window_figures(step: StepFigures, row: dict, origin: float, planned_s: float
         "timeout_rate": timeouts / step.requests if step.requests else None,
         "ttft_p50_ms": _stat(step, ttft, "p50"),
         "ttft_p99_ms": _stat(step, ttft, "p99"),
+        "cached_fraction": step.prompt_cache.cached_fraction if step.prompt_cache else None,
         "tpot_p50_ms": _stat(step, tpot, "p50"),
         "tpot_p99_ms": _stat(step, tpot, "p99"),
         "output_tps": step.output_tps,

@@ -43,6 +43,8 @@ class SoakWindow(Doc):
     """TTFT P50 over all requests (open loop: from the intended send), as the SLO gates count it."""
     ttft_p99_ms: float | None = None
     """TTFT P99, the same way."""
+    cached_fraction: float | None = None
+    """Share of the window's prompt tokens the server took from its prompt cache (null: not measured)."""
     tpot_p50_ms: float | None = None
     """TPOT P50 over all requests."""
     tpot_p99_ms: float | None = None

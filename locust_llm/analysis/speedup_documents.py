@@ -200,6 +200,9 @@ class ContextLevel(Doc):
     ttft_p50_ms: float | None = None
     """Median time to first token over the successful ones, ms: from the actual send (closed loop) or from the
     intended send time (open loop, TTFT_sched)."""
+    cached_fraction: float | None = None
+    """Share of the level's prompt tokens the server took from its prompt cache, its steps pooled (null: not
+    measured)."""
     tpot_p50_ms: float | None = None
     """Median time per output token after the first over the successful ones, ms."""
     decode_tps: float | None = None

@@ -27,6 +27,14 @@ from .gates import gates_of
 from .images import image_overhead
 from .metrics import APPROXIMATE_SOURCES, Chunks, chunk_split, request_metrics
 from .probes import probe_summary
+from .prompt_cache import (
+    cache_mode,
+    finish_prompt_cache,
+    level_caches,
+    pooled_fraction,
+    repeated_prompts,
+    request_cache,
+)
 from .quality import mark_not_eligible, not_eligible, quality_summary
 from .rates import series_mean_ci
 from .samples import PAIR_KEY, LevelSamples
@@ -90,9 +98,12 @@ def window_arrivals(run: RunData, rows: pd.DataFrame) -> tuple[np.ndarray, np.nd
     return chunks.arrivals(rows["t_send"].to_numpy(dtype=float)), chunks.tokens
 
 
-def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tuple[dict, tuple]:
+def step_summary(
+    run: RunData, frame: pd.DataFrame, step: dict, slo: dict, repeated: pd.Series | None = None
+) -> tuple[dict, tuple]:
     """Figures of one ladder step (requests sent in its steady window, tokens arriving in it), and its raw
-    samples ``(token rate bins, good-request rate bins, per-request metrics)``."""
+    samples ``(token rate bins, good-request rate bins, per-request metrics)``. ``repeated``: per request of the
+    variant, whether its prompt had been sent to its server before (``prompt_cache.repeated_prompts``)."""
     start, end = to_float(step.get("t_steady")), to_float(step.get("t_end"))
     window = end - start if math.isfinite(start) and math.isfinite(end) and end > start else math.nan
     mode = step["mode"]
@@ -134,6 +145,10 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     }
     for name in CLOSED_FIELDS + (OPEN_FIELDS if mode == "open" else ()):
         summary[name] = summarize(derived[name].to_numpy(dtype=float), n_boot=N_BOOT)
+    shared = (run.env.get("load") or {}).get("shared_prefix") or {}
+    summary["prompt_cache"] = request_cache(
+        sent, derived[latency_keys(mode)["ttft"]], cache_mode(run.env), repeated, int(shared.get("tokens") or 0)
+    )
     if mode == "open":
         scheduled = (
             frame["t_intended"].between(start, end, inclusive="left")
@@ -206,13 +221,12 @@ def steadiness(
 
 
 def attach_server_figures(entry: dict, server: dict | None) -> None:
-    """The server's view of each step beside the client's: acceptance from both sources, the cross-check."""
-    if not server:
-        entry["telemetry"] = {"missing": "no telemetry recorded for this variant"}
-        return
-    by_step = {s["step"]: s for s in server.get("steps", [])}
+    """The server's view of each step beside the client's: acceptance from both sources, the cross-check, and the
+    prompt cache finished with the server's counters (every step, with telemetry or without)."""
+    by_step = {s["step"]: s for s in (server or {}).get("steps", [])}
     for step in entry["steps"]:
         figures = by_step.get(step["step"])
+        finish_prompt_cache(step["prompt_cache"], (figures or {}).get("prompt_cache"))
         if figures is None:
             continue
         step["server"] = figures
@@ -222,6 +236,9 @@ def attach_server_figures(entry: dict, server: dict | None) -> None:
             "tokens_per_chunk": step.get("tokens_per_chunk"),
         }
         step["server_vs_client"] = cross_check(figures, step)
+    if not server:
+        entry["telemetry"] = {"missing": "no telemetry recorded for this variant"}
+        return
     entry["acceptance_vs_load"] = server.get("acceptance_vs_load")
     entry["memory_trend"] = server.get("memory_trend")
     entry["telemetry"] = {"engine": server.get("engine"), "sources": server.get("sources"), "gaps": server.get("gaps")}
@@ -275,12 +292,14 @@ def analyse(run: RunData) -> Analysed:
     slo = (run.env.get("scenario") or {}).get("slo") or {}
     out = Analysed()
     per_variant: dict[str, pd.DataFrame] = {}
+    repeats: dict[str, pd.Series | None] = {}
     for step in run.steps:
         name = step["variant"]
         if name not in per_variant:
             per_variant[name] = frame[frame["variant"] == name] if len(frame) else frame
+            repeats[name] = repeated_prompts(per_variant[name])
         out.modes[name] = step["mode"]
-        figures, (rates, good_rates, requests) = step_summary(run, per_variant[name], step, slo)
+        figures, (rates, good_rates, requests) = step_summary(run, per_variant[name], step, slo, repeats[name])
         if step.get("servers"):
             out.scaled.setdefault(name, []).append(ScaleBlock(step, figures, rates, good_rates))
             continue
@@ -380,6 +399,7 @@ def context_figures(level: float, samples: LevelSamples, steps: list[dict], mode
         "clean": samples.clean,
         "requests": int(len(samples.requests)),
         "ttft_p50_ms": percentile_of(samples.values(latency_keys(mode)["ttft"]), 50),
+        "cached_fraction": pooled_fraction(steps),
         "tpot_p50_ms": percentile_of(samples.values("tpot_ms"), 50),
         "decode_tps": mean_of(samples.values("decode_tps")),
         "e2e_tps": mean_of(samples.values("e2e_tps")),
@@ -410,6 +430,7 @@ def build_summary(run: RunData) -> Summary:
             if name != baseline
         ]
         add_breakdowns(comparisons, variants, samples)
+        level_caches(comparisons, variants)
         mark_not_eligible(comparisons, blocked)
     schedules = sweep_schedules(
         (run.env.get("scenario") or {}).get("sweeps") or {}, comparisons, variants, blocked, run.events

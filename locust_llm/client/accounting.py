@@ -38,6 +38,7 @@ __all__ = [
     "above_max_tokens",
     "account",
     "apportion",
+    "cached_tokens",
     "choice_text",
     "count_tokens",
     "text_disagrees",
@@ -273,14 +274,36 @@ def _details(record: RequestRecord, events: list[Event]) -> None:
             record.draft_accepted = _count(spec.get("num_accepted_draft_tokens", 0), "num_accepted_draft_tokens")
 
 
-def account(record: RequestRecord, events: list[Event], done: bool, llamacpp: bool = False) -> Split | None:
-    """Fill ``record`` from the stream's stamped events; ``done``: the stream ended properly.
+def cached_tokens(events: list[Event], done: bool, zero_when_absent: bool = False) -> int | None:
+    """Prompt tokens the server took from its cache: the last usage's ``prompt_tokens_details.cached_tokens``, else
+    llama.cpp's ``timings.cache_n``; None when the server does not say. ``zero_when_absent``: a server that leaves
+    the detail out when nothing was cached (vLLM, SGLang) counts 0 for a finished stream that had usage."""
+    usage_seen = False
+    for event in reversed(events):
+        usage = event.data.get("usage")
+        if isinstance(usage, dict):
+            usage_seen = True
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and details.get("cached_tokens") is not None:
+                return _count(details["cached_tokens"], "usage.prompt_tokens_details.cached_tokens")
+        timings = event.data.get("timings")
+        if isinstance(timings, dict) and timings.get("cache_n") is not None:
+            return _count(timings["cache_n"], "timings.cache_n")
+    return 0 if zero_when_absent and done and usage_seen else None
+
+
+def account(
+    record: RequestRecord, events: list[Event], done: bool, llamacpp: bool = False, cache_zero: bool = False
+) -> Split | None:
+    """Fill ``record`` from the stream's stamped events; ``done``: the stream ended properly; ``cache_zero``: the
+    server omits a zero ``cached_tokens`` (``cached_tokens``).
 
     Returns a ``Split`` when a tokenizer can still count the chunks (a final total only, or no usage)."""
     all_texts = [event_text(e) for e in events]
     try:
         counts, source, final_total = count_tokens(events, llamacpp, all_texts)
         _details(record, events)
+        record.cached_tokens = cached_tokens(events, done, cache_zero)
     except Malformed as exc:
         record.error_class = record.error_class or ErrorClass.MALFORMED
         record.error_message = record.error_message or f"malformed server value: {exc}"

@@ -10,9 +10,11 @@ from typing import Any
 
 __all__ = [
     "API_KEY_ENV",
+    "OMITS_ZERO_CACHED",
     "PATHS",
     "TOKENIZE_SHAPES",
     "auth_headers",
+    "cache_extra",
     "greedy_answer",
     "greedy_request",
     "request_extra",
@@ -20,6 +22,9 @@ __all__ = [
 ]
 
 API_KEY_ENV = "LOCUST_LLM_API_KEY"
+# Launched with cache reports on (``servers.vllm``, ``servers.sglang``), these leave
+# ``usage.prompt_tokens_details`` out when no prompt token came from the cache: absent there means 0.
+OMITS_ZERO_CACHED = ("vllm", "sglang")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 # POST /tokenize shapes, tried in this order: llama.cpp, then vLLM/SGLang.
 TOKENIZE_SHAPES = ("llamacpp", "vllm")
@@ -52,6 +57,14 @@ def request_extra(engine: str, max_tokens: int | None = None, ignore_eos: bool =
     if engine == "llamacpp":
         return {"ignore_eos": True}
     return {}
+
+
+def cache_extra(engine: str, salt: str) -> dict[str, Any]:
+    """Body fields that keep a cold request (``load.prompt_cache`` cold) out of the server's prompt cache, beyond its
+    unique prefix: vLLM and SGLang get ``cache_salt`` (a salt of its own: its blocks share nothing with another
+    request's, a chat template's header included; servers without it ignore the field). llama.cpp gets nothing:
+    ``cache_prompt: false`` made cold TTFT no truer there (``benchmarks/cold_prompt_levers.py``)."""
+    return {"cache_salt": salt} if engine in ("vllm", "sglang") else {}
 
 
 def tokenize_body(shape: str, text: str, model: str | None = None) -> dict[str, Any]:

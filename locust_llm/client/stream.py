@@ -17,10 +17,11 @@ from typing import Any
 import gevent
 
 from ..records import ErrorClass, RequestRecord, now
-from ..scenario import Timeouts
+from ..scenario import LoadSpec, Timeouts
+from ..workload.items import PromptItem
 from . import ledger
 from .accounting import Event, Split, account
-from .engines import PATHS, auth_headers
+from .engines import OMITS_ZERO_CACHED, PATHS, auth_headers
 from .sse import EventTooLarge, SSEParser
 from .transport import Body, Connection, ResponseHead, Target, TransportError, build_request, tls_context
 from .usage import FINAL_EVENTS, seen_in
@@ -46,6 +47,22 @@ class RequestSpec:
     seed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     images: tuple[str, ...] = ()  # data URLs sent after the text, as OpenAI image_url parts (chat only)
+
+    @classmethod
+    def of_item(cls, item: PromptItem, load: LoadSpec, model: str | None, extra: dict, seed: int | None = None):
+        """The request the load sends for a workload item: its prompt, images and output length, the load's API and
+        sampling, the engine's ``extra`` body fields."""
+        return cls(
+            prompt=item.prompt,
+            max_tokens=item.max_tokens,
+            api=load.api,
+            model=model or None,
+            temperature=load.temperature,
+            ignore_eos=load.ignore_eos,
+            seed=seed,
+            extra=extra,
+            images=tuple(i.url for i in item.images or ()),
+        )
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -212,6 +229,7 @@ class StreamingClient:
         self.target = Target.parse(self.base_url)
         self.timeouts = timeouts
         self.llamacpp = engine == "llamacpp"
+        self.cache_zero = engine in OMITS_ZERO_CACHED
         self.headers = auth_headers()
         self.tls = tls_context(verify_tls) if self.target.scheme == "https" else None
         self.idle: list[Connection] = []
@@ -301,7 +319,7 @@ class StreamingClient:
                 self.idle.append(conn)
         for fact in seen_in([e.data for e in events[-FINAL_EVENTS:]]):
             ledger.see(self.base_url, fact)
-        return account(record, events, done, self.llamacpp)
+        return account(record, events, done, self.llamacpp, self.cache_zero)
 
     @staticmethod
     def _connect(conn: Connection, record: RequestRecord) -> float | None:

@@ -36,6 +36,7 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
                 f"{ms(ttft.p50 if ttft else None):>{width}} "
                 f"{ms(s.tpot_ms.p50 if s.tpot_ms else None):>9} {tps:>10}  {s.status}"
                 + (" (anomaly)" if s.anomaly else "")
+                + (f" (prompt cache: {s.prompt_cache.flag})" if s.prompt_cache and s.prompt_cache.flag else "")
             )
     for comparison in summary.comparisons:
         crossover = lvl(comparison.crossover_level) if comparison.crossover_level is not None else "none"
@@ -83,4 +84,6 @@ def comparison_table(result: RunComparison) -> str:
         mark = "  REGRESSION" if (row.variant, row.level, row.metric) in flagged else ""
         lines.append(f"{row.variant:<18} {lvl(row.level):>6} {row.metric:<11} {ratio:>7}  {ci:<17} {row.change}{mark}")
     lines.append(f"{len(result.regressions)} regression(s)")
+    if result.prompt_cache:
+        lines.append(f"prompt cache: {result.prompt_cache}")
     return "\n".join(lines)

@@ -129,6 +129,7 @@ def contexts(view: RunView) -> list[dict]:
                         "clean": f.clean,
                         "requests": f.requests,
                         "ttft": num(f.ttft_p50_ms),
+                        "cached": pct(f.cached_fraction),
                         "tpot": num(f.tpot_p50_ms),
                         "decode": num(f.decode_tps),
                         "e2e": num(f.e2e_tps),

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import jinja2
 
 from . import experiments, sections, tables
+from .cache import cache_section
 from .figures import ladder_charts, timeline_charts
 from .probes import probes_section
 from .quality import quality
@@ -77,6 +78,7 @@ def build_context(view: RunView) -> dict:
         "conditions": guard("conditions", lambda: sections.conditions(view)),
         "variants": guard("variants", lambda: tables.variant_tables(view)),
         "speedups": guard("speed-ups", lambda: tables.speedups(view)),
+        "cache": guard("prompt cache", lambda: cache_section(view)),
         "charts": guard("charts", lambda: ladder_charts(view, guard)) or {},
         "sweeps": guard("sweeps", lambda: experiments.sweeps(view)),
         "breakdowns": guard("time breakdown", lambda: experiments.breakdowns(view)),

@@ -49,6 +49,7 @@ def scale_out_section(view: RunView) -> dict | None:
                 "output": num(s.output_tps),
                 "output_ci": ci_text(s.output_tps_ci95),
                 "ttft": f"{num(s.ttft_p50_ms) or 'n/m'} / {num(s.ttft_p99_ms) or 'n/m'}",
+                "cached": pct(s.cached_fraction),
                 "tpot": num(s.tpot_p50_ms),
                 "spread": ", ".join(f"server {p.server + 1}: {p.requests} ({pct(p.share)})" for p in s.per_server),
             }

@@ -11,6 +11,7 @@ from ..analysis.errors import MESSAGE_MAX, clip
 from ..analysis.quality import not_eligible
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, num, ok, pct, points, times
+from .cache import cache_warnings, mode_text
 from .texts import EXIT_MEANINGS
 from .view import RunView, command_text, flags_text, level_name, unit_of
 
@@ -163,6 +164,7 @@ def headline(view: RunView) -> dict:
     ]
     if flags["failed"]:
         warnings.append(f"{len(flags['failed'])} step(s) with no successful request: {', '.join(flags['failed'])}")
+    warnings += cache_warnings(view)
     events = view.summary.events
     for event in events:
         if event.get("kind") == "interrupted" and ok(event.get("t")):
@@ -266,6 +268,7 @@ def regression(view: RunView) -> dict | None:
         "threshold": num(doc.max_regression_pct),
         "rows": rows,
         "regressions": len(flagged),
+        "prompt_cache": doc.prompt_cache,
     }
 
 
@@ -343,7 +346,7 @@ def conditions(view: RunView) -> dict:
         ("temperature", load.get("temperature")),
         ("length buckets", json.dumps(load["buckets"]) if load.get("buckets") else None),
         ("dataset", load.get("dataset")),
-        ("unique prefix", load.get("unique_prefix")),
+        ("prompt cache", mode_text(view) or f"not recorded (unique_prefix: {load.get('unique_prefix')})"),
         ("max in flight (open loop)", load.get("max_inflight") if view.mode == "open" else None),
         (
             "think time",

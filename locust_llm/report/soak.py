@@ -150,6 +150,7 @@ def soak_section(view: RunView) -> dict | None:
             "timeouts": pct(w.timeout_rate, 2),
             "ttft50": num(w.ttft_p50_ms),
             "ttft99": num(w.ttft_p99_ms),
+            "cached": pct(w.cached_fraction),
             "tpot50": num(w.tpot_p50_ms),
             "tpot99": num(w.tpot_p99_ms),
             "tps": num(w.output_tps),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, num, ok, pct, times
+from .cache import cache_cell
 from .view import RunView
 
 __all__ = ["PERCENTILES", "SPEEDUP_METRICS", "speedups", "variant_tables"]
@@ -17,6 +18,7 @@ SPEEDUP_METRICS = [
     ("ttft_p95_speedup", "TTFT P95"),
 ]
 OPEN_LOOP_SPEEDUPS = [("e2e_sched_p95_speedup", "E2E_sched P95 (all requests)"), ("goodput_speedup", "goodput")]
+LATENCY_SPEEDUPS = {"tpot_p50_speedup", "tpot_p95_speedup", "ttft_p95_speedup", "e2e_sched_p95_speedup"}
 
 
 def latency_metrics(open_loop: bool) -> list[tuple[str, str]]:
@@ -51,6 +53,8 @@ def _marks(step, saturation, knee) -> list[tuple[str, str, str]]:
     elif step.client_validity.latency_valid is False:
         reasons = "; ".join(step.client_validity.latency_reasons)
         marks.append(("client lag", "mark-warn", f"latency figures marked, throughput valid: {reasons}"))
+    if step.prompt_cache is not None and step.prompt_cache.flag:
+        marks.append(("prompt cache", "mark-warn", step.prompt_cache.flag))
     if not step.requests:
         marks.append(("no requests", "mark-bad", "no request was sent in the steady window"))
     elif step.errors and step.errors == step.requests:
@@ -86,6 +90,7 @@ def variant_tables(view: RunView) -> list[dict]:
                 {
                     "level": lvl(s.level),
                     "marks": _marks(s, sat, knee),
+                    "cache": cache_cell(s),
                     "requests": s.requests,
                     "errors": s.errors,
                     "error_rate": pct(s.error_rate),
@@ -151,10 +156,12 @@ def speedups(view: RunView) -> list[dict]:
         rows = []
         for s in sorted(comp.steps, key=lambda s: s.level):
             cells = []
+            cache = s.prompt_cache
+            flag = cache.flag if cache else None
             for key, _label in metrics:
                 fig = getattr(s, key)
                 if fig is None:
-                    cells.append({"value": None, "ci": None, "state": "unclear"})
+                    cells.append({"value": None, "ci": None, "state": "unclear", "flag": None})
                     continue
                 cells.append(
                     {
@@ -162,6 +169,7 @@ def speedups(view: RunView) -> list[dict]:
                         "ci": ci_text(fig.ci95, times),
                         "state": speedup_state(fig.model_dump()),
                         "headline": key == f"{comp.metric}_speedup",
+                        "flag": flag if key in LATENCY_SPEEDUPS else None,  # a cache hit shortens latency
                     }
                 )
             rows.append(
@@ -169,6 +177,8 @@ def speedups(view: RunView) -> list[dict]:
                     "level": lvl(s.level),
                     "cells": cells,
                     "crossover": ok(comp.crossover_level) and s.level == comp.crossover_level,
+                    "cache": f"{pct(cache.baseline) or 'n/m'} / {pct(cache.variant) or 'n/m'}" if cache else None,
+                    "cache_flag": flag,
                 }
             )
         out.append(

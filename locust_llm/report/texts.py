@@ -6,6 +6,7 @@ Thresholds are the analysis's own constants, so the words cannot drift from what
 from __future__ import annotations
 
 from ..analysis.curves import SATURATION_MIN_GAIN
+from ..analysis.prompt_cache import CACHED_SHARE, LEVEL_GAP
 from ..analysis.steady import DRIFT_TOLERANCE
 from ..analysis.summary import KNEE_THRESHOLD
 from ..analysis.validity import (
@@ -108,6 +109,15 @@ DEFINITIONS: list[tuple[str, str]] = [
     ),
     ("crossover", "The first level whose speed-up CI upper bound is below 1: from there the variant is slower."),
     (
+        "prompt cached",
+        (
+            "Cached prompt tokens / prompt tokens of the step's successful steady requests, as the responses say "
+            "(llama.cpp timings.cache_n, OpenAI usage.prompt_tokens_details.cached_tokens), else as the server's "
+            "cache counters say over the window. By default every prompt starts with a unique marker of a few "
+            "tokens, so no request repeats a prompt its server has seen and TTFT is prefill."
+        ),
+    ),
+    (
         "percentiles",
         (
             "P50/P95/P99 as numpy's linear percentile over the requests (or tokens) of the step's steady "
@@ -118,6 +128,14 @@ DEFINITIONS: list[tuple[str, str]] = [
 
 RULES: list[tuple[str, str]] = [
     ("warm-up", "Each step's first seconds are recorded but excluded from every figure."),
+    (
+        "prompt cache",
+        (
+            f"A step with unique prompts and more than {CACHED_SHARE:.0%} of its prompt tokens cached is flagged, as "
+            "is every step of a run that replayed its prompts; so is a compared level whose variants' cached shares "
+            f"differ by more than {100 * LEVEL_GAP:.0f} points, and its latency speed-ups carry the flag."
+        ),
+    ),
     (
         "saturation",
         (

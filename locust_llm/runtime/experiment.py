@@ -21,6 +21,7 @@ from locust.runners import MasterRunner
 from ..analysis.rates import block_ratio_ci
 from ..analysis.steady import drift
 from ..client import ledger
+from ..client.engines import cache_extra
 from ..pipeline import Outcome, finish_run
 from ..records import Phase, now
 from ..rundir import RunDir, layout
@@ -235,7 +236,11 @@ class Experiment:
         self.check_context(variant)
         workload = self.session.check_consistency(variant) if check else None
         if workload is not None and "workload" not in self.run.env:
-            self.run.env["workload"] = workload.describe()
+            cold = workload.lead.mode == "cold"
+            self.run.env["workload"] = {
+                **workload.describe(),
+                "cache_salt": cold and bool(cache_extra(self.plan.engine, "")),
+            }
             self.run.write_env()
         return True
 
@@ -282,6 +287,7 @@ class Experiment:
         self.run.steps.append(row)
         self.run.write_steps()  # a run killed now can still be analysed up to here
         sent_to = tuple(urls or ())
+        self.session.prime(list(sent_to) or [self.session.server.base_url])  # shared prefixes into the cache
         self.broadcast(variant, step, level, Phase.WARMUP, t_start=row["t_start"], context=context, base_urls=sent_to)
         self.announce(variant, level, context, len(sent_to))
         yield from self.hold(row["t_start"] + load.warmup_s, tick)

@@ -10,9 +10,12 @@ from dataclasses import dataclass
 
 from gevent.event import Event
 
-from ..client.engines import API_KEY_ENV, auth_headers
+from ..client import ledger
+from ..client.engines import API_KEY_ENV, PATHS, auth_headers, request_extra
 from ..client.greedy import greedy_outputs
+from ..client.stream import RequestSpec, StreamingClient
 from ..procs import listener_pids
+from ..records import RequestRecord
 from ..rundir import RunDir, layout, write_json
 from ..servers import ServerError, ServerProcess, context_size, launch_variant, served_model
 from ..servers.base import first_model_id, free_port, get_json
@@ -49,6 +52,7 @@ class ServerSession:
         self.replicas: list[ServerProcess] = []  # a scale-out step's further servers we launched
         self.local_pids: set[int] = set()  # servers we did not start that run on this machine: their CPU is ours
         self.consistency: dict[str, list[dict]] = {}
+        self.primers: dict[str, list] = {}  # per server: its shared prefixes as requests (``prime``)
         self.stopping = Event()  # set by interrupt()
         self.quality = QualityProbes(plan, run)
         self.telemetry = TelemetryPoller(run.path, interval_s=plan.telemetry.interval_s)
@@ -184,6 +188,29 @@ class ServerSession:
     def workload(self, base_url: str) -> Workload:
         load = self.plan.load
         return Workload.from_spec(load, counter_for(base_url, load.tokenizer), self.plan.base_dir)
+
+    def prime(self, base_urls: list[str]) -> None:
+        """``load.shared_prefix``: each shared prefix once to each server, unmeasured, so that the step's window
+        finds them in the prompt cache (the load's own request shape, one output token)."""
+        load, server = self.plan.load, self.server
+        if load.prompt_cache != "shared" or server is None:
+            return
+        for url in base_urls:
+            if url not in self.primers:
+                self.primers[url] = self.workload(url).primers()
+            client = StreamingClient(url, timeouts=load.timeouts, engine=self.plan.engine)
+            try:
+                for item in self.primers[url]:
+                    record = RequestRecord()
+                    extra = request_extra(self.plan.engine, item.max_tokens, load.ignore_eos)
+                    ledger.count("shared prefix priming", "POST", url + PATHS[load.api])  # not a measured stream
+                    client.stream(RequestSpec.of_item(item, load, server.model, extra), record)
+                    if record.error_class:
+                        log.warning(
+                            "priming shared prefix %s on %s failed: %s", item.prompt_id, url, record.error_message
+                        )
+            finally:
+                client.close()
 
     def check_consistency(self, variant: str) -> Workload | None:
         """Fixed greedy prompts before the ladder; the analysis compares every variant with the baseline.

@@ -85,6 +85,8 @@ def window(exp, index: int, tick: tuple, first: float | None) -> Iterator[tuple]
     }
     exp.run.steps.append(row)
     exp.run.write_steps()
+    if first is None:
+        exp.session.prime([exp.session.server.base_url])  # shared prefixes into the cache before the first window
     if first is None and load.warmup_s > 0:
         exp.broadcast(soak.variant, index, soak.level, Phase.WARMUP, t_start=row["t_start"])
         yield from exp.hold(row["t_start"] + load.warmup_s, tick)

@@ -19,11 +19,12 @@ import gevent.lock
 import gevent.pool
 from locust import User, task
 
-from ..client.engines import request_extra
+from ..client.engines import cache_extra, request_extra
 from ..client.stream import RequestSpec, StreamingClient
 from ..records import ErrorClass, Phase, RequestRecord, now
 from ..scenario import LoadSpec
 from ..workload import Workload
+from ..workload.items import prompt_hash
 from .arrivals import ArrivalClock
 from .shipper import RecordShipper
 from .steps import StepBoard, StepState
@@ -187,19 +188,13 @@ class LLMUser(User):
                 record.seq = ctx.next_index(state)
             item = workload.item(ctx.worker, state.step, record.seq, state.context)
             record.bucket, record.prompt_tokens = item.bucket, item.prompt_tokens
+            record.prompt_hash = prompt_hash(item.prompt)
+            extra = request_extra(ctx.engine, item.max_tokens, load.ignore_eos)
+            if workload.lead.mode == "cold":
+                extra.update(cache_extra(ctx.engine, f"{ctx.worker}-{state.step}-{record.seq}"))
             if item.images is not None:
                 record.images, record.image_bytes = len(item.images), sum(i.nbytes for i in item.images)
-            spec = RequestSpec(
-                prompt=item.prompt,
-                max_tokens=item.max_tokens,
-                api=load.api,
-                model=state.model or None,
-                temperature=load.temperature,
-                ignore_eos=load.ignore_eos,
-                seed=state.seed,
-                extra=request_extra(ctx.engine, item.max_tokens, load.ignore_eos),
-                images=tuple(i.url for i in item.images or ()),
-            )
+            spec = RequestSpec.of_item(item, load, state.model, extra, seed=state.seed)
             client = self.client_for(ctx.target(state, record))
             split = client.stream(spec, record)
             self.backoff.after(record, client.retry_after)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
 
 from .. import tinymodel
 from ..scenario import Scenario
@@ -72,6 +74,30 @@ def speculative_args(spec: LlamaCppSpeculative, default_draft: str | None, scena
     return args
 
 
+CACHE_RAM_FLAGS = ("-cram", "--cache-ram")
+
+
+@functools.lru_cache(maxsize=8)
+def knows_flag(binary: str, flag: str) -> bool:
+    """Whether this llama-server build lists ``flag`` in its ``--help`` (older builds reject unknown flags)."""
+    try:
+        done = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return flag in done.stdout + done.stderr
+
+
+def cache_args(scenario: Scenario, variant: str, binary: str) -> list[str]:
+    """Cold prompts (``load.prompt_cache`` cold): ``--cache-ram 0``. The host-RAM prompt cache would store every
+    one-off prompt a slot gives up (the server's memory grows by megabytes per request, up to 8 GiB) for hits that
+    cold prompts never ask for; TTFT stays the same (``benchmarks/cold_prompt_levers.py``). The scenario's own
+    setting wins."""
+    given = scenario.server.args + scenario.variants[variant].args
+    if scenario.load.prompt_cache != "cold" or any(a.split("=")[0] in CACHE_RAM_FLAGS for a in given):
+        return []
+    return ["--cache-ram", "0"] if knows_flag(binary, "--cache-ram") else []
+
+
 def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
     binary = server_binary(scenario)
     target, default_draft = model_files(scenario, variant)
@@ -84,7 +110,8 @@ def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
         variant,
         "llamacpp",
         port,
-        head=[binary, "-m", target, "--host", server.host, "--port", str(port), "--metrics"],
+        head=[binary, "-m", target, "--host", server.host, "--port", str(port), "--metrics"]
+        + cache_args(scenario, variant, binary),
         served_name_flag="--alias",
         speculative_args=speculative_args(spec, default_draft, scenario) if spec is not None else [],
         version_argv=[binary, "--version"],

@@ -34,7 +34,18 @@ def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
     launcher = shlex.split(server.binary) if server.binary else [sys.executable, "-m", "sglang.launch_server"]
     launcher[0] = find_executable(launcher[0], INSTALL_HINT)
     spec = scenario.speculative(variant)
-    head = [*launcher, "--model-path", server.model, "--host", server.host, "--port", str(port), "--enable-metrics"]
+    # --enable-cache-report: cached prompt tokens in each response's usage (the requests.parquet cached_tokens column).
+    head = [
+        *launcher,
+        "--model-path",
+        server.model,
+        "--host",
+        server.host,
+        "--port",
+        str(port),
+        "--enable-metrics",
+        "--enable-cache-report",
+    ]
     return assemble_plan(
         scenario,
         variant,

@@ -28,7 +28,17 @@ def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
         variant,
         "vllm",
         port,
-        head=[*launcher, "serve", server.model, "--host", server.host, "--port", str(port)],
+        # Cached prompt tokens in each response's usage (the requests.parquet cached_tokens column).
+        head=[
+            *launcher,
+            "serve",
+            server.model,
+            "--host",
+            server.host,
+            "--port",
+            str(port),
+            "--enable-prompt-tokens-details",
+        ],
         served_name_flag="--served-model-name",
         speculative_args=speculative_args(spec) if spec is not None else [],
         version_argv=[*launcher, "--version"],

@@ -65,7 +65,12 @@ CANONICAL: dict[str, Canonical] = {
     ),
     # load and memory inside the server
     "generation_tokens": Canonical(COUNTER, "tokens"),
-    "prompt_tokens": Canonical(COUNTER, "tokens"),
+    "prompt_tokens": Canonical(COUNTER, "tokens", note="every prompt token, cached ones included (vLLM, SGLang)"),
+    # the prompt cache (``analysis.prompt_cache``: the fraction of a window's prompt tokens served from it)
+    "prompt_tokens_computed": Canonical(COUNTER, "tokens", note="llama.cpp: prompt tokens evaluated, cached excluded"),
+    "prompt_cached_tokens": Canonical(COUNTER, "tokens", note="prompt tokens served from the prompt/prefix cache"),
+    "prefix_cache_queries": Canonical(COUNTER, "tokens", note="vLLM: prompt tokens looked up in the prefix cache"),
+    "prefix_cache_hits": Canonical(COUNTER, "tokens", note="vLLM: of those, tokens found"),
     "requests_running": Canonical(GAUGE, "requests"),
     "requests_waiting": Canonical(GAUGE, "requests"),
     "kv_cache_usage": Canonical(GAUGE, "ratio", combine="mean"),
@@ -127,6 +132,9 @@ VLLM: list[Entry] = [
     ("spec_accepted_per_pos", ("vllm:spec_decode_num_accepted_tokens_per_pos",), 1.0),
     ("generation_tokens", ("vllm:generation_tokens",), 1.0),
     ("prompt_tokens", ("vllm:prompt_tokens",), 1.0),
+    ("prefix_cache_queries", ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"), 1.0),
+    ("prefix_cache_hits", ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"), 1.0),
+    ("prompt_cached_tokens", ("vllm:prompt_tokens_cached",), 1.0),
     ("requests_running", ("vllm:num_requests_running",), 1.0),
     ("requests_waiting", ("vllm:num_requests_waiting",), 1.0),
     ("kv_cache_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), 1.0),  # already 0-1
@@ -146,6 +154,7 @@ SGLANG: list[Entry] = [
     ("spec_verify_calls", ("sglang:spec_verify_calls",), 1.0),
     ("generation_tokens", ("sglang:generation_tokens",), 1.0),
     ("prompt_tokens", ("sglang:prompt_tokens",), 1.0),
+    ("prompt_cached_tokens", ("sglang:cached_tokens",), 1.0),  # its series appears at the first cache hit
     ("requests_running", ("sglang:num_running_reqs",), 1.0),
     ("requests_waiting", ("sglang:num_queue_reqs",), 1.0),
     ("kv_cache_usage", ("sglang:token_usage",), 1.0),  # token pool usage, 0-1
@@ -164,7 +173,8 @@ LLAMACPP: list[Entry] = [
     ("spec_accepted_tokens", ("llamacpp:spec_decode_num_accepted_tokens",), 1.0),
     ("spec_accepted_per_pos", ("llamacpp:spec_decode_num_accepted_tokens_per_pos",), 1.0),
     ("generation_tokens", ("llamacpp:tokens_predicted",), 1.0),
-    ("prompt_tokens", ("llamacpp:prompt_tokens",), 1.0),
+    ("prompt_tokens_computed", ("llamacpp:prompt_tokens",), 1.0),
+    ("prompt_cached_tokens", ("llamacpp:prompt_tokens_cached",), 1.0),
     ("generation_seconds", ("llamacpp:tokens_predicted_seconds",), 1.0),
     ("decode_calls", ("llamacpp:n_decode",), 1.0),
     ("requests_running", ("llamacpp:requests_processing",), 1.0),

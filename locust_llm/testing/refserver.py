@@ -13,7 +13,7 @@ is the client's perf_counter). Every stream is also logged by the server and rea
 It binds 127.0.0.1 only.
 
 Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming), ``GET /health``,
-``GET /v1/models``, ``POST /tokenize`` (``{"content": text}`` -> one token per whitespace-separated
+``GET /v1/models``, ``GET /metrics``, ``POST /tokenize`` (``{"content": text}`` -> one token per whitespace-separated
 word), ``GET /ref/log/<id>``, ``POST /ref/logs`` (``{"ids": [...]}`` -> ``{"logs": {id: log or null}}``),
 ``GET /ref/logs`` (every logged stream, oldest first), ``GET /ref/received`` (every request this server received but
 those to ``/ref/``, counted by ``"METHOD path"``, as a server's own request count). A stream's log has the server's
@@ -63,7 +63,16 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   ``"usage.prompt_tokens"``, ``"timings.draft_n"``), to play a server that sends odd values.
 - ``image_ms_per_kpx``: prefill time per thousand pixels of a chat request's images, a known encode cost (their
   format is checked, a malformed part is a 400, and the log lists each image: ``refimages``).
+- ``prefill_s_per_token``: prefill time per prompt token the prompt cache did not hold, added to the TTFT delay.
 - ``id``: a name for the stream's server-side log.
+
+Prompt cache, server-wide (``--cache-block B``, 16 by default, 0 off; ``refcache``): a block prefix cache of whole
+``B``-word blocks, salted by the request's ``cache_salt``, looked up and filled when a stream's generation begins.
+Each usage reports ``prompt_tokens_details.cached_tokens`` (llama.cpp mode: ``timings.cache_n``, and ``prompt_n``
+the tokens computed), the stream's log ``prompt_tokens``, ``cached_tokens`` and ``prompt_hash`` (the client's
+fingerprint of the prompt text), and ``GET /metrics`` the counters in
+one engine's names (``--metrics-style vllm|sglang|llamacpp``; with the cache off, ``/metrics`` is a 404, as on a
+server that exports nothing).
 
 The defaults, the ``ref`` checks and the token schedule live in ``refconfig``.
 
@@ -91,6 +100,8 @@ import gevent
 from gevent.event import Event
 from gevent.pywsgi import WSGIHandler, WSGIServer
 
+from ..workload.items import prompt_hash
+from .refcache import PrefixCache
 from .refconfig import (
     DEFAULTS,
     HUGE_EVENT_BYTES,
@@ -194,12 +205,18 @@ class RefServer:
     """The WSGI application."""
 
     def __init__(
-        self, defaults: dict[str, Any] | None = None, model: str = MODEL, models_answer: str = "object", slots: int = 0
+        self,
+        defaults: dict[str, Any] | None = None,
+        model: str = MODEL,
+        models_answer: str = "object",
+        slots: int = 0,
+        cache: PrefixCache | None = None,
     ):
         self.defaults = dict(DEFAULTS, **(defaults or {}))
         validate(dict(self.defaults))
         self.model = model
         self.slots = _Slots(slots)  # server-wide: at most this many streams generate at once (0: unlimited)
+        self.cache = cache if cache is not None else PrefixCache()  # server-wide prompt cache, counted (refcache)
         self.models_answer = models_answer  # how /v1/models answers: OpenAI's object, a bare list, or garbage
         self.completions_seen = 0
         self.received: Counter[str] = Counter()  # every request but /ref/*, by "METHOD path" (GET /ref/received)
@@ -245,6 +262,12 @@ class RefServer:
                     self.models_answer, {"object": "list", "data": [entry]}
                 )
                 return self._json(start_response, "200 OK", answer)
+            if path == "/metrics" and method == "GET" and self.cache.enabled:
+                body = self.cache.metrics_text(self.model).encode()
+                start_response(
+                    "200 OK", [("Content-Type", "text/plain; version=0.0.4"), ("Content-Length", str(len(body)))]
+                )
+                return [body]
             if path == "/tokenize" and method == "POST":
                 body = self._read_json(environ)
                 return self._json(start_response, "200 OK", {"tokens": word_ids(str(body.get("content", "")))})
@@ -302,6 +325,7 @@ class RefServer:
             "images": images,
             "image_delay_s": delay,
             "t_slot": None,
+            "prompt_hash": prompt_hash(prompt),  # as the client's records fingerprint what they sent
         }
         entry["client"] = environ.get("REMOTE_ADDR")  # which host sent it (the cluster test's network namespaces)
         self.log[stream_id] = entry
@@ -328,7 +352,10 @@ class RefServer:
             environ["refserver.close_delimited"] = True
             headers.append(("Connection", "close"))
         write = start_response("200 OK", headers)
-        return _Stream(self, environ, write, cfg, api, max_tokens, len(prompt.split()), stall + delay, entry)
+        salt = body.get("cache_salt")
+        return _Stream(
+            self, environ, write, cfg, api, max_tokens, prompt, "" if salt is None else str(salt), stall + delay, entry
+        )
 
 
 def _endless() -> Iterator[bytes]:
@@ -344,9 +371,11 @@ class _Stream:
     It holds one of the server's slots from its first step to its end, however it ends: pywsgi calls ``close()``
     when the client goes away (a failed write) and the generator's ``finally`` gives the slot back."""
 
-    def __init__(self, server: RefServer, environ, write, cfg, api, max_tokens, prompt_tokens, lead_s, entry):
+    def __init__(self, server: RefServer, environ, write, cfg, api, max_tokens, prompt, salt, lead_s, entry):
         self.server, self.environ, self.write, self.cfg = server, environ, write, cfg
-        self.api, self.max_tokens, self.prompt_tokens, self.entry = api, max_tokens, prompt_tokens, entry
+        self.api, self.max_tokens, self.entry = api, max_tokens, entry
+        self.prompt, self.salt, self.prompt_tokens = prompt, salt, len(prompt.split())
+        self.cached = 0  # prompt tokens the cache held when generation began
         self.lead_s = lead_s  # stall and image prefill before the TTFT delay
         self.t0 = entry["t_recv"] + lead_s
         self.created = int(time.time())
@@ -367,6 +396,8 @@ class _Stream:
             self.entry["t_slot"] = time.perf_counter()
             if waited:  # queued: the TTFT delay starts when the slot is free, as a queued request's prefill does
                 self.t0 = self.entry["t_slot"] + self.lead_s
+            self.cached = self.server.cache.admit(self.prompt, self.salt)  # prefill begins: look up, then fill
+            self.entry["prompt_tokens"], self.entry["cached_tokens"] = self.prompt_tokens, self.cached
             yield from self._events()
         finally:
             self.server.slots.release()
@@ -405,11 +436,14 @@ class _Stream:
 
     def _usage(self, completion: int) -> dict:
         completion = round(completion * self.cfg["usage_factor"])  # 1 unless playing a server that miscounts
-        return {
+        usage: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,
             "total_tokens": self.prompt_tokens + completion,
         }
+        if self.server.cache.enabled:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached}
+        return usage
 
     def _sleep_until(self, t: float) -> None:
         delay = max(t, self.server.paused_until) - time.perf_counter()
@@ -422,7 +456,7 @@ class _Stream:
         llamacpp = cfg["llamacpp"]
         continuous = cfg["usage"] == "continuous" and not llamacpp
         sizes = [] if fault == "empty" else chunk_sizes(self.max_tokens, [1] if llamacpp else cfg["tokens_per_chunk"])
-        first_at = self.t0 + cfg["ttft_s"]
+        first_at = self.t0 + cfg["ttft_s"] + (self.prompt_tokens - self.cached) * cfg["prefill_s_per_token"]
         if fault == "empty":
             self._sleep_until(first_at)
             obj = self._base()
@@ -467,7 +501,8 @@ class _Stream:
             obj["usage"] = self._usage(sent)
             first = next((c[0] for c in entry["chunks"] if c[1] > 0), self.t0)
             obj["timings"] = {
-                "prompt_n": self.prompt_tokens,
+                "prompt_n": self.prompt_tokens - self.cached,
+                "cache_n": self.cached,
                 "predicted_n": sent,
                 "predicted_ms": (time.perf_counter() - first) * 1e3,
                 "draft_n": cfg["draft_n"],
@@ -518,10 +553,11 @@ def make_server(
     models_answer: str = "object",
     bind: str = "127.0.0.1",
     slots: int = 0,
+    cache: PrefixCache | None = None,
 ) -> WSGIServer:
     return WSGIServer(
         (bind, port),
-        RefServer(defaults, model, models_answer, slots),
+        RefServer(defaults, model, models_answer, slots, cache),
         handler_class=_Handler,
         log=sys.stderr if access_log else None,
         backlog=1024,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 
 from .items import WorkloadError
@@ -10,11 +9,13 @@ from .tokenizers import TokenCounter
 
 __all__ = ["Generator", "Measure", "Prefixer", "WORDS"]
 
-# Unique-prefix capacity: worker < 2**16, step < 2**10, index < 2**30 (56 bits in all).
-_WORKER_BITS, _STEP_BITS, _INDEX_BITS = 16, 10, 30
+# Unique-prefix capacity (56 bits: 7 words of a 300-word alphabet): worker < 2**10, step < 2**20 (a week's soak in
+# one-second windows), index < 2**26 (67 million requests of one load process in one step).
+_WORKER_BITS, _STEP_BITS, _INDEX_BITS = 10, 20, 26
 _PREFIX_BITS = _WORKER_BITS + _STEP_BITS + _INDEX_BITS
 _MIX_MUL = 0x9E3779B97F4A7C15 & ((1 << _PREFIX_BITS) - 1) | 1  # odd, so the mix is a bijection
 _MIX_ADD = 0x5DEECE66D
+FIRST_WORDS = 32  # first-word alphabet: enough that the first word varies from request to request
 
 # Plain lowercase English words (printable ASCII). The set matters for prompt variety and for the
 # unique-prefix alphabet, not its order; the tail holds consonant-vowel words, which are single
@@ -511,22 +512,30 @@ class Measure:
 
 
 class Prefixer:
-    """Per-request prefixes of ``length`` words from ``alphabet``. Every alphabet word costs
-    ``start_tokens`` at the start of a text and ``word_tokens`` after a space, so every prefix costs
-    ``start_tokens + (length - 1) * word_tokens``."""
+    """Per-request prefixes of ``length`` words: the first from ``first``, the others from ``alphabet`` (a mixed
+    radix). Every ``alphabet`` word costs ``word_tokens`` after a space and every ``first`` word (a subset of them)
+    ``start_tokens`` at the start of a text, so every prefix costs ``start_tokens + (length - 1) * word_tokens``."""
 
-    def __init__(self, alphabet: list[str], word_tokens: int, start_tokens: int | None = None):
-        if len(alphabet) < 2:
+    def __init__(
+        self, alphabet: list[str], word_tokens: int, start_tokens: int | None = None, first: list[str] | None = None
+    ):
+        first = list(first) if first is not None else list(alphabet)
+        if len(alphabet) < 2 or len(first) < 2:
             raise WorkloadError("unique_prefix needs at least two words of equal token cost")
-        self.alphabet, self.word_tokens = list(alphabet), word_tokens
+        self.alphabet, self.first, self.word_tokens = list(alphabet), first, word_tokens
         self.start_tokens = word_tokens if start_tokens is None else start_tokens
-        self.length = math.ceil(_PREFIX_BITS / math.log2(len(alphabet)))
-        while len(alphabet) ** (self.length - 1) >= 1 << _PREFIX_BITS:  # float log2 rounding
-            self.length -= 1
+        self.length = 1
+        while len(first) * len(alphabet) ** (self.length - 1) < 1 << _PREFIX_BITS:
+            self.length += 1
 
     @property
     def tokens(self) -> int:
         return self.start_tokens + (self.length - 1) * self.word_tokens
+
+    @property
+    def tokens_after_space(self) -> int:
+        """The cost of a prefix that follows other text and a space (a shared prefix before it)."""
+        return self.length * self.word_tokens
 
     def text(self, worker: int, step: int, index: int) -> str:
         for name, value, bits in (
@@ -538,16 +547,19 @@ class Prefixer:
                 raise WorkloadError(f"unique_prefix supports {name} in [0, {1 << bits}); got {value}")
         value = (worker << (_STEP_BITS + _INDEX_BITS)) | (step << _INDEX_BITS) | index
         value = (value * _MIX_MUL + _MIX_ADD) & ((1 << _PREFIX_BITS) - 1)  # bijective scramble
-        base, words = len(self.alphabet), []
-        for _ in range(self.length):
-            value, digit = divmod(value, base)
+        value, digit = divmod(value, len(self.first))
+        words = [self.first[digit]]
+        for _ in range(self.length - 1):
+            value, digit = divmod(value, len(self.alphabet))
             words.append(self.alphabet[digit])
         return " ".join(words)
 
     @classmethod
     def build(cls, counter: TokenCounter, costs: dict[str, int]) -> Prefixer:
-        """The alphabet that makes the shortest prefix: words sharing both their cost after a space
-        (``costs``) and their cost at the start of a text (counted here)."""
+        """The alphabet that makes the shortest prefix: words sharing their cost after a space (``costs``), and
+        for the first word those of them that also share their cost at the start of a text. Start costs are
+        counted (one tokenizer call each) only until ``FIRST_WORDS`` words agree: a larger first alphabet would
+        rarely save a word, and every call is set-up time."""
         groups: dict[int, list[str]] = {}
         for word, cost in costs.items():
             groups.setdefault(cost, []).append(word)
@@ -556,11 +568,14 @@ class Prefixer:
             if len(groups[cost]) < 2 or (best and 1 + cost > best.tokens):  # a prefix has 2+ words
                 continue
             by_start: dict[int, list[str]] = {}
-            for word in groups[cost]:
-                by_start.setdefault(counter.count(word), []).append(word)
-            start, alphabet = max(by_start.items(), key=lambda kv: (len(kv[1]), -kv[0]))
-            if len(alphabet) >= 2 and start >= 1:
-                candidate = cls(alphabet, cost, start)
+            for word in sorted(groups[cost]):
+                start = counter.count(word)
+                by_start.setdefault(start, []).append(word)
+                if len(by_start[start]) >= FIRST_WORDS:
+                    break
+            start, first = max(by_start.items(), key=lambda kv: (len(kv[1]), -kv[0]))
+            if len(first) >= 2 and start >= 1:
+                candidate = cls(sorted(groups[cost]), cost, start, first)
                 if best is None or candidate.tokens < best.tokens:
                     best = candidate
         if best is None:

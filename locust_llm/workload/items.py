@@ -8,7 +8,7 @@ from typing import Any
 
 from ..images import Image
 
-__all__ = ["PromptItem", "WorkloadError", "hash64", "unit"]
+__all__ = ["PromptItem", "WorkloadError", "hash64", "prompt_hash", "unit"]
 
 
 class WorkloadError(ValueError):
@@ -31,6 +31,11 @@ def hash64(*parts: Any) -> int:
     """A 64-bit value from the parts: the counter-based RNG behind every per-request choice."""
     digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")
+
+
+def prompt_hash(prompt: str) -> int:
+    """A 63-bit fingerprint of a prompt's text (an int64 column): equal prompts, equal fingerprints."""
+    return hash64(prompt) >> 1
 
 
 def unit(*parts: Any) -> float:

@@ -22,14 +22,22 @@ What this module guarantees
   levels and variants are compared on the same prompts. ``step`` only enters the unique prefix:
   a prefix that repeated in every step would hit the server's prefix cache from the second step
   on, which is exactly what ``unique_prefix`` exists to prevent.
-* **Unique prefix** (``load.unique_prefix``): each request starts with ``K`` words that spell a
-  bijective mix of ``(worker, step, index)`` in base ``len(alphabet)``, so prefixes never repeat
-  within a run. All alphabet words have the same verified cost at the start of a text and the same
-  cost after a space, so every prefix costs the same known number of tokens (``prefix_tokens``).
-  Pool prompts are built for ``target - prefix_tokens`` tokens, measured *after* a prefix, so the
-  total stays exact. A sample of prefixed prompts is re-counted at set-up; if the tokenizer merges
-  across the word boundary (llama/SPM and GPT-style BPE tokenizers split at spaces, so they do not),
-  the items are marked ``exact=False`` with a warning instead of claiming a wrong count.
+* **Cold prompts: the unique prefix** (``load.unique_prefix``, on by default): each request starts with
+  ``K`` words (a few tokens) that spell a bijective mix of ``(worker, step, index)`` in a mixed radix
+  (``Prefixer``), so no prompt repeats within a run (warm-up, blocks, levels, repeats, soak windows)
+  and a server's prompt cache can reuse nothing but what precedes the text (BOS, a chat template's
+  header). All alphabet words have the same verified cost at the start of a text and the same cost
+  after a space, so every prefix costs the same known number of tokens (``prefix_tokens``). Pool
+  prompts and dataset prompts are built (or counted) *after* a prefix, so the total stays exact; a
+  dataset smaller than the run is cycled, each request with its own marker. A sample of prefixed
+  prompts is re-counted at set-up; if the tokenizer merges across the word boundary (llama/SPM and
+  GPT-style BPE tokenizers split at spaces, so they do not), the items are marked ``exact=False``
+  with a warning instead of claiming a wrong count. ``unique_prefix: false`` replays the pool's
+  prompts (the old behaviour, cache hits and all).
+* **Shared prefixes** (``load.shared_prefix: {tokens: N, groups: G}``): cache hits on purpose. Every
+  prompt starts with one of G texts of exactly N tokens (chosen per ``(worker, index)``, so the same in
+  every variant), then its unique marker, then its body; ``primers()`` are the G prefixes alone, sent
+  unmeasured before each step so that each is in the cache.
 * **Without a counter** (no ``/tokenize`` and no local tokenizer) lengths come from
   :class:`ApproxCounter`, a crude characters-per-word estimate, and every item has
   ``exact=False``; reports must say so.
@@ -63,7 +71,7 @@ from .generate import Generator, Measure, Prefixer
 from .items import PromptItem, WorkloadError, hash64, unit
 from .tokenizers import ApproxCounter, TokenCounter
 
-__all__ = ["ImageSet", "Workload"]
+__all__ = ["ImageSet", "Lead", "Workload"]
 
 DEFAULT_POOL_SIZE = 64
 DEFAULT_MAX_DATASET_ITEMS = 1024
@@ -110,6 +118,49 @@ class ImageSet:
         }
 
 
+@dataclass(frozen=True)
+class Lead:
+    """What goes before every prompt body: its group's shared prefix (``load.shared_prefix``), then a unique marker
+    (``load.unique_prefix``); nothing when prompts are replayed."""
+
+    seed: int
+    prefixer: Prefixer | None = None
+    shared: tuple[str, ...] = ()  # one text per group, each exactly ``shared_tokens`` tokens at a text's start
+    shared_tokens: int = 0
+
+    @property
+    def mode(self) -> str:
+        """``cold``, ``replayed`` or ``shared``, as ``LoadSpec.prompt_cache``."""
+        return "shared" if self.shared else "cold" if self.prefixer else "replayed"
+
+    @property
+    def marker_tokens(self) -> int:
+        if self.prefixer is None:
+            return 0
+        return self.prefixer.tokens_after_space if self.shared else self.prefixer.tokens
+
+    @property
+    def tokens(self) -> int:
+        return self.shared_tokens + self.marker_tokens
+
+    def group(self, worker: int, index: int) -> int:
+        """The shared prefix request ``index`` of ``worker`` starts with: the same in every step and variant."""
+        return hash64(self.seed, "shared", worker, index) % len(self.shared)
+
+    def text(self, worker: int, step: int, index: int) -> str:
+        if self.prefixer is None:
+            return ""
+        marker = self.prefixer.text(worker, step, index)
+        return f"{self.shared[self.group(worker, index)]} {marker}" if self.shared else marker
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "prompt_cache": self.mode,
+            "unique_prefix_tokens": self.marker_tokens,
+            "shared_prefix": {"tokens": self.shared_tokens, "groups": len(self.shared)} if self.shared else None,
+        }
+
+
 class Workload:
     """Pools of prompts per bucket plus the seeded choice of which one a request gets."""
 
@@ -118,7 +169,7 @@ class Workload:
         pools: dict[str, list[PromptItem]],
         weights: dict[str, float],
         seed: int,
-        prefixer: Prefixer | None = None,
+        lead: Lead | None = None,
         prefix_exact: bool = True,
         source: str = "generated",
         skipped: int = 0,
@@ -130,7 +181,8 @@ class Workload:
         self.pools = {name: list(items) for name, items in pools.items()}
         self.weights = dict(weights)
         self.seed = seed
-        self.prefixer = prefixer
+        self.lead = lead if lead is not None else Lead(seed)
+        self.prefixer = self.lead.prefixer
         self.prefix_exact = prefix_exact
         self.source = source
         self.skipped = skipped
@@ -163,11 +215,13 @@ class Workload:
         # The word-cost table (one count per word) is needed for generated prompts and prefixes only.
         gen = Generator(counter) if (load.unique_prefix or not load.dataset) else None
         prefixer = Prefixer.build(counter, gen.costs) if load.unique_prefix else None
-        measure = Measure(counter, prefixer.text(0, 0, 0) if prefixer else "")
+        shared = cls._shared_prefixes(load, gen, counter)
+        lead = Lead(load.seed, prefixer, tuple(shared), load.shared_prefix.tokens if shared else 0)
+        measure = Measure(counter, lead.text(0, 0, 0))
         if load.dataset:
             path = Path(load.dataset).expanduser()
             path = path if path.is_absolute() else Path(base_dir) / path
-            workload = cls._dataset(path, load, counter, exact, measure, prefixer, max_dataset_items)
+            workload = cls._dataset(path, load, counter, exact, measure, lead, max_dataset_items)
         else:
             buckets = {name: (b.prompt_tokens, b.max_tokens, b.weight) for name, b in load.buckets.items()} or {
                 "default": (load.prompt_tokens, load.max_tokens, 1.0)
@@ -175,9 +229,9 @@ class Workload:
             pools = {}
             for name, (prompt_tokens, max_tokens, _) in buckets.items():
                 pools[name] = cls._generate_pool(
-                    name, prompt_tokens, max_tokens, load.seed, gen, measure, prefixer, exact, pool_size
+                    name, prompt_tokens, max_tokens, load.seed, gen, measure, lead, exact, pool_size
                 )
-            workload = cls(pools, {n: b[2] for n, b in buckets.items()}, load.seed, prefixer)
+            workload = cls(pools, {n: b[2] for n, b in buckets.items()}, load.seed, lead)
             workload.images = {
                 name: ImageSet.build(b.images, load.seed, name, base_dir)
                 for name, b in load.buckets.items()
@@ -186,7 +240,7 @@ class Workload:
             # Long prompts cost a tokenizer round trip each: a smaller pool per context length.
             workload.contexts = {
                 n: cls._generate_pool(
-                    f"ctx-{n}", n, load.max_tokens, load.seed, gen, measure, prefixer, exact, max(pool_size // 4, 1)
+                    f"ctx-{n}", n, load.max_tokens, load.seed, gen, measure, lead, exact, max(pool_size // 4, 1)
                 )
                 for n in load.context_tokens
             }
@@ -196,6 +250,22 @@ class Workload:
         return workload
 
     @staticmethod
+    def _shared_prefixes(load: LoadSpec, gen: Generator | None, counter: TokenCounter) -> list[str]:
+        """``load.shared_prefix``: one text of exactly ``tokens`` tokens (counted at a text's start) per group."""
+        spec = load.shared_prefix
+        if spec is None or gen is None:
+            return []
+        measure, texts = Measure(counter), []
+        for group in range(spec.groups):
+            for attempt in range(8):  # distinct groups: two equal prefixes would be one group
+                rng = random.Random(f"{load.seed}|shared|{group}|{attempt}")
+                text = gen.fit(spec.tokens, rng, measure, f"shared_prefix group {group}")
+                if text not in texts:
+                    break
+            texts.append(text)
+        return texts
+
+    @staticmethod
     def _generate_pool(
         name: str,
         prompt_tokens: int,
@@ -203,16 +273,18 @@ class Workload:
         seed: int,
         gen: Generator,
         measure: Measure,
-        prefixer: Prefixer | None,
+        lead: Lead,
         exact: bool,
         size: int,
     ) -> list[PromptItem]:
-        body_tokens = prompt_tokens - (prefixer.tokens if prefixer else 0)
+        body_tokens = prompt_tokens - lead.tokens
         if body_tokens < 1:
+            what = "shared prefix and unique prefix" if lead.shared else "unique prefix"
             raise WorkloadError(
-                f"bucket {name!r}: prompt_tokens {prompt_tokens} leaves no room for the unique "
-                f"prefix, which costs {prefixer.tokens} tokens with this tokenizer; raise "
-                f"prompt_tokens to at least {prefixer.tokens + 1} or turn unique_prefix off"
+                f"bucket {name!r}: prompt_tokens {prompt_tokens} leaves no room for the {what}, which "
+                f"cost {lead.tokens} tokens with this tokenizer; raise prompt_tokens to at least "
+                f"{lead.tokens + 1}"
+                + (", or lower shared_prefix.tokens" if lead.shared else ", or set unique_prefix: false")
             )
         items, seen = [], set()
         for slot in range(size):
@@ -233,7 +305,7 @@ class Workload:
         counter: TokenCounter,
         exact: bool,
         measure: Measure,
-        prefixer: Prefixer | None,
+        lead: Lead,
         limit: int,
     ) -> Workload:
         records, skipped = read_dataset(path)
@@ -251,7 +323,7 @@ class Workload:
             items.append(
                 PromptItem(rec.bucket or "dataset", rec.prompt, measure(rec.prompt), max_tokens, exact, rec.where)
             )
-        return cls({"dataset": items}, {"dataset": 1.0}, load.seed, prefixer, source=str(path), skipped=skipped)
+        return cls({"dataset": items}, {"dataset": 1.0}, load.seed, lead, source=str(path), skipped=skipped)
 
     def _check_prefixes(self, counter: TokenCounter, per_bucket: int = 16) -> bool:
         """Re-count a sample of prefixed prompts; False (and a warning) if the total is not exact."""
@@ -272,15 +344,22 @@ class Workload:
 
     # -- per request -----------------------------------------------------------------------------
     def _prefixed(self, base: PromptItem, worker: int, step: int, index: int) -> PromptItem:
-        prefix = self.prefixer.text(worker, step, index)
         return PromptItem(
             base.bucket,
-            f"{prefix} {base.prompt}",
-            base.prompt_tokens + self.prefixer.tokens,
+            f"{self.lead.text(worker, step, index)} {base.prompt}",
+            base.prompt_tokens + self.prefix_tokens,
             base.max_tokens,
             base.exact and self.prefix_exact,
             base.prompt_id,
         )
+
+    def primers(self) -> list[PromptItem]:
+        """One request per shared prefix, sent (unmeasured) before each step so that its prefix is in the cache."""
+        exact = self.counter is not None
+        return [
+            PromptItem("shared", text, self.lead.shared_tokens, 1, exact, f"shared/{group}")
+            for group, text in enumerate(self.lead.shared)
+        ]
 
     def item(self, worker: int, step: int, index: int, context: int = 0) -> PromptItem:
         """The prompt of request ``index`` of ``worker`` in ladder ``step`` (of the ``context``-token pool in
@@ -337,7 +416,8 @@ class Workload:
 
     @property
     def prefix_tokens(self) -> int:
-        return self.prefixer.tokens if self.prefixer else 0
+        """Tokens before every body: the shared prefix (if any) and the unique marker."""
+        return self.lead.tokens
 
     def describe(self) -> dict[str, Any]:
         """Conditions for env.json and the report: source, exactness, buckets and their pools."""
@@ -350,7 +430,7 @@ class Workload:
             "source": self.source,
             "seed": self.seed,
             "exact": self.exact,
-            "unique_prefix_tokens": self.prefix_tokens,
+            **self.lead.describe(),
             "skipped_conversations": self.skipped,
             "buckets": {
                 name: {

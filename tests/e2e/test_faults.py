@@ -12,7 +12,7 @@ SCENARIO = """
 name: faults
 server: {engine: external, url: "http://127.0.0.1:9"}
 variants: {ref: {}}
-load: {ladder: [2], step_duration_s: 2, warmup_s: 0.5, prompt_tokens: 8, max_tokens: 8}
+load: {ladder: [2], step_duration_s: 2, warmup_s: 0.5, prompt_tokens: 16, max_tokens: 8}
 """
 
 SERVER_FAULTS = [

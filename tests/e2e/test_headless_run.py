@@ -134,3 +134,25 @@ def test_conditions_recorded_and_no_secret_written(headless_run):
     for path in run_dir.iterdir():
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path.name
+
+
+def test_prompts_are_cold_on_the_real_server_and_its_counters_agree(headless_run):
+    """Unique prompts by default, and llama.cpp says they were cold: per request (timings.cache_n) and in its own
+    counters (prompt_tokens_cached / prompt_tokens), which the two figures of every step compare; its host-RAM
+    prompt cache is off (--cache-ram 0)."""
+    run_dir, _ = headless_run
+    frame = pd.read_parquet(run_dir / "requests.parquet")
+    ok = frame[frame["error_class"].isna()]
+    assert ok["cached_tokens"].notna().all()  # llama.cpp always says
+    # A slot reuses what every prompt shares (a BOS token), and now and then an accidental shared first word.
+    assert (ok["cached_tokens"] <= 1).mean() > 0.9
+    assert all(group["prompt_hash"].is_unique for _, group in frame.groupby("variant"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for entry in summary["variants"].values():
+        for step in entry["steps"]:
+            cache = step["prompt_cache"]
+            assert cache["mode"] == "cold" and cache["source"] == "requests" and cache["flag"] is None
+            assert cache["cached_fraction"] < 0.05 and cache["repeated_prompts"] == 0
+            assert abs(cache["cached_fraction"] - cache["server"]["cached_fraction"]) < 0.01
+    env = json.loads((run_dir / "env.json").read_text())
+    assert all("--cache-ram" in server["command"] for server in env["servers"].values())

@@ -18,7 +18,7 @@ load:
   arrival: constant
   step_duration_s: 4
   warmup_s: 1
-  prompt_tokens: 8
+  prompt_tokens: 16
   max_tokens: 20
 """
 

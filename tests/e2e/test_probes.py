@@ -95,7 +95,7 @@ def test_a_server_that_crashes_on_a_probe_fails_the_run_with_exit_6(tmp_path, re
     scenario = tmp_path / "ref.yaml"
     scenario.write_text(
         "name: ref\nserver: {engine: external, url: 'http://127.0.0.1:9'}\nvariants: {ref: {}}\n"
-        "load: {ladder: [1], step_duration_s: 2, warmup_s: 0, prompt_tokens: 8, max_tokens: 8}\n"
+        "load: {ladder: [1], step_duration_s: 2, warmup_s: 0, prompt_tokens: 16, max_tokens: 8}\n"
         "probes: {recover_s: 3}\n"
     )
     done = run_locust(

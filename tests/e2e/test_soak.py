@@ -24,7 +24,7 @@ load:
   mode: closed
   ladder: [1, 2]
   warmup_s: 2
-  prompt_tokens: 8
+  prompt_tokens: 16
   max_tokens: 20
   contention_cores: 100
 soak: {window_s: 20, max_drift_pct_per_hour: 1000000}

@@ -119,3 +119,43 @@ def test_no_usage_takes_the_total_from_the_whole_text_with_a_tokenizer_that_is_n
     assert record.token_source == "tokenizer"
     assert record.output_tokens == sum(record.chunk_tokens) == words(" hello world !") == 3
     assert min(record.chunk_tokens) >= 0 and len(record.chunk_tokens) == 3
+
+
+def usage_with(t: float, total: int, prompt: int, details=None) -> Event:
+    usage = {"completion_tokens": total, "prompt_tokens": prompt}
+    if details is not None:
+        usage["prompt_tokens_details"] = details
+    return Event(t, {"choices": [], "usage": usage})
+
+
+def test_cached_prompt_tokens_are_what_the_server_says_and_null_when_it_says_nothing():
+    # OpenAI shape (vLLM, SGLang, llama.cpp's final usage): the last usage's prompt_tokens_details.
+    record = RequestRecord(t_send=0.0)
+    account(record, [text(0.1, " a"), text(0.2, " b", "length"), usage_with(0.3, 2, 40, {"cached_tokens": 32})], True)
+    assert record.ok and record.cached_tokens == 32 and record.prompt_tokens == 40
+    # llama.cpp's timings alone.
+    timings = {"timings": {"predicted_n": 1, "predicted_ms": 5.0, "prompt_ms": 1.0, "cache_n": 17, "prompt_n": 3}}
+    record = RequestRecord(t_send=0.0)
+    account(record, [text(0.1, " a"), text(0.2, "", "stop", usage=1, **timings)], True, llamacpp=True)
+    assert record.ok and record.cached_tokens == 17
+    # A server that does not say: null, not zero.
+    record = RequestRecord(t_send=0.0)
+    account(record, [text(0.1, " a"), text(0.2, " b", "length"), usage_only(0.3, 2)], True)
+    assert record.ok and record.cached_tokens is None
+
+
+def test_a_server_that_omits_a_zero_cached_count_counts_zero_only_for_a_finished_stream():
+    """vLLM (and older SGLang) leave prompt_tokens_details out when nothing was cached."""
+    events = [text(0.1, " a", usage=1), text(0.2, " b", "length", usage=2), usage_with(0.3, 2, 40)]
+    record = RequestRecord(t_send=0.0)
+    account(record, events, True, cache_zero=True)
+    assert record.ok and record.cached_tokens == 0
+    record = RequestRecord(t_send=0.0)
+    account(record, events[:1], False, cache_zero=True)  # cut short: the final usage never came
+    assert record.error_class == "truncated_stream" and record.cached_tokens is None
+
+
+def test_an_impossible_cached_count_is_a_malformed_answer():
+    record = RequestRecord(t_send=0.0)
+    account(record, [text(0.1, " a", "length"), usage_with(0.2, 1, 40, {"cached_tokens": -3})], True)
+    assert record.error_class == "malformed_event" and "cached_tokens" in record.error_message

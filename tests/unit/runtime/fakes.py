@@ -71,6 +71,7 @@ class FakeSession:
         self.activated: list[str] = []
         self.die_after, self.fail_start = die_after, fail_start
         self.checks = 0
+        self.primed: list[tuple] = []  # (the step being set up, the servers primed)
 
     def start(self, variant: str) -> ActiveServer:
         from locust_llm.servers import ServerError
@@ -88,6 +89,9 @@ class FakeSession:
 
     def check_consistency(self, variant: str):
         return None
+
+    def prime(self, base_urls: list[str]) -> None:
+        self.primed.append((self.run.steps[-1]["step"] if self.run.steps else None, list(base_urls)))
 
     def interrupt(self) -> None:
         pass

@@ -10,6 +10,7 @@ from locust_llm.runtime.steps import StepState
 from locust_llm.runtime.users import OpenLoopUser, context_of
 from locust_llm.scenario import LoadSpec
 from locust_llm.workload import PromptItem
+from locust_llm.workload.workload import Lead
 
 RATE = 1000.0  # arrivals 1 ms apart: the test waits for its three arrivals, not for a tuned time
 
@@ -19,6 +20,7 @@ class HeldWorkload:
     listens (no server here): a refused connection, recorded."""
 
     counter = None
+    lead = Lead(0)  # prompts as given: this test is about their numbering
 
     def __init__(self):
         self.release = gevent.event.Event()

@@ -81,7 +81,7 @@ BUCKETS = {
 @pytest.fixture(scope="module")
 def bucketed() -> tuple[Workload, FakeCounter]:
     counter = FakeCounter()
-    return Workload.from_spec(spec(buckets=BUCKETS, seed=7), counter, Path(".")), counter
+    return Workload.from_spec(spec(buckets=BUCKETS, seed=7, unique_prefix=False), counter, Path(".")), counter
 
 
 # ----------------------------------------------------------------------------- generated prompts
@@ -103,14 +103,16 @@ def test_every_pool_prompt_has_the_exact_length(bucketed):
 
 def test_correction_loop_handles_context_dependent_costs():
     counter = StartCostsMore()
-    workload = Workload.from_spec(spec(prompt_tokens=50, max_tokens=8), counter, Path("."), pool_size=16)
+    workload = Workload.from_spec(
+        spec(prompt_tokens=50, max_tokens=8, unique_prefix=False), counter, Path("."), pool_size=16
+    )
     assert list(workload.pools) == ["default"]
     for it in workload.pools["default"]:
         assert StartCostsMore().count(it.prompt) == 50 == it.prompt_tokens
 
 
 def test_one_token_prompt_and_impossible_length():
-    workload = Workload.from_spec(spec(prompt_tokens=1), FakeCounter(), Path("."), pool_size=4)
+    workload = Workload.from_spec(spec(prompt_tokens=1, unique_prefix=False), FakeCounter(), Path("."), pool_size=4)
     assert all(FakeCounter().count(it.prompt) == 1 for it in workload)
 
     class AllLong(FakeCounter):
@@ -118,7 +120,7 @@ def test_one_token_prompt_and_impossible_length():
             return 2 * super().count(text)
 
     with pytest.raises(WorkloadError, match="exactly 3 tokens"):
-        Workload.from_spec(spec(prompt_tokens=3), AllLong(), Path("."), pool_size=2)
+        Workload.from_spec(spec(prompt_tokens=3, unique_prefix=False), AllLong(), Path("."), pool_size=2)
 
 
 def test_item_is_deterministic_and_never_tokenizes(bucketed):
@@ -127,7 +129,7 @@ def test_item_is_deterministic_and_never_tokenizes(bucketed):
     first = [workload.item(0, 0, k) for k in range(200)]
     assert counter.calls == calls
     # A second workload built from the same spec (another process, another variant) agrees.
-    again = Workload.from_spec(spec(buckets=BUCKETS, seed=7), FakeCounter(), Path("."))
+    again = Workload.from_spec(spec(buckets=BUCKETS, seed=7, unique_prefix=False), FakeCounter(), Path("."))
     assert [again.item(0, 0, k) for k in range(200)] == first
     # item(w, s, k) does not depend on the step: every ladder step restarts the same sequence.
     assert [workload.item(0, 3, k) for k in range(200)] == first
@@ -140,7 +142,9 @@ def test_workers_and_seeds_get_different_sequences(bucketed):
     for a in range(4):
         for b in range(a + 1, 4):  # not a shifted copy either: most positions differ
             assert sum(x != y for x, y in zip(seqs[a], seqs[b], strict=False)) > 25
-    other = Workload.from_spec(spec(buckets=BUCKETS, seed=8), FakeCounter(), Path("."), pool_size=8)
+    other = Workload.from_spec(
+        spec(buckets=BUCKETS, seed=8, unique_prefix=False), FakeCounter(), Path("."), pool_size=8
+    )
     assert [other.item(0, 0, k).prompt for k in range(50)] != seqs[0]
 
 
@@ -264,7 +268,7 @@ def test_consistency_prompts():
 
 def test_every_process_builds_the_same_workload(bucketed):
     """Each load process builds its own workload; the same spec and tokenizer give the same prompts."""
-    for load in (spec(buckets=BUCKETS), spec(prompt_tokens=40, unique_prefix=True)):
+    for load in (spec(buckets=BUCKETS, unique_prefix=False), spec(prompt_tokens=40, unique_prefix=True)):
         first, second = (Workload.from_spec(load, FakeCounter(), Path("."), pool_size=4) for _ in range(2))
         assert [first.item(w, 1, k) for w in range(3) for k in range(40)] == [
             second.item(w, 1, k) for w in range(3) for k in range(40)
@@ -308,7 +312,7 @@ def test_jsonl_dataset(tmp_path):
     )
     counter = FakeCounter()
     # A relative dataset path is resolved against base_dir (the scenario's folder).
-    workload = Workload.from_spec(spec(dataset="prompts.jsonl", max_tokens=99), counter, tmp_path)
+    workload = Workload.from_spec(spec(dataset="prompts.jsonl", max_tokens=99, unique_prefix=False), counter, tmp_path)
     items = workload.pools["dataset"]
     assert [(it.bucket, it.prompt, it.prompt_tokens, it.max_tokens, it.exact) for it in items] == [
         ("chat", "hello there friend", 3, 12, True),
@@ -594,3 +598,64 @@ def test_prompt_item_is_frozen():
     item = PromptItem("b", "p", 1, 2, True)
     with pytest.raises(AttributeError):
         item.prompt = "x"  # type: ignore[misc]
+
+
+# ----------------------------------------------------------------------------- the prompt cache
+
+
+def test_prompts_are_cold_by_default_and_pair_across_variants():
+    """No prompt repeats within a run (warm-up and steady share a step; blocks, levels, repeats and soak windows are
+    steps), though the pool holds 8; request k of a step is the same prompt in every variant's process."""
+    load = spec(prompt_tokens=40)
+    assert load.unique_prefix and load.prompt_cache == "cold"
+    a, b = (Workload.from_spec(load, FakeCounter(), Path("."), pool_size=8) for _ in range(2))
+    seen = set()
+    for worker in range(2):
+        for step in range(4):
+            for k in range(100):
+                item = a.item(worker, step, k)
+                assert item == b.item(worker, step, k)
+                assert FakeCounter().count(item.prompt) == item.prompt_tokens == 40
+                seen.add(item.prompt)
+    assert len(seen) == 2 * 4 * 100
+    assert a.describe()["prompt_cache"] == "cold" and a.describe()["unique_prefix_tokens"] == a.prefix_tokens > 0
+
+
+def test_shared_prefix_every_prompt_starts_with_one_of_its_groups_then_a_unique_remainder():
+    load = spec(prompt_tokens=60, shared_prefix={"tokens": 24, "groups": 3})
+    assert load.prompt_cache == "shared"
+    workload = Workload.from_spec(load, FakeCounter(), Path("."), pool_size=8)
+    counter = FakeCounter()
+    primers = workload.primers()
+    assert len({p.prompt for p in primers}) == 3
+    assert all(counter.count(p.prompt) == p.prompt_tokens == 24 and p.max_tokens == 1 for p in primers)
+    used, remainders = Counter(), set()
+    for step in range(3):
+        for k in range(300):
+            item = workload.item(1, step, k)
+            assert counter.count(item.prompt) == item.prompt_tokens == 60
+            (prefix,) = [p.prompt for p in primers if item.prompt.startswith(p.prompt + " ")]
+            assert workload.item(1, 0, k).prompt.startswith(prefix + " ")  # its group: the same in every step
+            used[prefix] += 1
+            remainders.add(item.prompt[len(prefix) :])
+    assert len(remainders) == 900 and min(used.values()) > 200  # unique remainders; the groups share the load
+    assert workload.describe()["shared_prefix"] == {"tokens": 24, "groups": 3}
+
+
+def test_shared_prefix_needs_room_and_a_unique_remainder():
+    with pytest.raises(WorkloadError, match=r"shared prefix and unique prefix.*lower shared_prefix.tokens"):
+        Workload.from_spec(spec(prompt_tokens=20, shared_prefix={"tokens": 16}), FakeCounter(), Path("."), pool_size=2)
+    with pytest.raises(ValueError, match="shared_prefix puts a unique remainder"):
+        spec(prompt_tokens=60, shared_prefix={"tokens": 16}, unique_prefix=False)
+
+
+def test_a_dataset_smaller_than_the_run_is_cycled_each_request_with_its_own_marker(tmp_path):
+    rows = [f"tell me about the city number {i}" for i in range(3)]
+    write(tmp_path / "d.jsonl", "\n".join(json.dumps({"prompt": r}) for r in rows))
+    workload = Workload.from_spec(spec(dataset="d.jsonl"), FakeCounter(), tmp_path)
+    marker = workload.describe()["unique_prefix_tokens"]
+    items = [workload.item(0, step, k) for step in range(2) for k in range(50)]
+    assert len({it.prompt for it in items}) == 100
+    for it in items:
+        body = it.prompt.split(" ", workload.prefixer.length)[-1]
+        assert body in rows and it.prompt_tokens == FakeCounter().count(body) + marker == FakeCounter().count(it.prompt)
