@@ -151,6 +151,21 @@ class Bucket(Strict):
     images: ImagesSpec | None = None
 
 
+class ReasoningSpec(Strict):
+    """How reasoning streams are read: ``reasoning_content`` / ``reasoning`` deltas always; ``<think>...</think>``
+    in the content only when asked (a server that does not separate them)."""
+
+    think_tags: bool = False
+
+
+class PositionsSpec(Strict):
+    """Decode speed by position in the output: per ``bin_tokens`` output tokens; ``acceptance`` asks llama.cpp for
+    its timings on every token (``timings_per_token``), so acceptance per output position is measured too."""
+
+    bin_tokens: int = Field(default=256, ge=8, le=MAX_TOKENS)
+    acceptance: bool = False
+
+
 class LoadSpec(Strict):
     mode: Literal["closed", "open"] = "closed"
     ladder: list[float] = [1, 2, 4, 8]
@@ -193,6 +208,8 @@ class LoadSpec(Strict):
     # tokenizer name or path (needs the tokenizers or transformers package), or none (lengths approximate).
     tokenizer: str = "server"
     timeouts: Timeouts = Timeouts()
+    reasoning: ReasoningSpec = ReasoningSpec()
+    positions: PositionsSpec = PositionsSpec()
 
     @property
     def interleaved(self) -> bool:
@@ -252,6 +269,7 @@ class SloSpec(Strict):
     """Per-request service levels for goodput: a request counts only if it succeeded and met each one set."""
 
     ttft_ms: float | None = Field(default=None, gt=0)
+    ttfot_ms: float | None = Field(default=None, gt=0)  # time to the first answer token (after any reasoning)
     tpot_ms: float | None = Field(default=None, gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)
 
@@ -260,6 +278,7 @@ class GatesSpec(Strict):
     """Pass/fail for nightly jobs: percentile SLOs per step, and regression against a saved baseline run."""
 
     ttft_p99_ms: float | None = Field(default=None, gt=0)
+    ttfot_p99_ms: float | None = Field(default=None, gt=0)  # time to the first answer token (after any reasoning)
     tpot_p99_ms: float | None = Field(default=None, gt=0)
     # A run where most requests fail must not pass by default: 5% unless the scenario says otherwise (null: off).
     error_rate: float | None = Field(default=0.05, ge=0, le=1)

@@ -153,11 +153,17 @@ class StreamingClient:
     connections (one for a closed-loop user, one per stream in flight for an open-loop dispatcher)."""
 
     def __init__(
-        self, base_url: str, timeouts: Timeouts = DEFAULT_TIMEOUTS, verify_tls: bool = True, engine: str = "external"
+        self,
+        base_url: str,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        verify_tls: bool = True,
+        engine: str = "external",
+        think_tags: bool = False,
     ):
         self.target = Target.parse(base_url.rstrip("/"))
         self.timeouts = timeouts
         self.llamacpp = engine == "llamacpp"
+        self.think_tags = think_tags  # split <think>...</think> in the content into reasoning and answer
         self.headers = auth_headers()
         self.verify_tls = verify_tls
         self.idle: list[Connection] = []
@@ -240,7 +246,7 @@ class StreamingClient:
                 conn.close()
             if conn.sock is not None:
                 self.idle.append(conn)
-        return account(record, events, done, self.llamacpp)
+        return account(record, events, done, self.llamacpp, self.think_tags)
 
     @staticmethod
     def _connect(conn: Connection) -> float | None:

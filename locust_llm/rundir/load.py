@@ -25,7 +25,7 @@ from .parts import PART_GLOB, read_table
 __all__ = ["ChunkLists", "RunData", "close_open_steps", "load_requests", "load_run", "load_telemetry", "split_requests"]
 
 TELEMETRY_COLUMNS = ["t", "variant", "source", "metric", "labels", "value"]
-LIST_COLUMNS = ["chunk_offsets", "chunk_tokens"]
+LIST_COLUMNS = ["chunk_offsets", "chunk_tokens", "chunk_drafted", "chunk_accepted"]
 
 
 @dataclass

@@ -111,8 +111,9 @@ class LLMUser(User):
 
     def client_for(self, base_url: str) -> StreamingClient:
         if base_url not in self._clients:
+            load = self.context.load
             self._clients[base_url] = StreamingClient(
-                base_url, timeouts=self.context.load.timeouts, engine=self.context.engine
+                base_url, timeouts=load.timeouts, engine=self.context.engine, think_tags=load.reasoning.think_tags
             )
         return self._clients[base_url]
 
@@ -154,7 +155,7 @@ class LLMUser(User):
                 temperature=load.temperature,
                 ignore_eos=load.ignore_eos,
                 seed=state.seed,
-                extra=request_extra(ctx.engine, item.max_tokens, load.ignore_eos),
+                extra=request_extra(ctx.engine, item.max_tokens, load.ignore_eos, load.positions.acceptance),
                 images=tuple(i.url for i in item.images or ()),
             )
             split = self.client_for(ctx.target(state, record)).stream(spec, record)
