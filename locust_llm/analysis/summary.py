@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 
 from ..rundir.load import RunData
-from ..scenario import CostSpec
+from ..scenario import CostSpec, PositionsSpec
 from .acceptance import request_acceptance
 from .agreement import agreement
 from .breakdown import add_breakdowns, level_acceptance
+from .categories import category_comparisons
 from .comparison import comparison, latency_keys
 from .cost import cost_summary
 from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
@@ -24,9 +25,11 @@ from .errors import error_samples
 from .gates import gates_of
 from .images import image_overhead
 from .metrics import APPROXIMATE_SOURCES, Chunks, chunk_split, request_metrics
+from .positions import positions_summary, request_positions, step_positions
 from .probes import probe_summary
 from .quality import mark_not_eligible, not_eligible, quality_summary
 from .rates import series_mean_ci
+from .reasoning import add_reasoning_speedups, reasoning_metrics, step_reasoning
 from .samples import PAIR_KEY, LevelSamples
 from .scaleout import ScaleBlock, scale_out_summary
 from .schedule import sweep_schedule
@@ -40,8 +43,14 @@ from .values import json_safe, to_float
 
 __all__ = ["KNEE_THRESHOLD", "analyse", "build_summary"]
 
-CLOSED_FIELDS = ("ttft_ms", "tpot_ms", "e2e_ms", "decode_tps", "e2e_tps", "ttft_all_ms", "tpot_all_ms", "e2e_all_ms")
-OPEN_FIELDS = ("ttft_sched_ms", "e2e_sched_ms", "schedule_lag_ms", "ttft_sched_all_ms", "e2e_sched_all_ms")
+CLOSED_FIELDS = (
+    *("ttft_ms", "tpot_ms", "e2e_ms", "decode_tps", "e2e_tps", "ttft_all_ms", "tpot_all_ms", "e2e_all_ms"),
+    *("ttfot_ms", "ttfot_all_ms"),
+)
+OPEN_FIELDS = (
+    *("ttft_sched_ms", "e2e_sched_ms", "schedule_lag_ms", "ttft_sched_all_ms", "e2e_sched_all_ms"),
+    *("ttfot_sched_ms", "ttfot_sched_all_ms"),
+)
 N_BOOT = 1000
 RATE_BIN_S = 1.0
 # In a closed loop latency past saturation grows in proportion to users (Little's law), so the knee is
@@ -56,6 +65,7 @@ def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict, mode: st
     good = sent["error_class"].isna()
     for key, column, missing in (
         ("ttft_ms", keys["ttft"], math.inf),
+        ("ttfot_ms", "ttfot_sched_ms" if mode == "open" else "ttfot_ms", math.inf),  # no answer: never good
         ("tpot_ms", "tpot_ms", 0.0),
         ("e2e_ms", keys["e2e"], math.inf),
     ):
@@ -89,6 +99,9 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     ok_rows = sent[~failed]
     chunks = Chunks.of(ok_rows, run.lists)
     derived = derived.join(chunk_split(ok_rows, chunks))
+    derived = derived.join(reasoning_metrics(sent, chunks, ok_rows.index, to_float(timeouts.get("first_token_s"))))
+    bin_tokens = positions_spec(run).bin_tokens
+    derived = derived.join(request_positions(len(ok_rows), chunks, bin_tokens).set_axis(ok_rows.index))
     itl, itl_weights = chunks.itl_ms()
     rates = rate_samples(*window_arrivals(run, frame, start, end), start, end, RATE_BIN_S)
     good = good_requests(sent, derived, slo, mode)
@@ -114,6 +127,8 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
         "icl_ms": summarize(chunks.icl_ms()),
         "itl_approximate": float(ok_rows["token_source"].isin(APPROXIMATE_SOURCES).mean()) if len(ok_rows) else None,
         "token_sources": {str(k): int(v) for k, v in sent["token_source"].value_counts().items()},
+        "reasoning": step_reasoning(derived),
+        "decode_by_position": step_positions(derived, bin_tokens),
     }
     for name in CLOSED_FIELDS + (OPEN_FIELDS if mode == "open" else ()):
         summary[name] = summarize(derived[name].to_numpy(dtype=float), n_boot=N_BOOT)
@@ -149,11 +164,16 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     summary["workers_lost"] = list(step.get("workers_lost") or [])
     summary["faults"] = list(step.get("faults") or [])
     summary["status"], summary["status_reasons"] = step_status(summary, summary["host"], run.env.get("load") or {})
-    keys = [c for c in PAIR_KEY if c in sent]
+    keys = [c for c in [*PAIR_KEY, "bucket"] if c in sent]
     requests = pd.concat([sent[keys].reset_index(drop=True), derived.reset_index(drop=True)], axis=1)
     if "seq" not in requests:
         requests["seq"] = -1
     return summary, (rates, good_rates, requests)
+
+
+def positions_spec(run: RunData) -> PositionsSpec:
+    """How the run asked for positions to be binned (runs before the setting: the default)."""
+    return PositionsSpec.model_validate((run.env.get("load") or {}).get("positions") or {})
 
 
 def steadiness(rates: np.ndarray, start: float, ok_rows: pd.DataFrame, tpot_ms: pd.Series) -> dict:
@@ -369,6 +389,7 @@ def build_summary(run: RunData) -> Summary:
             if name != baseline
         ]
         add_breakdowns(comparisons, variants, samples)
+        add_reasoning_speedups(comparisons, samples, modes)
         mark_not_eligible(comparisons, blocked)
     schedules = sweep_schedules(
         (run.env.get("scenario") or {}).get("sweeps") or {}, comparisons, variants, blocked, run.events
@@ -396,6 +417,8 @@ def build_summary(run: RunData) -> Summary:
                 "comparisons": comparisons,
                 "schedules": schedules,
                 "contexts": axis,
+                "categories": category_comparisons(comparisons, samples, modes),
+                "positions": positions_summary(samples, comparisons, modes, positions_spec(run).bin_tokens),
                 "images": image_overhead(run, variants),
                 "probes": probe_summary(run, variants),
                 "consistency": consistency,

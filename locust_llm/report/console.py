@@ -7,6 +7,7 @@ from ..fmt import lvl, ms, times
 from .probes import probe_lines
 from .scaleout import scale_out_lines
 from .soak import soak_lines
+from .splits import split_lines
 
 __all__ = ["comparison_table", "verdict_table"]
 
@@ -61,6 +62,7 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
     lines += soak_lines(summary, checks=False)
     lines += probe_lines(summary)
     lines += scale_out_lines(summary)
+    lines += split_lines(summary)
     for code, why in verdict.reasons.items():
         lines += [f"[exit {code}] {reason}" for reason in why]
     return "\n".join(lines)
