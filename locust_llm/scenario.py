@@ -156,6 +156,9 @@ class ReasoningSpec(Strict):
     in the content only when asked (a server that does not separate them)."""
 
     think_tags: bool = False
+    # Which time to first token the headline figures read (the console's and summary.md's tables, the knee):
+    # ``first_token`` (of any kind, reasoning included) or ``first_output`` (the first answer token).
+    headline_ttft: Literal["first_token", "first_output"] = "first_token"
 
 
 class PositionsSpec(Strict):

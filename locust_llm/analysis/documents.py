@@ -456,6 +456,9 @@ class Summary(Doc):
     """When this summary was computed."""
     baseline: str | None = None
     """The baseline variant."""
+    headline_ttft: str = "ttft"
+    """The time to first token the headline reads (the console's and summary.md's tables, the knee): ``ttft``, the
+    first token of any kind, or ``ttfot``, the first answer token after any reasoning (``load.reasoning``)."""
     records: int
     """Rows of requests.parquet (every request, failed included)."""
     slo: dict[str, float | None] = {}

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..rundir.load import RunData
-from ..scenario import CostSpec, PositionsSpec
+from ..scenario import CostSpec, PositionsSpec, ReasoningSpec
 from .acceptance import request_acceptance
 from .agreement import agreement
 from .breakdown import add_breakdowns, level_acceptance
@@ -171,6 +171,12 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     return summary, (rates, good_rates, requests)
 
 
+def headline_ttft(run: RunData) -> str:
+    """``ttft`` or ``ttfot``: which time to first token the run's headline reads (``load.reasoning.headline_ttft``)."""
+    reasoning = ReasoningSpec.model_validate((run.env.get("load") or {}).get("reasoning") or {})
+    return "ttfot" if reasoning.headline_ttft == "first_output" else "ttft"
+
+
 def positions_spec(run: RunData) -> PositionsSpec:
     """How the run asked for positions to be binned (runs before the setting: the default)."""
     return PositionsSpec.model_validate((run.env.get("load") or {}).get("positions") or {})
@@ -207,15 +213,16 @@ def attach_server_figures(entry: dict, server: dict | None) -> None:
     entry["telemetry"] = {"engine": server.get("engine"), "sources": server.get("sources"), "gaps": server.get("gaps")}
 
 
-def variant_curves(by_level: dict[float, LevelSamples], mode: str) -> dict:
-    """Saturation and knee over the levels measured cleanly (a level's blocks pooled into one point)."""
+def variant_curves(by_level: dict[float, LevelSamples], mode: str, ttft: str = "ttft") -> dict:
+    """Saturation and knee over the levels measured cleanly (a level's blocks pooled into one point); ``ttft`` is the
+    headline's time to first token (``ttfot``: the first answer token)."""
     levels = sorted(level for level, samples in by_level.items() if samples.clean)
     throughput = []
     for level in levels:
         rates = by_level[level].token_rates
         throughput.append((float(rates.mean()), *(series_mean_ci(rates) or (None, None))))
     threshold = KNEE_THRESHOLD.get(mode, 1.0)
-    columns = {"tpot_ms": "tpot_ms", "ttft_ms": latency_keys(mode)["ttft"]}
+    columns = {"tpot_ms": "tpot_ms", "ttft_ms": latency_keys(mode)["ttft"].replace("ttft", ttft)}
     knees = {}
     for name, column in columns.items():
         p95 = [percentile_of(by_level[level].values(column), 95) for level in levels]
@@ -379,7 +386,7 @@ def build_summary(run: RunData) -> Summary:
     blocked = not_eligible(quality)
     server = server_figures(run.telemetry, run.telemetry_meta, run.steps)
     for name, entry in variants.items():
-        entry.update(variant_curves(samples.get(name, {}), modes[name]))
+        entry.update(variant_curves(samples.get(name, {}), modes[name], headline_ttft(run)))
         attach_server_figures(entry, server["variants"].get(name))
     comparisons = []
     if baseline in samples:
@@ -411,6 +418,7 @@ def build_summary(run: RunData) -> Summary:
                 "run_id": run.env.get("run_id"),
                 "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "baseline": baseline,
+                "headline_ttft": headline_ttft(run),
                 "records": int(len(frame)),
                 "slo": slo,
                 "variants": variants,

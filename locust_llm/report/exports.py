@@ -208,7 +208,10 @@ def summary_markdown(view: RunView) -> str:
         lines.append(f"- Exit code {verdict.exit_code}" + ("" if verdict.exit_code else " (every gate holds)"))
     lines += ["", f"**Conditions**: {md(view.conditions_line())}", ""]
     comparisons = {c.variant: {s.level: s for s in c.steps} for c in view.comparisons}
-    ttft_key, ttft_name = ("ttft_sched_ms", "TTFT_sched") if view.mode == "open" else ("ttft_ms", "TTFT")
+    head = view.summary.headline_ttft  # ttft, or ttfot: the first answer token (load.reasoning.headline_ttft)
+    ttft_key, ttft_name = (
+        (f"{head}_sched_ms", f"{head.upper()}_sched") if view.mode == "open" else (f"{head}_ms", head.upper())
+    )
     for name in view.names:
         entry = view.variants.get(name)
         speed = comparisons.get(name)

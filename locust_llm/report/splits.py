@@ -118,8 +118,22 @@ def reasoning_section(view: RunView) -> dict | None:
         "rows": rows,
         "speedups": speedups,
         "gates": ", ".join(used) if used else "no TTFT gate set",
-        "headline": "TTFT (first token of any kind, reasoning included)",
+        "headline": "TTFOT (the first answer token)"
+        if view.summary.headline_ttft == "ttfot"
+        else "TTFT (the first token of any kind, reasoning included)",
     }
+
+
+def _bins_series(name: str, bins, values, intervals, color: str) -> Series:
+    """One line over output positions (the middle of each bin), with its intervals as bars."""
+    return Series(
+        name,
+        [(b.first_token + b.last_token + 1) / 2 for b in bins],
+        values,
+        lo=[ci[0] if ci else None for ci in intervals],
+        hi=[ci[1] if ci else None for ci in intervals],
+        color=color,
+    )
 
 
 def positions_section(view: RunView) -> dict | None:
@@ -129,19 +143,16 @@ def positions_section(view: RunView) -> dict | None:
     figures, tables = [], []
     for level in sorted({c.level for c in doc.curves}):
         curves = [c for c in doc.curves if c.level == level]
-        series = []
-        for c in curves:
-            mid = [(b.first_token + b.last_token + 1) / 2 for b in c.bins]
-            series.append(
-                Series(
-                    c.variant,
-                    mid,
-                    [b.decode_tps for b in c.bins],
-                    lo=[b.decode_tps_ci95[0] if b.decode_tps_ci95 else None for b in c.bins],
-                    hi=[b.decode_tps_ci95[1] if b.decode_tps_ci95 else None for b in c.bins],
-                    color=view.color(c.variant),
-                )
+        series = [
+            _bins_series(
+                c.variant,
+                c.bins,
+                [b.decode_tps for b in c.bins],
+                [b.decode_tps_ci95 for b in c.bins],
+                view.color(c.variant),
             )
+            for c in curves
+        ]
         unit = unit_of(view.mode)
         figures.append(
             {
@@ -158,7 +169,6 @@ def positions_section(view: RunView) -> dict | None:
             }
         )
         for comp in (c for c in doc.comparisons if c.level == level):
-            mid = [(b.first_token + b.last_token + 1) / 2 for b in comp.bins]
             figures.append(
                 {
                     "title": f"{comp.variant} / {comp.baseline} by output position at {lvl(level)} {unit}",
@@ -166,13 +176,12 @@ def positions_section(view: RunView) -> dict | None:
                     "prompt); bars: 95% CI.",
                     "svg": charts.line_chart(
                         [
-                            Series(
+                            _bins_series(
                                 comp.variant,
-                                mid,
+                                comp.bins,
                                 [b.value for b in comp.bins],
-                                lo=[b.ci95[0] if b.ci95 else None for b in comp.bins],
-                                hi=[b.ci95[1] if b.ci95 else None for b in comp.bins],
-                                color=view.color(comp.variant),
+                                [b.ci95 for b in comp.bins],
+                                view.color(comp.variant),
                             )
                         ],
                         title=f"{comp.variant} speed-up by output position",

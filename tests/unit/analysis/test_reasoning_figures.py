@@ -8,11 +8,13 @@ import json
 import numpy as np
 import pytest
 
+from locust_llm.analysis.documents import Summary, Verdict
 from locust_llm.analysis.summary import build_summary
 from locust_llm.pipeline import finish_run
 from locust_llm.records import RequestRecord
+from locust_llm.report.console import verdict_table
 from locust_llm.rundir import load_run
-from tests.synthetic import window, write_run
+from tests.synthetic import patch_env, window, write_run
 
 TTFT, THINK_GAP, ANSWER_GAP = 0.05, 0.010, 0.020
 START, WINDOW_S = 1_800_000_000.0, 30.0
@@ -118,3 +120,15 @@ def test_runs_without_reasoning_have_ttfot_equal_to_ttft(tmp_path):
     step = build_summary(load_run(tmp_path)).variants["baseline"].steps[0]
     assert step.reasoning is None
     assert step.ttfot_ms.p50 == step.ttft_ms.p50 and step.ttfot_all_ms.mean == step.ttft_all_ms.mean
+
+
+def test_the_headline_can_read_the_first_answer_token(tmp_path):
+    run = patch_env(reasoning_run(tmp_path), "load", reasoning={"headline_ttft": "first_output"})
+    finish_run(run)
+    summary = Summary.model_validate_json((run / "summary.json").read_text())
+    assert summary.headline_ttft == "ttfot"
+    table = verdict_table(summary, Verdict.model_validate_json((run / "verdict.json").read_text()))
+    assert "TTFOT p50" in table and f"{ANSWERED_MS:.1f}ms" in table
+    assert "TTFOT P50/P95 ms" in (run / "summary.md").read_text()
+    assert "The headline (the console" in (run / "report.html").read_text()
+    assert "reads TTFOT (the first answer token)" in (run / "report.html").read_text()
