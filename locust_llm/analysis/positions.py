@@ -30,6 +30,7 @@ from .stats import summarize
 
 __all__ = [
     "MAX_BINS",
+    "POSITION_STATUSES",
     "bin_columns",
     "level_positions",
     "position_speedups",
@@ -39,6 +40,11 @@ __all__ = [
 ]
 
 MAX_BINS = 64  # positions past 64 bins are not reported (a bin of 256 tokens: 16,384 output tokens)
+# The steps whose requests feed the curves and the speed-ups by position: clean ones, and those only unsteady. A long
+# answer's throughput drifts within its window by the very slowdown measured here (streams that start together all
+# slow down together), which the step's steadiness check reads as drift; what makes a step untrustworthy for any
+# figure (a busy host, a client that lagged, too few requests, an injected fault, a lost worker) still excludes it.
+POSITION_STATUSES = ("clean", "unsteady")
 N_BOOT = 1000
 
 
@@ -169,10 +175,11 @@ def position_speedups(v: LevelSamples, b: LevelSamples, bin_tokens: int, seed: i
 
 
 def positions_summary(
-    samples: dict[str, dict[float, LevelSamples]], comparisons: list[dict], modes: dict[str, str], bin_tokens: int
+    samples: dict[str, dict[float, LevelSamples]], baseline: str | None, modes: dict[str, str], bin_tokens: int
 ) -> dict | None:
-    """Every variant's curve per level, the speed-up by position per compared level, and the one-line answers;
-    None when no request completed a bin."""
+    """Every variant's curve per level, each other variant's speed-up by position against ``baseline`` at the levels
+    both measured, and the one-line answers; None when no request completed a bin. ``samples`` hold the requests of
+    the steps whose status is in ``POSITION_STATUSES``."""
     curves = []
     for variant, by_level in samples.items():
         unit = "req/s" if modes.get(variant) == "open" else "concurrent streams"
@@ -185,19 +192,19 @@ def positions_summary(
     if not curves:
         return None
     compared = []
-    for comp in comparisons:
-        base, other = samples.get(comp["baseline"], {}), samples.get(comp["variant"], {})
-        for seed, step in enumerate(comp["steps"]):
-            level = step["level"]
-            if step["status"] not in ("clean", "inconclusive") or level not in base or level not in other:
+    base = samples.get(baseline, {})
+    for variant, other in samples.items():
+        if variant == baseline:
+            continue
+        for seed, level in enumerate(sorted(set(base) & set(other))):
+            if not (base[level].clean and other[level].clean):
                 continue
             bins = position_speedups(other[level], base[level], bin_tokens, 100 * seed)
             if bins:
-                compared.append(
-                    {"baseline": comp["baseline"], "variant": comp["variant"], "level": level, "bins": bins}
-                )
+                compared.append({"baseline": baseline, "variant": variant, "level": level, "bins": bins})
     return {
         "bin_tokens": bin_tokens,
+        "steps_used": list(POSITION_STATUSES),
         "curves": curves,
         "comparisons": compared,
         "text": [c["text"] for c in curves if c["text"]],

@@ -137,6 +137,9 @@ class PositionsSummary(Doc):
 
     bin_tokens: int
     """Output tokens per bin (``load.positions.bin_tokens``)."""
+    steps_used: list[str] = []
+    """The step statuses whose requests feed the curves and speed-ups: clean, and unsteady (a long answer's
+    throughput drifts within its window by the very slowdown measured); other steps are left out."""
     curves: list[PositionCurve] = []
     """Per variant and level with a completed bin."""
     comparisons: list[PositionComparison] = []

@@ -25,7 +25,7 @@ from .errors import error_samples
 from .gates import gates_of
 from .images import image_overhead
 from .metrics import APPROXIMATE_SOURCES, Chunks, chunk_split, request_metrics
-from .positions import positions_summary, request_positions, step_positions
+from .positions import POSITION_STATUSES, positions_summary, request_positions, step_positions
 from .probes import probe_summary
 from .quality import mark_not_eligible, not_eligible, quality_summary
 from .rates import series_mean_ci
@@ -255,6 +255,7 @@ class Analysed:
     modes: dict[str, str] = field(default_factory=dict)
     contexts: dict[int, Samples] = field(default_factory=dict)
     scaled: dict[str, list[ScaleBlock]] = field(default_factory=dict)
+    positioned: Samples = field(default_factory=dict)  # the ladder's requests by output position (``positions``)
 
 
 def analyse(run: RunData) -> Analysed:
@@ -275,6 +276,10 @@ def analyse(run: RunData) -> Analysed:
         by_level = out.contexts.setdefault(int(step["context"]), {}) if step.get("context") else out.samples
         level = by_level.setdefault(name, {}).setdefault(float(step["level"]), LevelSamples())
         level.add(step["step"], figures["status"], figures["status_reasons"], rates, good_rates, requests)
+        if not step.get("context"):
+            status = "clean" if figures["status"] in POSITION_STATUSES else figures["status"]
+            positioned = out.positioned.setdefault(name, {}).setdefault(float(step["level"]), LevelSamples())
+            positioned.add(step["step"], status, figures["status_reasons"], rates, good_rates, requests)
     for entry in out.variants.values():
         flag_anomalies([s for s in entry["steps"] if s.get("context") is None])
     return out
@@ -426,7 +431,7 @@ def build_summary(run: RunData) -> Summary:
                 "schedules": schedules,
                 "contexts": axis,
                 "categories": category_comparisons(comparisons, samples, modes),
-                "positions": positions_summary(samples, comparisons, modes, positions_spec(run).bin_tokens),
+                "positions": positions_summary(analysed.positioned, baseline, modes, positions_spec(run).bin_tokens),
                 "images": image_overhead(run, variants),
                 "probes": probe_summary(run, variants),
                 "consistency": consistency,

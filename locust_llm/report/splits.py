@@ -219,7 +219,13 @@ def positions_section(view: RunView) -> dict | None:
                     ],
                 }
             )
-    return {"bin_tokens": doc.bin_tokens, "figures": figures, "tables": tables, "text": doc.text}
+    return {
+        "bin_tokens": doc.bin_tokens,
+        "steps_used": " or ".join(doc.steps_used),
+        "figures": figures,
+        "tables": tables,
+        "text": doc.text,
+    }
 
 
 def split_lines(summary: Summary) -> list[str]:

@@ -189,3 +189,31 @@ def test_the_report_draws_the_curves_and_prints_the_answer(tmp_path):
         "- long answer: baseline at 1 concurrent streams: decode speed at tokens 768-1,024 is"
         in (path / "summary.md").read_text()
     )
+
+
+def test_unsteady_steps_feed_the_curves_and_untrustworthy_ones_do_not(tmp_path):
+    """Later requests of the baseline slow down (its throughput drifts: the step is unsteady); its curve and the
+    speed-up by position are still measured. With too few requests for a step, neither variant has a curve."""
+    rows, steps, t = [], [], 1_800_000_000.0
+    for variant in ("baseline", "spec"):
+        steps.append(window(variant, 0, 1, t, WINDOW_S))
+        send, seq = t, 0
+        while send < t + WINDOW_S:
+            rows.append(record(variant, 0, send, seq, 1.0 + (0.15 * seq if variant == "baseline" else 0.0)))
+            send = rows[-1]["t_end"] + 0.001
+            seq += 1
+        t += WINDOW_S + 10.0
+    write_run(tmp_path, rows, steps)
+    patch_env(tmp_path, "load", min_requests=5)
+    summary = build_summary(load_run(tmp_path))
+    assert [s.status for s in summary.variants["baseline"].steps] == ["unsteady"]
+    assert summary.comparisons[0].steps[0].status == "unsteady"  # no verdict rests on it
+    assert summary.positions.steps_used == ["clean", "unsteady"]
+    assert {c.variant for c in summary.positions.curves} == {"baseline", "spec"}
+    (comp,) = summary.positions.comparisons
+    assert len(comp.bins) == TOKENS // BIN and comp.bins[0].pairs >= 5
+
+    patch_env(tmp_path, "load", min_requests=1000)
+    summary = build_summary(load_run(tmp_path))
+    assert {s.status for e in summary.variants.values() for s in e.steps} == {"insufficient"}
+    assert summary.positions is None

@@ -9,6 +9,7 @@ import statistics
 import uuid
 
 import pytest
+import requests
 
 from locust_llm import records as run_clock
 from locust_llm.client.reasoning import Parts, event_parts, split_tags, split_tokens
@@ -127,3 +128,22 @@ def test_split_tokens_by_text_length_in_a_mixed_chunk():
     reasoning, first = split_tokens(parts, [2, 4, 4, 1, 1])
     assert reasoning == [2, 3, 1, 0, 0]  # 4*3/4, 4*1/4 (at least one each side), a one-token chunk is answer
     assert first == 1
+
+
+def test_the_reference_server_refuses_reasoning_it_cannot_stream(refserver):
+    def ask(api: str, **ref) -> requests.Response:
+        path = "/v1/chat/completions" if api == "chat" else "/v1/completions"
+        body = {
+            "stream": True,
+            "max_tokens": 4,
+            "ref": ref,
+            "prompt": "x",
+            "messages": [{"role": "user", "content": "x"}],
+        }
+        return requests.post(refserver.url + path, json=body, timeout=10)
+
+    refused = ask("completions", reasoning_tokens=3)
+    assert refused.status_code == 400 and "chat" in refused.json()["error"]["message"]
+    refused = ask("chat", reasoning_tokens=1, reasoning_format="think_tags")
+    assert refused.status_code == 400 and ">= 2" in refused.json()["error"]["message"]
+    assert ask("chat", reasoning_format="thoughts").status_code == 400
