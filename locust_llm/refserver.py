@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--patch-last", default="{}", help="JSON: dotted paths set in each stream's last token chunk")
     parser.add_argument(
+        "--usage-factor", type=float, default=1.0, help="report every usage count times this (a server that miscounts)"
+    )
+    parser.add_argument(
         "--models-answer",
         choices=MODELS_ANSWERS,
         default="object",
@@ -107,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "reasoning_tokens": args.reasoning_tokens,
         "reasoning_format": args.reasoning_format,
         "reasoning_details": args.reasoning_details,
+        "usage_factor": args.usage_factor,
     }
     try:
         server = make_server(
