@@ -90,6 +90,9 @@ class RequestRecord:
     t_connect: float = NAN  # a new connection was started (NaN: an open one was reused)
     t_send: float = NAN
     t_first: float = NAN
+    # The first answer token's chunk: after any reasoning (``reasoning_content``/``reasoning`` deltas, or
+    # ``<think>...</think>`` in content when asked); NaN when the request gave no answer (cut while thinking).
+    t_first_output: float = NAN
     t_end: float = NAN
     t_done: float = NAN  # the client was done with the request: the stream ended or failed
     chunk_offsets: list[float] = field(default_factory=list)
@@ -100,6 +103,13 @@ class RequestRecord:
     http_status: int | None = None
     draft_n: int | None = None
     draft_accepted: int | None = None
+    # Tokens of the output that were reasoning (``usage.completion_tokens_details.reasoning_tokens`` when the
+    # server gives it, else counted from the reasoning chunks); 0 when nothing was reasoning.
+    reasoning_tokens: int = 0
+    # llama.cpp ``timings_per_token`` (``load.acceptance_by_position``): the request's cumulative draft and
+    # accepted tokens as each chunk of ``chunk_offsets`` reported them; empty otherwise.
+    chunk_drafted: list[int] = field(default_factory=list)
+    chunk_accepted: list[int] = field(default_factory=list)
     # The server's own split of this request (llama.cpp ``timings``): prompt processing and generation time.
     server_prefill_ms: float | None = None
     server_decode_ms: float | None = None

@@ -1,7 +1,7 @@
 """``python -m locust_llm.refserver``: run the reference streaming server (``locust_llm.testing.refserver``).
 
     python -m locust_llm.refserver --port 8000 [--ttft-s 0.05 --gap-s 0.01 --tokens-per-chunk 1,3 ...]
-                                   [--image-ms-per-kpx 0.2] [--slots 4]
+                                   [--image-ms-per-kpx 0.2] [--slots 4] [--reasoning-tokens 40]
 
 ``--port 0`` binds a free port; the first line on stdout is ``refserver listening on ADDRESS:PORT``.
 ``--slots K`` caps the streams generated at once (llama.cpp's ``-np``): later requests queue, FIFO, and the
@@ -20,7 +20,7 @@ import sys
 
 from .testing.refauth import require_key
 from .testing.refcache import METRIC_STYLES, PrefixCache
-from .testing.refconfig import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, USAGE_MODES, BadRequest
+from .testing.refconfig import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, REASONING_FORMATS, USAGE_MODES, BadRequest
 from .testing.refcrash import exit_on
 from .testing.refserver import make_server
 
@@ -66,6 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=DEFAULTS["image_ms_per_kpx"],
         help="prefill time added per thousand pixels of the images in a chat request (ms)",
+    )
+    parser.add_argument(
+        "--reasoning-tokens", type=int, default=0, help="the first N output tokens are reasoning, before the answer"
+    )
+    parser.add_argument("--reasoning-format", choices=REASONING_FORMATS, default=DEFAULTS["reasoning_format"])
+    parser.add_argument(
+        "--reasoning-details",
+        action="store_true",
+        help="usage also says completion_tokens_details.reasoning_tokens",
     )
     parser.add_argument(
         "--slots",
@@ -115,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         "patch_last": json.loads(args.patch_last),
         "image_ms_per_kpx": args.image_ms_per_kpx,
         "prefill_s_per_token": args.prefill_s_per_token,
+        "reasoning_tokens": args.reasoning_tokens,
+        "reasoning_format": args.reasoning_format,
+        "reasoning_details": args.reasoning_details,
         "usage_factor": args.usage_factor,
     }
     try:

@@ -169,6 +169,24 @@ class SharedPrefix(Strict):
 PROMPT_CACHE_MODES = ("cold", "replayed", "shared")
 
 
+class ReasoningSpec(Strict):
+    """How reasoning streams are read: ``reasoning_content`` / ``reasoning`` deltas always; ``<think>...</think>``
+    in the content only when asked (a server that does not separate them)."""
+
+    think_tags: bool = False
+    # Which time to first token the headline figures read (the console's and summary.md's tables, the knee):
+    # ``first_token`` (of any kind, reasoning included) or ``first_output`` (the first answer token).
+    headline_ttft: Literal["first_token", "first_output"] = "first_token"
+
+
+class PositionsSpec(Strict):
+    """Decode speed by position in the output: per ``bin_tokens`` output tokens; ``acceptance`` asks llama.cpp for
+    its timings on every token (``timings_per_token``), so acceptance per output position is measured too."""
+
+    bin_tokens: int = Field(default=256, ge=8, le=MAX_TOKENS)
+    acceptance: bool = False
+
+
 class LoadSpec(Strict):
     mode: Literal["closed", "open"] = "closed"
     ladder: list[float] = [1, 2, 4, 8]
@@ -215,6 +233,8 @@ class LoadSpec(Strict):
     # tokenizer name or path (needs the tokenizers or transformers package), or none (lengths approximate).
     tokenizer: str = "server"
     timeouts: Timeouts = Timeouts()
+    reasoning: ReasoningSpec = ReasoningSpec()
+    positions: PositionsSpec = PositionsSpec()
 
     @property
     def prompt_cache(self) -> str:
@@ -286,6 +306,7 @@ class SloSpec(Strict):
     """Per-request service levels for goodput: a request counts only if it succeeded and met each one set."""
 
     ttft_ms: float | None = Field(default=None, gt=0)
+    ttfot_ms: float | None = Field(default=None, gt=0)  # time to the first answer token (after any reasoning)
     tpot_ms: float | None = Field(default=None, gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)
 
@@ -294,6 +315,7 @@ class GatesSpec(Strict):
     """Pass/fail for nightly jobs: percentile SLOs per step, and regression against a saved baseline run."""
 
     ttft_p99_ms: float | None = Field(default=None, gt=0)
+    ttfot_p99_ms: float | None = Field(default=None, gt=0)  # time to the first answer token (after any reasoning)
     tpot_p99_ms: float | None = Field(default=None, gt=0)
     # A run where most requests fail must not pass by default: 5% unless the scenario says otherwise (null: off).
     error_rate: float | None = Field(default=0.05, ge=0, le=1)

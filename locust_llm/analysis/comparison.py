@@ -13,7 +13,7 @@ from .speedup import crossover_level, paired_ratio_ci, ratio_ci, recommendation,
 from .stats import percentile_stat
 from .validity import widened
 
-__all__ = ["HEADLINE", "HEADLINE_NAMES", "comparison", "latency_keys", "open_loop_verdict"]
+__all__ = ["HEADLINE", "HEADLINE_NAMES", "comparison", "latency_keys", "open_loop_verdict", "request_speedup"]
 
 N_BOOT = 1000
 # The speed-up a comparison shows first: in a closed loop the aggregate throughput, which also decides; in an
@@ -41,7 +41,7 @@ def latency_keys(mode: str) -> dict[str, str]:
     return {"ttft": "ttft_ms", "e2e": "e2e_ms", "ttft_all": "ttft_all_ms", "e2e_all": "e2e_all_ms"}
 
 
-def _latency_speedup(
+def request_speedup(
     v: LevelSamples, b: LevelSamples, column: str, statistic, higher_is_better: bool, seed: int
 ) -> dict:
     """Paired by request when the runs carry the pairing key; otherwise the two samples independently."""
@@ -78,14 +78,14 @@ def level_comparison(
         "status": "clean",
         "excluded": excluded,
         "output_tps_speedup": block_ratio_ci(v.token_blocks, b.token_blocks),
-        "decode_tps_speedup": _latency_speedup(v, b, "decode_tps", np.mean, True, seed),
-        "tpot_p50_speedup": _latency_speedup(v, b, "tpot_ms", percentile_stat(50), False, seed),
-        "tpot_p95_speedup": _latency_speedup(v, b, "tpot_ms", percentile_stat(95), False, seed),
-        "ttft_p50_speedup": _latency_speedup(v, b, ttft, percentile_stat(50), False, seed),
-        "ttft_p95_speedup": _latency_speedup(v, b, ttft, percentile_stat(95), False, seed),
+        "decode_tps_speedup": request_speedup(v, b, "decode_tps", np.mean, True, seed),
+        "tpot_p50_speedup": request_speedup(v, b, "tpot_ms", percentile_stat(50), False, seed),
+        "tpot_p95_speedup": request_speedup(v, b, "tpot_ms", percentile_stat(95), False, seed),
+        "ttft_p50_speedup": request_speedup(v, b, ttft, percentile_stat(50), False, seed),
+        "ttft_p95_speedup": request_speedup(v, b, ttft, percentile_stat(95), False, seed),
     }
     if mode == "open":
-        step["e2e_sched_p95_speedup"] = _latency_speedup(v, b, "e2e_sched_all_ms", percentile_stat(95), False, seed)
+        step["e2e_sched_p95_speedup"] = request_speedup(v, b, "e2e_sched_all_ms", percentile_stat(95), False, seed)
         step["goodput_speedup"] = block_ratio_ci(v.good_blocks, b.good_blocks)
         step["verdict"], step["verdict_basis"] = open_loop_verdict(step)
     else:

@@ -21,6 +21,7 @@ from .scaleout_documents import ScaleOutSummary
 from .server_documents import AcceptancePoint, Doc, Interval, MemoryTrend, ServerAcceptance, ServerStep, TelemetryState
 from .soak_documents import SoakSummary
 from .speedup_documents import ContextLevel, LevelBreakdown, Ratio, SweepSchedule
+from .split_documents import CategoryComparison, PositionBin, PositionsSummary
 
 __all__ = ["Distribution", "RunComparison", "StepFigures", "Summary", "Verdict", "summary_schema"]
 
@@ -218,6 +219,31 @@ class HostLoad(Doc):
     """The foreign processes that used most CPU."""
 
 
+class StepReasoning(Doc):
+    """The step's reasoning streams (``analysis.reasoning``), over its successful requests."""
+
+    requests: int = 0
+    """Successful requests of the step."""
+    reasoning_requests: int = 0
+    """Those that streamed reasoning."""
+    no_answer: int = 0
+    """Requests that reasoned and gave no answer (the output ended while thinking, e.g. cut by max_tokens); they
+    count in ``ttfot_all_ms`` at the time they ended."""
+    no_answer_share: float | None = None
+    """no_answer / requests."""
+    reasoning_share: float | None = None
+    """Reasoning tokens / output tokens."""
+    reasoning_tokens: Distribution | None = None
+    """Reasoning tokens per request that reasoned (the server's ``completion_tokens_details.reasoning_tokens`` when
+    given, else counted from the reasoning chunks)."""
+    answer_tokens: Distribution | None = None
+    """Answer tokens per request that reasoned."""
+    reasoning_tps: Distribution | None = None
+    """Decode tok/s over the reasoning: (reasoning tokens - 1) / (last reasoning chunk - first chunk)."""
+    answer_tps: Distribution | None = None
+    """Decode tok/s over the answer: (answer tokens - 1) / (t_end - t_first_output)."""
+
+
 class StepFigures(Doc):
     """One ladder step of one variant: requests sent in its steady window, tokens arriving in it."""
 
@@ -255,6 +281,21 @@ class StepFigures(Doc):
     """Time to first token from the actual send, successful requests."""
     ttft_all_ms: Distribution | None = None
     """TTFT over all requests: a failure counts at the time it failed, one never sent as a first-token timeout."""
+    ttfot_ms: Distribution | None = None
+    """Time to first output token: the first answer token after any reasoning (equals TTFT without reasoning),
+    successful requests that gave an answer."""
+    ttfot_all_ms: Distribution | None = None
+    """TTFOT over all requests: a request with no answer (failed, or thinking until it ended) counts at the time it
+    ended, one never sent as a first-token timeout (what the ``ttfot_p99_ms`` gate reads)."""
+    ttfot_sched_ms: Distribution | None = None
+    """Open loop: TTFOT from the intended send."""
+    ttfot_sched_all_ms: Distribution | None = None
+    """Open loop: TTFOT from the intended send over all requests."""
+    reasoning: StepReasoning | None = None
+    """Reasoning streams: tokens, speeds over each part, requests without an answer (null: no request reasoned)."""
+    decode_by_position: list[PositionBin] | None = None
+    """Decode tok/s by position in the output, per ``load.positions.bin_tokens`` tokens (null: no request completed
+    a bin)."""
     ttft_sched_all_ms: Distribution | None = None
     """Open loop: TTFT from the intended send over all requests (what the gates use there)."""
     tpot_all_ms: Distribution | None = None
@@ -385,6 +426,10 @@ class StepComparison(Doc):
     """TTFT P50, baseline / variant (open loop: from the intended send time)."""
     ttft_p95_speedup: Ratio
     """TTFT P95, baseline / variant (open loop: from the intended send time)."""
+    ttfot_p50_speedup: Ratio | None = None
+    """Time to first output token P50, baseline / variant, paired (null: no request reasoned)."""
+    ttfot_p95_speedup: Ratio | None = None
+    """Time to first output token P95, baseline / variant, paired (null: no request reasoned)."""
     e2e_sched_p95_speedup: Ratio | None = None
     """Open loop: E2E P95 from the intended send time over all requests, baseline / variant (the headline)."""
     goodput_speedup: Ratio | None = None
@@ -468,6 +513,9 @@ class Summary(Doc):
     """When this summary was computed."""
     baseline: str | None = None
     """The baseline variant."""
+    headline_ttft: str = "ttft"
+    """The time to first token the headline reads (the console's and summary.md's tables, the knee): ``ttft``, the
+    first token of any kind, or ``ttfot``, the first answer token after any reasoning (``load.reasoning``)."""
     records: int
     """Rows of requests.parquet (every request, failed included)."""
     slo: dict[str, float | None] = {}
@@ -480,6 +528,10 @@ class Summary(Doc):
     """Sweeps of a speculative setting: per level the best value, and the schedule."""
     contexts: list[ContextComparison] = []
     """The context-length axis: per prompt length, figures and speed-ups per level."""
+    categories: list[CategoryComparison] = []
+    """Per compared variant, the speed-ups per content category and level (empty: fewer than two categories)."""
+    positions: PositionsSummary | None = None
+    """Decode speed by position in the output (null: no request completed a bin)."""
     cost: CostSummary | None = None
     """Cost per million tokens and capacity at the scenario's prices (null: the scenario has no ``cost:``)."""
     images: ImageOverhead | None = None

@@ -61,6 +61,8 @@ INVALID_EVENTS = ("records_missing", "records_lost", "drain_timeout")
 # they failed); in an open loop TTFT runs from the intended send time.
 SLO_GATES = {
     "ttft_p99_ms": ({"closed": "ttft_all_ms", "open": "ttft_sched_all_ms"}, "p99"),
+    # the first answer token, after any reasoning; a request that gave no answer counts at the time it ended
+    "ttfot_p99_ms": ({"closed": "ttfot_all_ms", "open": "ttfot_sched_all_ms"}, "p99"),
     "tpot_p99_ms": ({"closed": "tpot_all_ms", "open": "tpot_all_ms"}, "p99"),
     "error_rate": ({"closed": "error_rate", "open": "error_rate"}, None),
 }

@@ -94,6 +94,28 @@ def chunk_split(rows: pd.DataFrame, chunks: Chunks) -> pd.DataFrame:
     return pd.DataFrame({"chunks": count, "first_chunk_tokens": first}, index=rows.index)
 
 
+DRAFT_LISTS = ("chunk_drafted", "chunk_accepted")
+
+
+def _aligned(lists: list, lengths: np.ndarray, request: np.ndarray) -> tuple:
+    """Per-chunk values of list columns that hold one item per chunk where a request has them (else none): flat
+    arrays aligned with the chunks, -1 where a request has none; ``(None, None)`` when no request has any."""
+    if len(lists) != len(DRAFT_LISTS):
+        return None, None
+    out = []
+    for column in lists:
+        have = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
+        if not have.any():
+            return None, None
+        whole = have == lengths  # a request's list covers every chunk of it, or it is not used
+        values = np.full(request.size, -1, dtype=np.int64)
+        flat = pc.list_flatten(column).to_numpy(zero_copy_only=False)
+        keep = np.repeat(whole[have > 0], have[have > 0])
+        values[whole[request]] = flat[keep]
+        out.append(values)
+    return tuple(out)
+
+
 @dataclass
 class Chunks:
     """Every token-carrying chunk of a set of requests, flat: which request, when, how many tokens."""
@@ -101,6 +123,10 @@ class Chunks:
     request: np.ndarray  # row position in the frame
     offset: np.ndarray  # seconds after the request's t_send
     tokens: np.ndarray
+    # The request's cumulative drafted and accepted tokens at each chunk (llama.cpp ``timings_per_token``); -1
+    # where the request has none; None when no request of the frame has them.
+    drafted: np.ndarray | None = None
+    accepted: np.ndarray | None = None
 
     @classmethod
     def of(cls, frame: pd.DataFrame, lists: ChunkLists | None = None) -> Chunks:
@@ -112,14 +138,19 @@ class Chunks:
                 raise ValueError("the frame's rows must keep the order of the run's requests")
             rows = lists.take(positions)
             offsets, tokens = rows.column("chunk_offsets"), rows.column("chunk_tokens")
+            drafts = [rows.column(n) for n in DRAFT_LISTS if n in rows.column_names]
         else:
             offsets = pa.chunked_array([pa.array(frame["chunk_offsets"].tolist(), pa.list_(pa.float32()))])
             tokens = pa.chunked_array([pa.array(frame["chunk_tokens"].tolist(), pa.list_(pa.int32()))])
+            drafts = [
+                pa.chunked_array([pa.array(frame[n].tolist(), pa.list_(pa.int32()))]) for n in DRAFT_LISTS if n in frame
+            ]
         lengths = pc.fill_null(pc.list_value_length(offsets), 0).to_numpy(zero_copy_only=False)
         # float32 offsets (a microsecond at ten seconds) and int32 counts: a night of chunks fits in memory
         flat = pc.list_flatten(offsets).to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
         counts = pc.list_flatten(tokens).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-        return cls(np.repeat(np.arange(len(frame), dtype=np.int32), lengths), flat, counts)
+        request = np.repeat(np.arange(len(frame), dtype=np.int32), lengths)
+        return cls(request, flat, counts, *_aligned(drafts, lengths, request))
 
     def arrivals(self, t_send: np.ndarray) -> np.ndarray:
         """Absolute arrival time of every chunk."""

@@ -13,10 +13,11 @@ import pandas as pd
 
 from ..records import FAST_FAIL_S, NEVER_REACHED, NOT_SENT, ErrorClass
 from ..rundir.load import RunData
-from ..scenario import CostSpec
+from ..scenario import CostSpec, PositionsSpec, ReasoningSpec
 from .acceptance import request_acceptance
 from .agreement import agreement
 from .breakdown import add_breakdowns, level_acceptance
+from .categories import category_comparisons
 from .comparison import comparison, latency_keys
 from .cost import cost_summary
 from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
@@ -26,6 +27,7 @@ from .errors import error_samples
 from .gates import gates_of
 from .images import image_overhead
 from .metrics import APPROXIMATE_SOURCES, Chunks, chunk_split, request_metrics
+from .positions import POSITION_STATUSES, positions_summary, request_positions, step_positions
 from .probes import probe_summary
 from .prompt_cache import (
     cache_mode,
@@ -37,6 +39,7 @@ from .prompt_cache import (
 )
 from .quality import mark_not_eligible, not_eligible, quality_summary
 from .rates import series_mean_ci
+from .reasoning import add_reasoning_speedups, reasoning_metrics, step_reasoning
 from .samples import PAIR_KEY, LevelSamples
 from .scaleout import ScaleBlock, scale_out_summary
 from .schedule import sweep_schedule
@@ -50,8 +53,14 @@ from .values import json_safe, to_float
 
 __all__ = ["KNEE_THRESHOLD", "analyse", "build_summary"]
 
-CLOSED_FIELDS = ("ttft_ms", "tpot_ms", "e2e_ms", "decode_tps", "e2e_tps", "ttft_all_ms", "tpot_all_ms", "e2e_all_ms")
-OPEN_FIELDS = ("ttft_sched_ms", "e2e_sched_ms", "schedule_lag_ms", "ttft_sched_all_ms", "e2e_sched_all_ms")
+CLOSED_FIELDS = (
+    *("ttft_ms", "tpot_ms", "e2e_ms", "decode_tps", "e2e_tps", "ttft_all_ms", "tpot_all_ms", "e2e_all_ms"),
+    *("ttfot_ms", "ttfot_all_ms"),
+)
+OPEN_FIELDS = (
+    *("ttft_sched_ms", "e2e_sched_ms", "schedule_lag_ms", "ttft_sched_all_ms", "e2e_sched_all_ms"),
+    *("ttfot_sched_ms", "ttfot_sched_all_ms"),
+)
 N_BOOT = 1000
 RATE_BIN_S = 1.0
 # In a closed loop latency past saturation grows in proportion to users (Little's law), so the knee is
@@ -66,6 +75,7 @@ def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict, mode: st
     good = sent["error_class"].isna()
     for key, column, missing in (
         ("ttft_ms", keys["ttft"], math.inf),
+        ("ttfot_ms", "ttfot_sched_ms" if mode == "open" else "ttfot_ms", math.inf),  # no answer: never good
         ("tpot_ms", "tpot_ms", 0.0),
         ("e2e_ms", keys["e2e"], math.inf),
     ):
@@ -114,6 +124,9 @@ def step_summary(
     ok_rows = sent[~failed]
     chunks = Chunks.of(ok_rows, run.lists)
     derived = derived.join(chunk_split(ok_rows, chunks))
+    derived = derived.join(reasoning_metrics(sent, chunks, ok_rows.index, to_float(timeouts.get("first_token_s"))))
+    bin_tokens = positions_spec(run).bin_tokens
+    derived = derived.join(request_positions(len(ok_rows), chunks, bin_tokens).set_axis(ok_rows.index))
     itl, itl_weights = chunks.itl_ms()
     overlapping = window_requests(frame, start, end)
     rates = rate_samples(*window_arrivals(run, overlapping), start, end, RATE_BIN_S)
@@ -142,6 +155,8 @@ def step_summary(
         "icl_ms": summarize(chunks.icl_ms()),
         "itl_approximate": float(ok_rows["token_source"].isin(APPROXIMATE_SOURCES).mean()) if len(ok_rows) else None,
         "token_sources": {str(k): int(v) for k, v in sent["token_source"].value_counts().items()},
+        "reasoning": step_reasoning(derived),
+        "decode_by_position": step_positions(derived, bin_tokens),
     }
     for name in CLOSED_FIELDS + (OPEN_FIELDS if mode == "open" else ()):
         summary[name] = summarize(derived[name].to_numpy(dtype=float), n_boot=N_BOOT)
@@ -187,11 +202,22 @@ def step_summary(
     summary["workers_lost"] = list(step.get("workers_lost") or [])
     summary["faults"] = list(step.get("faults") or [])
     summary["status"], summary["status_reasons"] = step_status(summary, summary["host"], run.env.get("load") or {})
-    keys = [c for c in PAIR_KEY if c in sent]
+    keys = [c for c in [*PAIR_KEY, "bucket"] if c in sent]
     requests = pd.concat([sent[keys].reset_index(drop=True), derived.reset_index(drop=True)], axis=1)
     if "seq" not in requests:
         requests["seq"] = -1
     return summary, (rates, good_rates, requests)
+
+
+def headline_ttft(run: RunData) -> str:
+    """``ttft`` or ``ttfot``: which time to first token the run's headline reads (``load.reasoning.headline_ttft``)."""
+    reasoning = ReasoningSpec.model_validate((run.env.get("load") or {}).get("reasoning") or {})
+    return "ttfot" if reasoning.headline_ttft == "first_output" else "ttft"
+
+
+def positions_spec(run: RunData) -> PositionsSpec:
+    """How the run asked for positions to be binned (runs before the setting: the default)."""
+    return PositionsSpec.model_validate((run.env.get("load") or {}).get("positions") or {})
 
 
 def _binned_drift(values: np.ndarray, start: float) -> dict | None:
@@ -244,15 +270,16 @@ def attach_server_figures(entry: dict, server: dict | None) -> None:
     entry["telemetry"] = {"engine": server.get("engine"), "sources": server.get("sources"), "gaps": server.get("gaps")}
 
 
-def variant_curves(by_level: dict[float, LevelSamples], mode: str) -> dict:
-    """Saturation and knee over the levels measured cleanly (a level's blocks pooled into one point)."""
+def variant_curves(by_level: dict[float, LevelSamples], mode: str, ttft: str = "ttft") -> dict:
+    """Saturation and knee over the levels measured cleanly (a level's blocks pooled into one point); ``ttft`` is the
+    headline's time to first token (``ttfot``: the first answer token)."""
     levels = sorted(level for level, samples in by_level.items() if samples.clean)
     throughput = []
     for level in levels:
         rates = by_level[level].token_rates
         throughput.append((float(rates.mean()), *(series_mean_ci(rates) or (None, None))))
     threshold = KNEE_THRESHOLD.get(mode, 1.0)
-    columns = {"tpot_ms": "tpot_ms", "ttft_ms": latency_keys(mode)["ttft"]}
+    columns = {"tpot_ms": "tpot_ms", "ttft_ms": latency_keys(mode)["ttft"].replace("ttft", ttft)}
     knees = {}
     for name, column in columns.items():
         p95 = [percentile_of(by_level[level].values(column), 95) for level in levels]
@@ -285,6 +312,7 @@ class Analysed:
     modes: dict[str, str] = field(default_factory=dict)
     contexts: dict[int, Samples] = field(default_factory=dict)
     scaled: dict[str, list[ScaleBlock]] = field(default_factory=dict)
+    positioned: Samples = field(default_factory=dict)  # the ladder's requests by output position (``positions``)
 
 
 def analyse(run: RunData) -> Analysed:
@@ -308,6 +336,10 @@ def analyse(run: RunData) -> Analysed:
         level = by_level.setdefault(name, {}).setdefault(float(step["level"]), LevelSamples())
         bounds = figures["client_validity"].get("bounds")
         level.add(step["step"], figures["status"], figures["status_reasons"], rates, good_rates, requests, bounds)
+        if not step.get("context"):
+            status = "clean" if figures["status"] in POSITION_STATUSES else figures["status"]
+            positioned = out.positioned.setdefault(name, {}).setdefault(float(step["level"]), LevelSamples())
+            positioned.add(step["step"], status, figures["status_reasons"], rates, good_rates, requests, bounds)
     for entry in out.variants.values():
         flag_anomalies([s for s in entry["steps"] if s.get("context") is None])
     return out
@@ -420,7 +452,7 @@ def build_summary(run: RunData) -> Summary:
     blocked = not_eligible(quality)
     server = server_figures(run.telemetry, run.telemetry_meta, run.steps)
     for name, entry in variants.items():
-        entry.update(variant_curves(samples.get(name, {}), modes[name]))
+        entry.update(variant_curves(samples.get(name, {}), modes[name], headline_ttft(run)))
         attach_server_figures(entry, server["variants"].get(name))
     comparisons = []
     if baseline in samples:
@@ -431,6 +463,7 @@ def build_summary(run: RunData) -> Summary:
         ]
         add_breakdowns(comparisons, variants, samples)
         level_caches(comparisons, variants)
+        add_reasoning_speedups(comparisons, samples, modes)
         mark_not_eligible(comparisons, blocked)
     schedules = sweep_schedules(
         (run.env.get("scenario") or {}).get("sweeps") or {}, comparisons, variants, blocked, run.events
@@ -452,12 +485,15 @@ def build_summary(run: RunData) -> Summary:
                 "run_id": run.env.get("run_id"),
                 "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "baseline": baseline,
+                "headline_ttft": headline_ttft(run),
                 "records": int(len(frame)),
                 "slo": slo,
                 "variants": variants,
                 "comparisons": comparisons,
                 "schedules": schedules,
                 "contexts": axis,
+                "categories": category_comparisons(comparisons, samples, modes),
+                "positions": positions_summary(analysed.positioned, baseline, modes, positions_spec(run).bin_tokens),
                 "images": image_overhead(run, variants),
                 "probes": probe_summary(run, variants),
                 "detected": detected(run, variants),

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..records import ErrorClass, RequestRecord
+from .reasoning import Parts, event_parts, mark_reasoning, split_tags
 
 __all__ = [
     "SUSPECT_FACTOR",
@@ -196,6 +197,8 @@ class Split:
     record: RequestRecord
     texts: list[str]  # the text of each chunk in ``record.chunk_offsets``
     total: int | None  # the server's final total, when it gave one
+    parts: list[Parts]  # each chunk's reasoning and answer text (``reasoning``)
+    reasoning_total: int | None = None  # the server's count of reasoning tokens, when it gave one
     refine: bool = True  # False: the server's own per-chunk counts stand; only the total is checked
 
     def apply(self, count: Callable[[str], int]) -> None:
@@ -214,6 +217,7 @@ class Split:
                 record.token_source = "tokenizer"
                 if record.error_class == ErrorClass.EMPTY and record.output_tokens:
                     record.error_class = record.error_message = None
+            mark_reasoning(record, self.parts, self.reasoning_total)
         if self.total is not None and record.ok:
             why = self.check(count)
             if why:
@@ -292,11 +296,48 @@ def cached_tokens(events: list[Event], done: bool, zero_when_absent: bool = Fals
     return 0 if zero_when_absent and done and usage_seen else None
 
 
+def _reasoning_total(events: list[Event]) -> int | None:
+    """``usage.completion_tokens_details.reasoning_tokens`` of the last usage that has it."""
+    for event in reversed(events):
+        usage = event.data.get("usage")
+        details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+        if isinstance(details, dict) and details.get("reasoning_tokens") is not None:
+            return _count(details["reasoning_tokens"], "usage.completion_tokens_details.reasoning_tokens")
+    return None
+
+
+INT32_MAX = (1 << 31) - 1
+
+
+def _chunk_drafts(events: list[Event]) -> list[tuple[int, int]] | None:
+    """Per event, the request's cumulative (drafted, accepted) tokens so far, from llama.cpp's per-token
+    ``timings`` (``timings_per_token``; an event without them carries the last values on); None when the
+    stream had no per-token timings with draft counts (only a final one, or none)."""
+    timed = [e.data.get("timings") if isinstance(e.data.get("timings"), dict) else None for e in events]
+    if sum(t is not None for t in timed) < 2 or not any(t is not None and "draft_n" in t for t in timed):
+        return None
+    out, drafted, accepted = [], 0, 0
+    for t in timed:
+        if t is not None and "draft_n" in t:
+            drafted = _count(t["draft_n"], "timings.draft_n")
+            accepted = _count(t.get("draft_n_accepted", 0), "timings.draft_n_accepted")
+            if max(drafted, accepted) > INT32_MAX:
+                raise Malformed(f"timings.draft_n per token must be below {INT32_MAX + 1}, found {drafted}")
+        out.append((drafted, accepted))
+    return out
+
+
 def account(
-    record: RequestRecord, events: list[Event], done: bool, llamacpp: bool = False, cache_zero: bool = False
+    record: RequestRecord,
+    events: list[Event],
+    done: bool,
+    llamacpp: bool = False,
+    cache_zero: bool = False,
+    think_tags: bool = False,
 ) -> Split | None:
     """Fill ``record`` from the stream's stamped events; ``done``: the stream ended properly; ``cache_zero``: the
-    server omits a zero ``cached_tokens`` (``cached_tokens``).
+    server omits a zero ``cached_tokens`` (``cached_tokens``); ``think_tags``: split ``<think>...</think>`` in the
+    content into reasoning and answer (``reasoning``).
 
     Returns a ``Split`` when a tokenizer can still count the chunks (a final total only, or no usage)."""
     all_texts = [event_text(e) for e in events]
@@ -304,17 +345,23 @@ def account(
         counts, source, final_total = count_tokens(events, llamacpp, all_texts)
         _details(record, events)
         record.cached_tokens = cached_tokens(events, done, cache_zero)
+        reasoning_total = _reasoning_total(events)
+        drafts = _chunk_drafts(events)
     except Malformed as exc:
         record.error_class = record.error_class or ErrorClass.MALFORMED
         record.error_message = record.error_message or f"malformed server value: {exc}"
         return None
     record.token_source = source
-    texts = []
-    for event, n, text in zip(events, counts, all_texts, strict=False):
+    texts, parts = [], []
+    for i, (event, n, text) in enumerate(zip(events, counts, all_texts, strict=False)):
         if n > 0 or text:
             record.chunk_offsets.append(event.t - record.t_send)
             record.chunk_tokens.append(n)
             texts.append(text)
+            parts.append(event_parts(event.data))
+            if drafts is not None:
+                record.chunk_drafted.append(drafts[i][0])
+                record.chunk_accepted.append(drafts[i][1])
     record.output_tokens = sum(record.chunk_tokens) if source != "unknown" else 0
     if record.chunk_offsets:
         record.t_first = record.t_send + record.chunk_offsets[0]
@@ -329,8 +376,10 @@ def account(
         elif not record.chunk_offsets:
             record.error_class = ErrorClass.EMPTY
             record.error_message = "the server finished without producing a token"
+    parts = split_tags(parts) if think_tags else parts
+    mark_reasoning(record, parts, reasoning_total)
     if source in ("usage+text_share", "unknown") and texts:
-        return Split(record, texts, final_total)
+        return Split(record, texts, final_total, parts, reasoning_total)
     if final_total is not None and texts and record.ok:
-        return Split(record, texts, final_total, refine=False)
+        return Split(record, texts, final_total, parts, reasoning_total, refine=False)
     return None

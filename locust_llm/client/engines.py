@@ -36,8 +36,11 @@ def auth_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def request_extra(engine: str, max_tokens: int | None = None, ignore_eos: bool = True) -> dict[str, Any]:
-    """Body fields that pin the output length on ``engine``, beyond ``max_tokens``.
+def request_extra(
+    engine: str, max_tokens: int | None = None, ignore_eos: bool = True, timings_per_token: bool = False
+) -> dict[str, Any]:
+    """Body fields that pin the output length on ``engine``, beyond ``max_tokens``; with ``timings_per_token``
+    (``load.positions.acceptance``) llama.cpp also sends its timings, draft counts included, on every token.
 
     * vLLM and SGLang: ``ignore_eos`` and ``min_tokens`` (both are extra sampling parameters of
       their OpenAI-compatible endpoints), so every request produces exactly ``max_tokens``.
@@ -45,17 +48,18 @@ def request_extra(engine: str, max_tokens: int | None = None, ignore_eos: bool =
     * external / unknown servers: nothing, since strict OpenAI-compatible servers reject unknown
       fields; their output lengths are whatever the model produces (recorded per request).
 
-    ``ignore_eos=False`` (the scenario's ``load.ignore_eos``) returns ``{}``: natural stopping.
+    ``ignore_eos=False`` (the scenario's ``load.ignore_eos``) leaves them out: natural stopping.
     """
+    timings = {"timings_per_token": True} if timings_per_token and engine == "llamacpp" else {}
     if not ignore_eos:
-        return {}
+        return timings
     if engine in ("vllm", "sglang"):
         extra: dict[str, Any] = {"ignore_eos": True}
         if max_tokens:
             extra["min_tokens"] = int(max_tokens)
         return extra
     if engine == "llamacpp":
-        return {"ignore_eos": True}
+        return {"ignore_eos": True, **timings}
     return {}
 
 

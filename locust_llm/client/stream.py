@@ -223,13 +223,19 @@ class StreamingClient:
     connections (one for a closed-loop user, one per stream in flight for an open-loop dispatcher)."""
 
     def __init__(
-        self, base_url: str, timeouts: Timeouts = DEFAULT_TIMEOUTS, verify_tls: bool = True, engine: str = "external"
+        self,
+        base_url: str,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        verify_tls: bool = True,
+        engine: str = "external",
+        think_tags: bool = False,
     ):
         self.base_url = base_url.rstrip("/")
         self.target = Target.parse(self.base_url)
         self.timeouts = timeouts
         self.llamacpp = engine == "llamacpp"
         self.cache_zero = engine in OMITS_ZERO_CACHED
+        self.think_tags = think_tags  # split <think>...</think> in the content into reasoning and answer
         self.headers = auth_headers()
         self.tls = tls_context(verify_tls) if self.target.scheme == "https" else None
         self.idle: list[Connection] = []
@@ -319,7 +325,7 @@ class StreamingClient:
                 self.idle.append(conn)
         for fact in seen_in([e.data for e in events[-FINAL_EVENTS:]]):
             ledger.see(self.base_url, fact)
-        return account(record, events, done, self.llamacpp, self.cache_zero)
+        return account(record, events, done, self.llamacpp, self.cache_zero, self.think_tags)
 
     @staticmethod
     def _connect(conn: Connection, record: RequestRecord) -> float | None:

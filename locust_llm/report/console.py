@@ -7,6 +7,7 @@ from ..fmt import lvl, ms, times
 from .probes import probe_lines
 from .scaleout import scale_out_lines
 from .soak import soak_lines
+from .splits import split_lines
 
 __all__ = ["comparison_table", "verdict_table"]
 
@@ -15,7 +16,8 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
     """The compact table a headless run prints at its end."""
     # Open loop: TTFT from the intended send time, as the summary's headline (a late send is the client's queue).
     sched = any(s.mode == "open" for entry in summary.variants.values() for s in entry.steps)
-    ttft_head, width = ("TTFT_sched p50", 14) if sched else ("TTFT p50", 9)
+    head = summary.headline_ttft.upper()  # TTFT, or TTFOT: the first answer token (load.reasoning.headline_ttft)
+    ttft_head, width = (f"{head}_sched p50", 14) if sched else (f"{head} p50", 9)
     lines = [f"locust-llm verdict for run {summary.run_id}: exit code {verdict.exit_code}"]
     # A server the run did not start: what the numbers rest on, first (README, "Against a server that is already
     # running").
@@ -30,7 +32,9 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
             err = f"{100 * s.error_rate:.1f}" if s.error_rate is not None else "-"
             tps = f"{s.output_tps:.1f}" if s.output_tps else "-"
             level = lvl(s.level) + (f"@{s.context}" if s.context else "")  # "1@3072": level 1, 3072-token prompts
-            ttft = s.ttft_sched_ms if s.mode == "open" else s.ttft_ms
+            ttft = getattr(
+                s, f"{summary.headline_ttft}_sched_ms" if s.mode == "open" else f"{summary.headline_ttft}_ms"
+            )
             lines.append(
                 f"{variant:<16} {level:>6} {s.step:>4} {s.requests:>6} {err:>6} "
                 f"{ms(ttft.p50 if ttft else None):>{width}} "
@@ -66,6 +70,7 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
     lines += soak_lines(summary, checks=False)
     lines += probe_lines(summary)
     lines += scale_out_lines(summary)
+    lines += split_lines(summary)
     for code, why in verdict.reasons.items():
         lines += [f"[exit {code}] {reason}" for reason in why]
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from . import sections
 from .probes import probe_lines
 from .scaleout import scale_out_lines
 from .soak import soak_lines
+from .splits import split_lines
 from .view import RunView
 
 __all__ = ["steps_csv", "summary_markdown"]
@@ -201,12 +202,16 @@ def summary_markdown(view: RunView) -> str:
     lines += [f"- {md(line)}" for line in soak_lines(view.summary)]
     lines += [f"- {md(line)}" for line in probe_lines(view.summary)]
     lines += [f"- {md(line)}" for line in scale_out_lines(view.summary)]
+    lines += [f"- {md(line)}" for line in split_lines(view.summary)]
     verdict = view.inp.verdict
     if verdict is not None:
         lines.append(f"- Exit code {verdict.exit_code}" + ("" if verdict.exit_code else " (every gate holds)"))
     lines += ["", f"**Conditions**: {md(view.conditions_line())}", ""]
     comparisons = {c.variant: {s.level: s for s in c.steps} for c in view.comparisons}
-    ttft_key, ttft_name = ("ttft_sched_ms", "TTFT_sched") if view.mode == "open" else ("ttft_ms", "TTFT")
+    head = view.summary.headline_ttft  # ttft, or ttfot: the first answer token (load.reasoning.headline_ttft)
+    ttft_key, ttft_name = (
+        (f"{head}_sched_ms", f"{head.upper()}_sched") if view.mode == "open" else (f"{head}_ms", head.upper())
+    )
     for name in view.names:
         entry = view.variants.get(name)
         speed = comparisons.get(name)

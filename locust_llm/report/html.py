@@ -22,6 +22,7 @@ from .probes import probes_section
 from .quality import quality
 from .scaleout import scale_out_section
 from .soak import soak_section
+from .splits import categories_section, positions_section, reasoning_section
 from .texts import DEFINITIONS, RULES
 from .view import RunView
 
@@ -84,6 +85,9 @@ def build_context(view: RunView) -> dict:
         "breakdowns": guard("time breakdown", lambda: experiments.breakdowns(view)),
         "contexts": guard("context length", lambda: experiments.contexts(view)),
         "context_charts": guard("context charts", lambda: experiments.context_charts(view)) or {},
+        "categories": guard("categories", lambda: categories_section(view)),
+        "reasoning": guard("reasoning", lambda: reasoning_section(view)),
+        "positions": guard("positions", lambda: positions_section(view)),
         "cost": guard("cost", lambda: experiments.cost(view)),
         "images": guard("images", lambda: experiments.images(view)),
         "consistency": guard("consistency", lambda: sections.consistency(view)),

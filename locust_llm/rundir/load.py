@@ -36,7 +36,7 @@ __all__ = [
 
 TELEMETRY_COLUMNS = ["t", "variant", "source", "metric", "labels", "value"]
 USAGE_SUSPECT = "usage_suspect"  # run event: requests whose usage a tokenizer found suspect after they were sent
-LIST_COLUMNS = ["chunk_offsets", "chunk_tokens"]
+LIST_COLUMNS = ["chunk_offsets", "chunk_tokens", "chunk_drafted", "chunk_accepted"]
 
 
 @dataclass

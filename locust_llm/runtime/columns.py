@@ -22,7 +22,13 @@ from ..records import REQUESTS_SCHEMA, RequestRecord
 
 __all__ = ["ColumnBatch", "to_rows", "to_table"]
 
-LISTS = {"chunk_offsets": ("f", "<f4"), "chunk_tokens": ("i", "<i4")}  # the schema's float32 and int32
+# the schema's float32 and int32
+LISTS = {
+    "chunk_offsets": ("f", "<f4"),
+    "chunk_tokens": ("i", "<i4"),
+    "chunk_drafted": ("i", "<i4"),
+    "chunk_accepted": ("i", "<i4"),
+}
 SCALARS = [f.name for f in REQUESTS_SCHEMA if f.name not in LISTS]
 _scalars = attrgetter(*SCALARS)
 

@@ -153,8 +153,9 @@ class LLMUser(User):
 
     def client_for(self, base_url: str) -> StreamingClient:
         if base_url not in self._clients:
+            load = self.context.load
             self._clients[base_url] = StreamingClient(
-                base_url, timeouts=self.context.load.timeouts, engine=self.context.engine
+                base_url, timeouts=load.timeouts, engine=self.context.engine, think_tags=load.reasoning.think_tags
             )
         return self._clients[base_url]
 
@@ -189,7 +190,7 @@ class LLMUser(User):
             item = workload.item(ctx.worker, state.step, record.seq, state.context)
             record.bucket, record.prompt_tokens = item.bucket, item.prompt_tokens
             record.prompt_hash = prompt_hash(item.prompt)
-            extra = request_extra(ctx.engine, item.max_tokens, load.ignore_eos)
+            extra = request_extra(ctx.engine, item.max_tokens, load.ignore_eos, load.positions.acceptance)
             if workload.lead.mode == "cold":
                 extra.update(cache_extra(ctx.engine, f"{ctx.worker}-{state.step}-{record.seq}"))
             if item.images is not None:

@@ -22,6 +22,8 @@ __all__ = [
     "USAGE_MODES",
     "chunk_sizes",
     "patch",
+    "REASONING_FORMATS",
+    "token_parts",
     "token_text",
     "validate",
     "word_ids",
@@ -45,6 +47,7 @@ FAULTS = (
 MODELS_ANSWERS = ("object", "list", "garbage")
 HUGE_EVENT_BYTES = 8 << 20
 FRAMINGS = ("chunked", "close")
+REASONING_FORMATS = ("reasoning_content", "reasoning", "think_tags")
 DEFAULTS: dict[str, Any] = {
     "ttft_s": 0.05,
     "gap_s": 0.01,
@@ -62,6 +65,9 @@ DEFAULTS: dict[str, Any] = {
     "draft_accepted": 0,
     "image_ms_per_kpx": 0.0,
     "prefill_s_per_token": 0.0,
+    "reasoning_tokens": 0,
+    "reasoning_format": "reasoning_content",
+    "reasoning_details": False,
     "usage_factor": 1.0,
     "id": None,
 }
@@ -118,6 +124,13 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
         raise BadRequest(f"ref.framing must be one of {FRAMINGS}, got {cfg['framing']!r}")
     if not isinstance(cfg["patch_last"], dict):
         raise BadRequest("ref.patch_last must be an object of dotted paths to values")
+    n = cfg["reasoning_tokens"]
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise BadRequest(f"ref.reasoning_tokens must be an int >= 0, got {n!r}")
+    if cfg["reasoning_format"] not in REASONING_FORMATS:
+        raise BadRequest(f"ref.reasoning_format must be one of {REASONING_FORMATS}, got {cfg['reasoning_format']!r}")
+    if cfg["reasoning_format"] == "think_tags" and n == 1:
+        raise BadRequest("ref.reasoning_tokens must be 0 or >= 2 with think_tags (<think> and </think> are tokens)")
     cfg["fault"] = parse_fault(cfg["fault"])
     return cfg
 
@@ -145,6 +158,21 @@ def chunk_sizes(max_tokens: int, pattern: list[int]) -> list[int]:
 
 def token_text(start: int, n: int) -> str:
     return "".join(f" w{k}" for k in range(start, start + n))
+
+
+def token_parts(start: int, n: int, reasoning_tokens: int, think_tags: bool) -> tuple[str, str]:
+    """The reasoning and answer text of tokens ``start .. start + n - 1``: the first ``reasoning_tokens`` tokens of
+    a stream are reasoning; with ``think_tags`` they open with ``<think>`` and close with ``</think>`` (one token
+    each) and travel as answer text, as a server that does not separate them sends them."""
+    reasoning, answer = [], []
+    for k in range(start, start + n):
+        if k >= reasoning_tokens:
+            answer.append(f" w{k}")
+        elif think_tags:
+            answer.append("<think>" if k == 0 else "</think>" if k == reasoning_tokens - 1 else f" w{k}")
+        else:
+            reasoning.append(f" w{k}")
+    return "".join(reasoning), "".join(answer)
 
 
 def word_ids(text: str) -> list[int]:

@@ -64,6 +64,13 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
 - ``image_ms_per_kpx``: prefill time per thousand pixels of a chat request's images, a known encode cost (their
   format is checked, a malformed part is a 400, and the log lists each image: ``refimages``).
 - ``prefill_s_per_token``: prefill time per prompt token the prompt cache did not hold, added to the TTFT delay.
+- ``reasoning_tokens``: the first N output tokens are reasoning, streamed before the answer (chat:
+  ``delta.reasoning_content``, or ``delta.reasoning`` with ``reasoning_format: "reasoning"``; with
+  ``reasoning_format: "think_tags"`` the reasoning is content between ``<think>`` and ``</think>``, one token each,
+  on either API). A token chunk across the boundary carries both. The log says ``reasoning_tokens`` and
+  ``t_first_answer``: the server's stamp of the chunk with the first answer token (None when none came: the
+  reasoning used all of ``max_tokens``); reasoning chunks are logged as kind ``reasoning``.
+- ``reasoning_details``: the usage also says ``completion_tokens_details.reasoning_tokens`` (OpenAI's shape).
 - ``id``: a name for the stream's server-side log.
 
 Prompt cache, server-wide (``--cache-block B``, 16 by default, 0 off; ``refcache``): a block prefix cache of whole
@@ -77,7 +84,7 @@ server that exports nothing).
 The defaults, the ``ref`` checks and the token schedule live in ``refconfig``.
 
 Output length is the body's ``max_tokens`` (default 16). Token ``k`` of a stream is the text
-``" w<k>"``, so a whitespace tokenizer counts it exactly.
+``" w<k>"`` (``<think>``/``</think>`` for the tags), so a whitespace tokenizer counts it exactly.
 
 It uses gevent primitives directly (``gevent.pywsgi``, ``gevent.sleep``) and never blocks on the
 standard library, so no monkey-patching is needed and one process serves hundreds of streams.
@@ -110,7 +117,7 @@ from .refconfig import (
     BadRequest,
     chunk_sizes,
     patch,
-    token_text,
+    token_parts,
     validate,
     word_ids,
 )
@@ -326,6 +333,8 @@ class RefServer:
             "image_delay_s": delay,
             "t_slot": None,
             "prompt_hash": prompt_hash(prompt),  # as the client's records fingerprint what they sent
+            "reasoning_tokens": min(cfg["reasoning_tokens"], max_tokens),
+            "t_first_answer": None,
         }
         entry["client"] = environ.get("REMOTE_ADDR")  # which host sent it (the cluster test's network namespaces)
         self.log[stream_id] = entry
@@ -351,6 +360,8 @@ class RefServer:
         if cfg["framing"] == "close":
             environ["refserver.close_delimited"] = True
             headers.append(("Connection", "close"))
+        if cfg["reasoning_tokens"] and api != "chat" and cfg["reasoning_format"] != "think_tags":
+            raise BadRequest("reasoning deltas travel in chat chunks: use the chat API or reasoning_format think_tags")
         write = start_response("200 OK", headers)
         salt = body.get("cache_salt")
         return _Stream(
@@ -424,12 +435,14 @@ class _Stream:
             obj["system_fingerprint"] = "refserver-llamacpp"
         return obj
 
-    def _choice(self, text: str | None, finish: str | None, role: bool = False) -> dict:
+    def _choice(self, text: str | None, finish: str | None, role: bool = False, reasoning: str = "") -> dict:
         if self.api == "chat":
             delta: dict[str, Any] = {}
             if role:
                 delta["role"] = "assistant"
-            if text is not None:
+            if reasoning:
+                delta[self.cfg["reasoning_format"]] = reasoning
+            if text is not None and (text or not reasoning):
                 delta["content"] = text
             return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
@@ -443,6 +456,8 @@ class _Stream:
         }
         if self.server.cache.enabled:
             usage["prompt_tokens_details"] = {"cached_tokens": self.cached}
+        if self.cfg["reasoning_details"]:
+            usage["completion_tokens_details"] = {"reasoning_tokens": min(completion, self.cfg["reasoning_tokens"])}
         return usage
 
     def _sleep_until(self, t: float) -> None:
@@ -482,14 +497,20 @@ class _Stream:
             last = j == len(sizes) - 1
             finish = "length" if last and not llamacpp and fault != "truncate_after" else None
             obj = self._base()
-            obj["choices"] = [self._choice(token_text(sent, n), finish)]
+            thinking = cfg["reasoning_tokens"]
+            reasoning, answer = token_parts(sent, n, thinking, cfg["reasoning_format"] == "think_tags")
+            obj["choices"] = [self._choice(answer, finish, reasoning=reasoning)]
+            answers = sent + n > thinking
             sent += n
             if continuous:
                 obj["usage"] = self._usage(sent)
             if last:
                 for dotted, value in cfg["patch_last"].items():
                     patch(obj, dotted, value)
-            yield self._frame(obj, n, "token")
+            frame = self._frame(obj, n, "token" if answers else "reasoning")
+            if answers and entry["t_first_answer"] is None:
+                entry["t_first_answer"] = entry["chunks"][-1][0]
+            yield frame
         if fault != "none":
             # the fault comes after the last token chunk, in the next time slot
             self._sleep_until(first_at + len(sizes) * cfg["gap_s"])
