@@ -97,6 +97,14 @@ class RequestRecord:
     image_bytes: int | None = None
     # Which server of a scale-out step the request went to (index into its servers); None outside scale-out steps.
     server: int | None = None
+    # A conversation's turn (``load.conversation``): the worker's k-th conversation in the step, the turn (from 1)
+    # and the turns the conversation was to send; -1 / 0 / 0 outside conversations.
+    conversation: int = -1
+    turn: int = 0
+    turns: int = 0
+    # A hash of the assistant answers the request carried back to the server (from turn 2 on): two variants' turns
+    # with the same hash had the same history.
+    history: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -73,6 +73,17 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="refuse (401) requests without 'Authorization: Bearer KEY'; GET /ref/auth counts who had it",
     )
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=0,
+        help="state this context (tokens per request) in /v1/models, as vLLM does; 0: state none",
+    )
+    parser.add_argument(
+        "--unique-answers",
+        action="store_true",
+        help="token k of the n-th completion is ' w<k>s<n>': every answer its own",
+    )
     parser.add_argument("--exit-on", default="", help="exit at once (a crash) when a request body holds this text")
     parser.add_argument("--access-log", action="store_true")
     args = parser.parse_args(argv)
@@ -95,10 +106,18 @@ def main(argv: list[str] | None = None) -> int:
         "framing": args.framing,
         "patch_last": json.loads(args.patch_last),
         "image_ms_per_kpx": args.image_ms_per_kpx,
+        "unique_answers": args.unique_answers,
     }
     try:
         server = make_server(
-            args.port, defaults, args.model, args.access_log, args.models_answer, args.bind, slots=args.slots
+            args.port,
+            defaults,
+            args.model,
+            args.access_log,
+            args.models_answer,
+            args.bind,
+            slots=args.slots,
+            max_model_len=args.max_model_len or None,
         )
     except BadRequest as exc:
         parser.error(str(exc))

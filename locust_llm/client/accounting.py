@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ..records import ErrorClass, RequestRecord
 
-__all__ = ["Event", "Split", "account", "apportion", "choice_text", "count_tokens"]
+__all__ = ["Event", "Split", "account", "answer_text", "apportion", "choice_text", "count_tokens"]
 
 MAX_COUNT = 1 << 40  # larger than any real token count, small enough for every integer column
 
@@ -121,6 +121,20 @@ def _completion_tokens(data: dict) -> int | None:
 
 def event_text(event: Event) -> str:
     return "".join(choice_text(c) for c in _choices(event.data))
+
+
+def answer_text(events: list[Event]) -> str:
+    """The answer as a chat history carries it: the content of the first choice (completions: its text), without
+    any reasoning the server streamed beside it."""
+    parts = []
+    for event in events:
+        choices = _choices(event.data)
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        delta = choice.get("delta")
+        text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+        if isinstance(text, str):
+            parts.append(text)
+    return "".join(parts)
 
 
 def count_tokens(

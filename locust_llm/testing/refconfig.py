@@ -61,6 +61,7 @@ DEFAULTS: dict[str, Any] = {
     "draft_n": 0,
     "draft_accepted": 0,
     "image_ms_per_kpx": 0.0,
+    "unique_answers": False,
     "id": None,
 }
 LOG_SIZE = 50_000
@@ -133,8 +134,10 @@ def chunk_sizes(max_tokens: int, pattern: list[int]) -> list[int]:
     return sizes
 
 
-def token_text(start: int, n: int) -> str:
-    return "".join(f" w{k}" for k in range(start, start + n))
+def token_text(start: int, n: int, tag: str = "") -> str:
+    """Tokens ``start`` to ``start + n - 1`` of a stream: `` w<k>`` (with ``unique_answers``, `` w<k>s<stream>``: each
+    stream's answer its own, one word per token either way)."""
+    return "".join(f" w{k}{tag}" for k in range(start, start + n))
 
 
 def word_ids(text: str) -> list[int]:

@@ -13,8 +13,9 @@ is the client's perf_counter). Every stream is also logged by the server and rea
 It binds 127.0.0.1 only.
 
 Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming), ``GET /health``,
-``GET /v1/models``, ``POST /tokenize`` (``{"content": text}`` -> one token per whitespace-separated
-word), ``GET /ref/log/<id>``, ``POST /ref/logs`` (``{"ids": [...]}`` -> ``{"logs": {id: log or null}}``),
+``GET /v1/models`` (with ``max_model_len`` when ``--max-model-len`` is given), ``POST /tokenize``
+(``{"content": text}`` -> one token per whitespace-separated word), ``GET /ref/log/<id>``, ``POST /ref/logs``
+(``{"ids": [...]}`` -> ``{"logs": {id: log or null}}``),
 ``GET /ref/logs`` (every logged stream, oldest first). A stream's log has the server's own stamps:
 ``t_recv`` (request received), ``t_slot`` (generation began, after any wait for a slot) and each chunk's write
 time, kind and token count.
@@ -59,12 +60,18 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   ``"usage.prompt_tokens"``, ``"timings.draft_n"``), to play a server that sends odd values.
 - ``image_ms_per_kpx``: prefill time per thousand pixels of a chat request's images, a known encode cost (their
   format is checked, a malformed part is a 400, and the log lists each image: ``refimages``).
+- ``unique_answers``: token ``k`` of the n-th completion the server receives is `` w<k>s<n>``, so every answer is
+  its own (a conversation's history can then be traced back to the stream that produced each answer).
 - ``id``: a name for the stream's server-side log.
 
 The defaults, the ``ref`` checks and the token schedule live in ``refconfig``.
 
 Output length is the body's ``max_tokens`` (default 16). Token ``k`` of a stream is the text
 ``" w<k>"``, so a whitespace tokenizer counts it exactly.
+
+The log of a stream also holds what the request asked: ``prompt`` (a chat request's texts joined), ``messages``
+(chat: each message's role and text), ``headers`` (the request's ``X-`` headers, names in lower case) and
+``answer`` (the text the stream sent).
 
 It uses gevent primitives directly (``gevent.pywsgi``, ``gevent.sleep``) and never blocks on the
 standard library, so no monkey-patching is needed and one process serves hundreds of streams.
@@ -99,7 +106,7 @@ from .refconfig import (
     validate,
     word_ids,
 )
-from .refimages import BadContent, image_delay_s, request_text
+from .refimages import BadContent, chat_content, image_delay_s, request_text
 
 __all__ = ["make_server"]
 
@@ -190,8 +197,14 @@ class RefServer:
     """The WSGI application."""
 
     def __init__(
-        self, defaults: dict[str, Any] | None = None, model: str = MODEL, models_answer: str = "object", slots: int = 0
+        self,
+        defaults: dict[str, Any] | None = None,
+        model: str = MODEL,
+        models_answer: str = "object",
+        slots: int = 0,
+        max_model_len: int | None = None,
     ):
+        self.max_model_len = max_model_len  # the context /v1/models states, as vLLM does (None: not stated)
         self.defaults = dict(DEFAULTS, **(defaults or {}))
         validate(dict(self.defaults))
         self.model = model
@@ -232,6 +245,8 @@ class RefServer:
                 return self._json(start_response, "200 OK", {"status": "ok"})
             if path == "/v1/models" and method == "GET":
                 entry = {"id": self.model, "object": "model", "owned_by": "locust-llm-refserver"}
+                if self.max_model_len:
+                    entry["max_model_len"] = self.max_model_len
                 answer = {"list": [entry, "odd"], "garbage": ["not", {"an": "entry"}, 7]}.get(
                     self.models_answer, {"object": "list", "data": [entry]}
                 )
@@ -275,6 +290,7 @@ class RefServer:
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
             raise BadRequest(f"max_tokens must be an int >= 0, got {max_tokens!r}")
         prompt, images = request_text(api, body)
+        messages = [{"role": str(m.get("role")), "content": chat_content([m])[0]} for m in body.get("messages") or []]
         self.completions_seen += 1
         stall = cfg["stall_once_s"] if self.completions_seen == 1 else 0.0
         if self.completions_seen == 1 and cfg["pause_once_s"]:
@@ -293,6 +309,13 @@ class RefServer:
             "images": images,
             "image_delay_s": delay,
             "t_slot": None,
+            "prompt": prompt,
+            "messages": messages if api == "chat" else None,
+            "headers": {
+                key[5:].replace("_", "-").lower(): value for key, value in environ.items() if key.startswith("HTTP_X_")
+            },
+            "answer": "",
+            "tag": f"s{self.completions_seen}" if cfg["unique_answers"] else "",
         }
         entry["client"] = environ.get("REMOTE_ADDR")  # which host sent it (the cluster test's network namespaces)
         self.log[stream_id] = entry
@@ -438,7 +461,9 @@ class _Stream:
             last = j == len(sizes) - 1
             finish = "length" if last and not llamacpp and fault != "truncate_after" else None
             obj = self._base()
-            obj["choices"] = [self._choice(token_text(sent, n), finish)]
+            text = token_text(sent, n, entry["tag"])
+            entry["answer"] += text
+            obj["choices"] = [self._choice(text, finish)]
             sent += n
             if continuous:
                 obj["usage"] = self._usage(sent)
@@ -508,10 +533,11 @@ def make_server(
     models_answer: str = "object",
     bind: str = "127.0.0.1",
     slots: int = 0,
+    max_model_len: int | None = None,
 ) -> WSGIServer:
     return WSGIServer(
         (bind, port),
-        RefServer(defaults, model, models_answer, slots),
+        RefServer(defaults, model, models_answer, slots, max_model_len),
         handler_class=_Handler,
         log=sys.stderr if access_log else None,
         backlog=1024,

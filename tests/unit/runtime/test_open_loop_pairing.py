@@ -17,6 +17,7 @@ class HeldWorkload:
     """Hands out prompt indices and holds each request until released; then it fails (no server here)."""
 
     counter = None
+    trace = conversations = None  # generated prompts: neither a trace nor conversations
 
     def __init__(self):
         self.release = gevent.event.Event()
