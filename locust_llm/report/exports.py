@@ -24,6 +24,7 @@ from . import sections
 from .probes import probe_lines
 from .scaleout import scale_out_lines
 from .soak import soak_lines
+from .traffic import traffic_lines
 from .view import RunView
 
 __all__ = ["steps_csv", "summary_markdown"]
@@ -201,6 +202,7 @@ def summary_markdown(view: RunView) -> str:
     lines += [f"- {md(line)}" for line in soak_lines(view.summary)]
     lines += [f"- {md(line)}" for line in probe_lines(view.summary)]
     lines += [f"- {md(line)}" for line in scale_out_lines(view.summary)]
+    lines += [f"- {md(line)}" for line in traffic_lines(view)]
     verdict = view.inp.verdict
     if verdict is not None:
         lines.append(f"- Exit code {verdict.exit_code}" + ("" if verdict.exit_code else " (every gate holds)"))

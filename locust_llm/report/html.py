@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import jinja2
 
-from . import experiments, sections, tables
+from . import experiments, sections, tables, traffic
 from .figures import ladder_charts, timeline_charts
 from .probes import probes_section
 from .quality import quality
@@ -84,6 +84,8 @@ def build_context(view: RunView) -> dict:
         "context_charts": guard("context charts", lambda: experiments.context_charts(view)) or {},
         "cost": guard("cost", lambda: experiments.cost(view)),
         "images": guard("images", lambda: experiments.images(view)),
+        "conversations": guard("conversations", lambda: traffic.conversations_section(view)),
+        "trace": guard("trace", lambda: traffic.trace_section(view)),
         "consistency": guard("consistency", lambda: sections.consistency(view)),
         "quality": guard("quality", lambda: quality(view)),
         "validity": guard("client validity", lambda: sections.validity(view)),
