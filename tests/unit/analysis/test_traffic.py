@@ -1,6 +1,7 @@
 """Conversations and trace replay in the figures, from hand-built records whose answers are known: turn figures,
 what became of each conversation, diverged histories, a replay's counts and its arrival error."""
 
+import json
 import math
 
 import numpy as np
@@ -10,7 +11,9 @@ import pytest
 from locust_llm.analysis.conversations import by_turn, histories, step_conversations
 from locust_llm.analysis.metrics import request_metrics
 from locust_llm.analysis.traces import trace_step
+from locust_llm.pipeline import finish_run
 from locust_llm.records import ErrorClass, RequestRecord
+from tests.synthetic import write_requests
 
 
 def turn_record(worker, conversation, turn, turns, t_send, ttft_s, error=None, history=None, variant="base", **kw):
@@ -125,3 +128,79 @@ def test_a_trace_step_counts_replayed_skipped_dropped_and_unsent_records_and_the
     assert figures["arrival_error_max_ms"] == pytest.approx(50.0, abs=1e-3)
     assert "5 of 10 records replayed, 2 skipped (over the server's context)" in figures["text"]
     assert trace_step(frame_of(rows), 8.0, {}) is None
+
+
+def conversation_run(path, rng) -> None:
+    """Two variants, closed loop at 2 users, 3-turn conversations. TTFT of turn t: 20 t ms (baseline) and 10 t ms
+    (spec), jittered; TPOT 10 and 5 ms. Spec's history differs from the baseline's in conversation 0 only."""
+    rows, steps, tokens = [], [], 20
+    for variant, (ttft_s, tpot_s) in {"baseline": (0.020, 0.010), "spec": (0.010, 0.005)}.items():
+        t0 = 1_000_000.0 if variant == "baseline" else 1_000_100.0
+        steps.append(
+            {"variant": variant, "step": 0, "level": 2.0, "mode": "closed", "users": 2}
+            | {"t_start": t0, "t_steady": t0, "t_end": t0 + 30.0}
+        )
+        for user in range(2):
+            send, k = t0 + 0.01 * user, user
+            while send < t0 + 29.0:
+                for turn in (1, 2, 3):
+                    ttft = ttft_s * turn * rng.uniform(0.95, 1.05)
+                    offsets = ttft + tpot_s * np.arange(tokens)
+                    history = None if turn == 1 else f"{k}-{turn}" + ("x" if variant == "spec" and k == 0 else "")
+                    rows.append(
+                        RequestRecord(
+                            run_id="conv",
+                            variant=variant,
+                            level=2.0,
+                            step=0,
+                            phase="steady",
+                            mode="closed",
+                            request_id=f"{variant}-{len(rows)}",
+                            seq=k * 3 + turn - 1,
+                            conversation=k,
+                            turn=turn,
+                            turns=3,
+                            history=history,
+                            prompt_tokens=30 * turn,
+                            output_tokens=tokens,
+                            token_source="usage_deltas",
+                            t_send=send,
+                            t_first=send + offsets[0],
+                            t_end=send + offsets[-1],
+                            t_done=send + offsets[-1],
+                            chunk_offsets=offsets.tolist(),
+                            chunk_tokens=[1] * tokens,
+                            finish_reason="length",
+                        ).to_dict()
+                    )
+                    send += offsets[-1] + 0.05
+                k += 2
+    write_requests(path, rows)
+    (path / "steps.json").write_text(json.dumps({"steps": steps, "events": []}))
+    env = {"run_id": "conv", "baseline": "baseline", "load": {"conversation": {"turns": 3, "think_s": 0.05}}}
+    (path / "env.json").write_text(json.dumps(env))
+
+
+def test_ttft_and_speed_ups_by_turn_and_the_report_chart(tmp_path):
+    conversation_run(tmp_path, np.random.default_rng(5))
+    finish_run(tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    doc = summary["conversations"]
+    assert {(r["variant"], r["turn"]) for r in doc["levels"]} == {
+        (v, t) for v in ("baseline", "spec") for t in (1, 2, 3)
+    }
+    for row in doc["levels"]:
+        truth = (20.0 if row["variant"] == "baseline" else 10.0) * row["turn"]
+        assert row["ttft_p50_ms"] == pytest.approx(truth, rel=0.05)
+        assert row["prompt_tokens"] == 30 * row["turn"]
+    for c in doc["comparisons"]:
+        assert c["ttft_p50_speedup"]["value"] == pytest.approx(2.0, rel=0.1)  # half the TTFT at every turn
+        assert c["decode_tps_speedup"]["value"] == pytest.approx(2.0, rel=1e-6)  # half the TPOT
+        lo, hi = c["ttft_p50_speedup"]["ci95"]
+        assert lo <= c["ttft_p50_speedup"]["value"] <= hi and c["ttft_p50_speedup"]["pairs"] > 10
+    (histories,) = doc["histories"]
+    # conversation 0 of worker 0: turns 2 and 3 differ; every other paired turn carries the same history
+    assert (histories["diverged"], histories["variant"]) == (2, "spec")
+    report = (tmp_path / "report.html").read_text()
+    assert "TTFT by turn" in report and "spec at 2" in report and "Histories: spec: 2 of" in report
+    assert "TTFT P50 speed-up 2." in (tmp_path / "summary.md").read_text()
