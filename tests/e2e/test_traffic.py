@@ -86,6 +86,32 @@ def test_each_turn_carries_the_history_with_the_answers_the_server_sent(tmp_path
     assert "Conversations by turn" in (tmp_path / "conv" / "report.html").read_text()
 
 
+def test_open_loop_conversations_start_on_the_schedule_and_answer_then_think(tmp_path, refserver_factory):
+    server = refserver_factory("--ttft-s", "0.01", "--gap-s", "0.003", "--unique-answers")
+    text = CONVERSATION.replace("api: chat", "api: chat\n  mode: open\n  arrival: constant").replace(
+        "think_s: 0.05", "think_s: 0.2"
+    )
+    done = run(tmp_path, server, text, "open")
+    assert_run_completed(done)
+    frame = pd.read_parquet(tmp_path / "open" / "requests.parquet")
+    assert frame["error_class"].isna().all(), frame["error_class"].value_counts()
+    turns = frame.set_index(["worker", "conversation", "turn"]).sort_index()
+    firsts = turns.xs(1, level="turn")["t_intended"].sort_values().diff().dropna()
+    assert firsts.to_numpy() == pytest.approx(1 / 3, abs=1e-6)  # a conversation arrives every 1/3 s
+    later = 0
+    for (worker, number, turn), row in turns.iterrows():
+        if turn > 1:
+            before = turns.loc[(worker, number, turn - 1)]
+            assert row["t_intended"] == pytest.approx(before["t_done"] + 0.2, abs=1e-6)  # the answer, then think
+            assert row["t_send"] >= row["t_intended"]
+            later += 1
+    assert later > 5
+    sessions = defaultdict(list)
+    for log in server.all_logs():
+        sessions[log["headers"]["x-session-id"]].append(len(log["messages"]))
+    assert {tuple(sorted(counts)) for counts in sessions.values()} <= {(1,), (1, 3), (1, 3, 5)}
+
+
 BLOCK = 16
 
 
