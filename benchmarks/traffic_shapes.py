@@ -4,7 +4,7 @@ and when it arrived.
 1. A 3-turn conversation run (chat, 4 users, 10 s; ``--unique-answers``, so every answer is its own): how many
    messages each conversation's requests carried (1, 3, 5), whether each assistant message is exactly the answer
    the server sent for that turn, and TTFT by turn from ``summary.json``.
-2. ``scenarios/traces/bursty-mooncake.jsonl`` (102 records in 30 s: bursts of 12 every 5 s, shared
+2. ``scenarios/traces/bursty-mooncake.jsonl`` (68 records in 39.5 s: bursts of 8 every 6.5 s, shared
    system-prompt blocks of 64 tokens, three prompts over a 512-token context) replayed at 1x: the server's receipt
    time of each record after the first against the trace's, prompt and output lengths against the trace, and the
    prompt text shared by records that share leading hash ids.

@@ -11,6 +11,7 @@ from locust_llm.scenario import LoadSpec
 from locust_llm.trafficspec import TraceSpec
 from locust_llm.workload import Workload, WorkloadError
 from locust_llm.workload.traces import read_trace
+from tests.helpers import REPO
 
 
 class Words:
@@ -180,3 +181,17 @@ def test_records_that_differ_only_in_a_short_last_block_still_differ(tmp_path):
     assert [Words().count(t) for t in texts] == [20, 20, 3, 3]
     assert len(set(texts)) == len(texts)
     assert common_words(texts[0], texts[1]) >= 16
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "records", "skipped"),
+    [
+        ("bursty-mooncake.jsonl", "mooncake", 68, {}),
+        ("azure-sample.csv", "azure", 40, {}),
+        ("burstgpt-sample.csv", "burstgpt", 37, {"failed (Response tokens 0)": 3}),
+    ],
+)
+def test_the_shipped_sample_traces_read(name, fmt, records, skipped):
+    path = REPO / "scenarios" / "traces" / name
+    trace = read_trace(TraceSpec(path=str(path), format=fmt, block_tokens=64), path)
+    assert (len(trace.records), trace.skipped) == (records, skipped)
