@@ -93,7 +93,8 @@ def trace_section(view: RunView) -> dict | None:
     rows = [
         {
             "variant": name,
-            "level": lvl(s.level),
+            "level": num(s.level),
+            "order": (s.level, view.names.index(name)),
             "step": s.step,
             "status": s.status,
             "figures": s.trace,
@@ -120,7 +121,7 @@ def trace_section(view: RunView) -> dict | None:
         "blocks": trace.get("blocks"),
         "skipped": skipped,
         "outside": trace.get("outside_window"),
-        "rows": sorted(rows, key=lambda r: (float(r["level"]), view.names.index(r["variant"]))),
+        "rows": sorted(rows, key=lambda r: r["order"]),
     }
 
 
