@@ -64,23 +64,39 @@ def _not_run_dirs(paths: list[Path]) -> int | None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Recompute summary, comparison, verdict and report from the run directory's raw files."""
+    """Recompute summary, comparison, verdict and report from the run directory's raw files; the exit code is the
+    verdict's. A run still being written is left alone (exit 7) unless ``--so-far`` asks for its report so far; a run
+    file that cannot be read is named (exit 5)."""
+    from .analysis.gates import EXIT_INTERRUPTED, EXIT_INVALID
     from .analysis.merge import merge_runs
     from .pipeline import finish_run
-    from .rundir import load_run
+    from .rundir import UnreadableFile, load_run, lock_holder
 
     if (code := _not_run_dirs(args.run_dirs)) is not None:
         return code
-    if len(args.run_dirs) == 1 and args.out is None:
-        outcome = finish_run(args.run_dirs[0])
-    else:
-        out = args.out or Path("reports") / ("merged-" + time.strftime("%Y%m%d-%H%M%S"))
-        out.mkdir(parents=True, exist_ok=True)
-        merged = merge_runs([load_run(d) for d in args.run_dirs], [d.name for d in args.run_dirs])
-        outcome = finish_run(out, run=merged)
+    for run_dir in args.run_dirs:
+        if (holder := lock_holder(run_dir)) and not args.so_far:
+            print(
+                f"error: {run_dir} is still being written by process {holder.get('pid', '?')} on "
+                f"{holder.get('host', '?')}: report it once that run has ended (or pass --so-far for a report of "
+                "what it has written so far)",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
+    try:
+        if len(args.run_dirs) == 1 and args.out is None:
+            outcome = finish_run(args.run_dirs[0])
+        else:
+            out = args.out or Path("reports") / ("merged-" + time.strftime("%Y%m%d-%H%M%S"))
+            out.mkdir(parents=True, exist_ok=True)
+            merged = merge_runs([load_run(d) for d in args.run_dirs], [d.name for d in args.run_dirs])
+            outcome = finish_run(out, run=merged)
+    except UnreadableFile as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     print(outcome.report or "the HTML report could not be rendered (see the log)")
     print(f"verdict: exit code {outcome.verdict.exit_code}")
-    return 0
+    return outcome.verdict.exit_code
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -210,6 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dirs", nargs="+", type=Path)
     report.add_argument(
         "--out", type=Path, default=None, help="where a merged comparison goes (default: reports/merged-<time>)"
+    )
+    report.add_argument(
+        "--so-far",
+        action="store_true",
+        help="report a run that is still being written (a soak in progress) from what it has written so far; "
+        "the run's own report replaces it when the run ends",
     )
     report.set_defaults(func=cmd_report)
 

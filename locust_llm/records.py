@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 
 import pyarrow as pa
 
-__all__ = ["ErrorClass", "Phase", "REQUESTS_SCHEMA", "RequestRecord", "now"]
+__all__ = ["FAST_FAIL_S", "NEVER_REACHED", "NOT_SENT", "ErrorClass", "Phase", "REQUESTS_SCHEMA", "RequestRecord", "now"]
 
 # One clock per run: perf_counter's resolution, anchored once per process to the epoch so that
 # processes (and machines) line up with each other and with telemetry timestamps.
@@ -33,16 +33,28 @@ class ErrorClass:
     CONNECT_ERROR = "connect_error"
     CONNECTION_RESET = "connection_reset"
     CONNECT_TIMEOUT = "connect_timeout"
+    TLS_ERROR = "tls_error"
     FIRST_TOKEN_TIMEOUT = "first_token_timeout"
     IDLE_TIMEOUT = "idle_timeout"
     TOTAL_TIMEOUT = "total_timeout"
     TRUNCATED = "truncated_stream"
     MALFORMED = "malformed_event"
+    SUSPECT_USAGE = "suspect_usage"  # the server's token count disagrees with what it was asked for or sent
     EMPTY = "empty_completion"
     SERVER_ERROR_EVENT = "server_error_event"
+    NOT_STREAMED = "not_streamed"  # a whole answer (Content-Type application/json) to a streaming request
     DROPPED = "dropped_inflight_cap"
     CANCELLED = "cancelled"
     CLIENT_ERROR = "client_error"
+
+
+# A failure this soon after the request began (its connection, else its send), before any token, was the server's
+# (or the network's) refusal, not an answer: the user backs off, and a step made mostly of them says so. A refused
+# connection or a failed TLS handshake is one however long it took: no request reached the server.
+FAST_FAIL_S = 0.010
+# Failures that say nothing about the server: never sent, or cut by the client.
+NOT_SENT = (ErrorClass.DROPPED, ErrorClass.CANCELLED, ErrorClass.CLIENT_ERROR)
+NEVER_REACHED = (ErrorClass.CONNECT_ERROR, ErrorClass.TLS_ERROR)
 
 
 class Phase:
@@ -109,6 +121,17 @@ class RequestRecord:
     @property
     def ok(self) -> bool:
         return self.error_class is None
+
+    @property
+    def failed_fast(self) -> bool:
+        """Failed within ``FAST_FAIL_S`` of its start, before any token (the same rule as the analysis's)."""
+        start = self.t_connect if not math.isnan(self.t_connect) else self.t_send
+        return (
+            not self.ok
+            and self.error_class not in NOT_SENT
+            and math.isnan(self.t_first)
+            and (self.error_class in NEVER_REACHED or self.t_done - start < FAST_FAIL_S)
+        )
 
     def to_dict(self) -> dict:
         # Shallow on purpose: called once per request on the load loop, and a finished record is not mutated.

@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--patch-last", default="{}", help="JSON: dotted paths set in each stream's last token chunk")
     parser.add_argument(
+        "--usage-factor", type=float, default=1.0, help="report every usage count times this (a server that miscounts)"
+    )
+    parser.add_argument(
         "--models-answer",
         choices=MODELS_ANSWERS,
         default="object",
@@ -107,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "patch_last": json.loads(args.patch_last),
         "image_ms_per_kpx": args.image_ms_per_kpx,
         "unique_answers": args.unique_answers,
+        "usage_factor": args.usage_factor,
     }
     try:
         server = make_server(

@@ -69,6 +69,7 @@ class ScenarioError(ValueError):
 DAY_S = 86_400.0
 MAX_LEVEL = 100_000  # users (closed loop) or requests/s (open loop)
 MAX_TOKENS = 10_000_000
+DEFAULT_NICE = 10  # launched servers yield the CPU to the load generator (README, "Client validity")
 
 
 class TinyModelSpec(Strict):
@@ -88,6 +89,8 @@ class Variant(Strict):
     env: dict[str, str] = {}
     # llama.cpp: this variant's own generated pair instead of server.tiny_model (another seed is another model).
     tiny_model: TinyModelSpec | None = None
+    # This variant's server priority instead of server.nice (benchmarks/server_priority.py compares the two).
+    nice: int | None = Field(default=None, ge=0, le=19)
 
 
 class ServerSpec(Strict):
@@ -107,9 +110,11 @@ class ServerSpec(Strict):
     # switch ("restart": two vLLM/SGLang servers rarely fit on one GPU). Default: together for llama.cpp on
     # ports of its own choosing, restart otherwise.
     interleave: Literal["together", "restart"] | None = None
-    # Scheduling priority of a launched server (Unix nice, 0-19). A CPU server that shares the machine with the
-    # load generator and uses every core would otherwise delay the client's timestamps; nice lets the client in.
-    nice: int = Field(default=0, ge=0, le=19)
+    # Scheduling priority of a launched server (Unix nice increment, 0-19, over the run's own; the load processes stay
+    # at theirs). A server that keeps every core busy would otherwise make the load generator wait for a CPU when a
+    # chunk arrives, which delays its timestamps; at +10 the client, which needs a few percent of a core, gets it at
+    # once (benchmarks/server_priority.py measures what it costs the server). 0 turns it off.
+    nice: int = Field(default=DEFAULT_NICE, ge=0, le=19)
 
     @property
     def servers_together(self) -> bool:

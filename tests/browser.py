@@ -123,8 +123,10 @@ class Chromium:
         time.sleep(settle_s)
         self.evaluate("1")
 
-    def evaluate(self, expression: str):
-        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+    def evaluate(self, expression: str, await_promise: bool = False):
+        """The expression's value (with ``await_promise``, the value its promise settles to)."""
+        params = {"expression": expression, "returnByValue": True, "awaitPromise": await_promise}
+        result = self.call("Runtime.evaluate", params)
         if "exceptionDetails" in result:
             raise RuntimeError(result["exceptionDetails"])
         return result["result"].get("value")

@@ -426,3 +426,23 @@ def open_loop_run(
                 )
             t += seconds + 5.0
     return write_run(path, rows, steps, mode="open", slo=slo, gates=gates)
+
+
+def write_client(path: Path, start: float, seconds: int, workers=(0,), cpu: float = 5.0, lag_ms=None) -> Path:
+    """``client.parquet``: one sample per load process and second from ``start``, ``cpu`` % of a core, and the
+    event-loop lag of second i ``lag_ms(i)``: ``(worst, mean)`` in ms (0.5 ms both by default)."""
+    lag_ms = lag_ms or (lambda i: (0.5, 0.5))
+    rows = [
+        {
+            "t": start + i + 1.0,
+            "worker": worker,
+            "cpu_percent": cpu,
+            "loop_lag_ms_max": float(lag_ms(i)[0]),
+            "loop_lag_ms_mean": float(lag_ms(i)[1]),
+        }
+        for worker in workers
+        for i in range(-2, seconds + 2)
+    ]
+    frame = pd.DataFrame(rows).astype({"worker": "int32"})
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), Path(path) / "client.parquet")
+    return path

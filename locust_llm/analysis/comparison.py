@@ -11,6 +11,7 @@ from .rates import block_ratio_ci
 from .samples import LevelSamples, not_judged, paired
 from .speedup import crossover_level, paired_ratio_ci, ratio_ci, recommendation, speedup_state
 from .stats import percentile_stat
+from .validity import widened
 
 __all__ = ["HEADLINE", "HEADLINE_NAMES", "comparison", "latency_keys", "open_loop_verdict"]
 
@@ -89,6 +90,7 @@ def level_comparison(
         step["verdict"], step["verdict_basis"] = open_loop_verdict(step)
     else:
         step["verdict"], step["verdict_basis"] = speedup_state(step["output_tps_speedup"]), HEADLINE_NAMES["output_tps"]
+    client_check(step, v, b, mode)
     # Blocks that disagree beyond their noise: the rate the verdict reads drifted between blocks (closed loop: output
     # tok/s; open loop: goodput, as output tok/s there is the offered rate's and says nothing of the variants).
     rate = step["goodput_speedup" if mode == "open" else "output_tps_speedup"]
@@ -96,6 +98,45 @@ def level_comparison(
         step["status"], step["verdict"] = "inconclusive", "unclear"
         step["verdict_basis"] = f"the blocks of {'goodput' if mode == 'open' else 'output tok/s'} disagree"
     return step
+
+
+def client_check(step: dict, v: LevelSamples, b: LevelSamples, mode: str) -> None:
+    """Each speed-up's interval widened by how far the load generator could have moved the figure on either side
+    (``client_ci95``); a level whose verdict would change within those intervals is client-invalid, any other keeps
+    its verdict (README, "Client validity")."""
+    ttft = latency_keys(mode)["ttft"]
+    figures = {
+        "output_tps_speedup": ("output_tps", "mean", True),
+        "decode_tps_speedup": ("decode_tps", "mean", True),
+        "tpot_p50_speedup": ("tpot_ms", "p50", False),
+        "tpot_p95_speedup": ("tpot_ms", "p95", False),
+        "ttft_p50_speedup": (ttft, "p50", False),
+        "ttft_p95_speedup": (ttft, "p95", False),
+        "e2e_sched_p95_speedup": ("e2e_sched_all_ms", "p95", False),
+        "goodput_speedup": ("goodput_rps", "mean", True),
+    }
+    for key, (figure, stat, higher) in figures.items():
+        if key in step:
+            step[key].update(widened(step[key], v.client_bound(figure, stat), b.client_bound(figure, stat), higher))
+    without_client = {
+        key: {"ci95": step[key].get("client_ci95") or step[key].get("ci95")} for key in figures if key in step
+    }
+    if mode == "open":
+        verdict, _ = open_loop_verdict(without_client)
+    else:
+        verdict = speedup_state(without_client["output_tps_speedup"])
+    if verdict != step["verdict"]:
+        moved = [
+            name
+            for key, name in (OPEN_LOOP_BASIS if mode == "open" else (("output_tps_speedup", "output tok/s"),))
+            if speedup_state({"ci95": step[key].get("ci95")}) != speedup_state(without_client[key])
+        ]
+        step["excluded"].append(
+            f"the load generator could have moved {' and '.join(moved)} enough to change the verdict "
+            f"({step['verdict']}; within the client's bounds it could be {verdict})"
+        )
+        step["status"], step["verdict"] = "client-invalid", None
+        step["verdict_basis"] = f"not judged: the client's bounds on {' and '.join(moved)} span the verdict"
 
 
 def open_loop_verdict(step: dict) -> tuple[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from .conversations import ConversationSummary, StepConversations, TurnFigures
 from .cost_documents import CostSummary
+from .detected_documents import Detected
 from .images import ImageOverhead
 from .probes import ProbeSummary
 from .quality_documents import Agreement, QualitySummary
@@ -72,26 +73,68 @@ class Drift(Doc):
     """Mean of the metric."""
     drift_fraction: float | None = None
     """Fitted change across the window relative to the mean."""
+    rho: float | None = None
+    """Bias-corrected lag-1 autocorrelation of the fit's residuals; the slope's variance is inflated by
+    (1 + rho) / (1 - rho) and its t quantile has n (1 - rho) / (1 + rho) - 2 degrees of freedom."""
 
 
 class Steadiness(Doc):
     throughput: Drift | None = None
-    """Drift of output tok/s in one-second bins."""
+    """Drift of output tok/s in one-second bins (closed loop: decides the step's steadiness)."""
     tpot: Drift | None = None
-    """Drift of TPOT per request, by send time."""
+    """Drift of TPOT per request, by send time (shown, never decides)."""
+    latency: Drift | None = None
+    """Open loop: drift of E2E from the intended send per request, by send time (decides, with ``in_flight``)."""
+    in_flight: Drift | None = None
+    """Open loop: drift of the requests in flight, mean per one-second bin: a server falling behind piles them up
+    (decides, with ``latency``)."""
+
+
+class FigureBound(Doc):
+    """How far the figure without the load generator's delays can lie from the measured one, as fractions of the
+    measured figure: ``[below, above]`` per statistic (``analysis.validity``; null above: unbounded)."""
+
+    p50: list[float | None] = []
+    """The P50's ``[below, above]``."""
+    p95: list[float | None] = []
+    """The P95's ``[below, above]``."""
+    p99: list[float | None] = []
+    """The P99's ``[below, above]``."""
+    mean: list[float | None] = []
+    """The mean's ``[below, above]``."""
+    worst: float | None = None
+    """The largest of these fractions (null: unbounded)."""
+    distorted: bool = False
+    """True when the client could account for more than 5% of the figure (``validity.CLIENT_SHARE_MAX``)."""
 
 
 class ClientValidity(Doc):
-    """The load generator's own health in the step's window (``analysis.validity``)."""
+    """The load generator's own health in the step's window, and what it could have done to each figure
+    (``analysis.validity``)."""
 
     cpu_percent_max: float | None = None
     """Highest per-process mean CPU, % of one core."""
     loop_lag_ms_p95: float | None = None
     """P95 of the per-second worst event-loop lag, ms."""
+    loop_lag_ms_max: float | None = None
+    """The worst event-loop lag of any second of the window, ms: no stamp was late by more."""
+    client_share: float | None = None
+    """Closed loop: the share of the users' time in the window spent waiting on the client (outside a request,
+    think time aside, plus the expected stall before each request's last stamp); the server could have delivered up
+    to output tok/s / (1 - share)."""
     schedule_lag_ms_p99: float | None = None
     """Open loop: P99 of send time minus intended time, ms."""
     reasons: list[str] = []
-    """Why the step is client-invalid (empty when valid)."""
+    """Why the step is client-invalid: what spoils its throughput (empty when valid)."""
+    latency_valid: bool | None = None
+    """False when a latency figure may be distorted by the client or a strict lag limit was exceeded (the figures
+    stay, marked; the step's throughput verdict does not depend on it)."""
+    latency_reasons: list[str] = []
+    """What may have distorted the latency figures: the strict limits (loop lag P95 20 ms, schedule lag P99 20 ms)
+    and the figures the client could account for more than 5% of."""
+    bounds: dict[str, FigureBound] = {}
+    """Per figure (ttft_ms, tpot_ms, e2e_ms, decode_tps; open loop also ttft_sched_ms, e2e_sched_ms,
+    e2e_sched_all_ms; closed loop output_tps), how far the client could have moved it."""
 
 
 class ClientAcceptance(Doc):
@@ -268,6 +311,13 @@ class StepFigures(Doc):
     """Acceptance from both sources side by side."""
     server_vs_client: ServerVsClient | None = None
     """The server's and the client's figures compared."""
+    suspect_usage: int = 0
+    """Requests whose server token counts disagree with the request or its text (``suspect_usage``: above
+    ``max_tokens``, or far from a tokenizer's count of the streamed text); any makes the step ``suspect-usage``."""
+    failed_fast: int = 0
+    """Requests refused (no connection, a failed TLS handshake) or failed within 10 ms of their start (a reset, an
+    error status), before any token; more than half make the step ``failed-fast``: the server refused or failed
+    fast."""
     extended_s: float = 0.0
     """Seconds the steady window was extended (unsteady or too few requests; up to ``load.max_extend_s``)."""
     workers_lost: list[int] = []
@@ -278,8 +328,9 @@ class StepFigures(Doc):
     host: HostLoad | None = None
     """Foreign load on the host during the window (null: not monitored)."""
     status: str = "clean"
-    """What the step may be used for: clean, or worker-lost / contended / client-invalid / insufficient / unsteady
-    (only clean steps feed speed-ups, crossover, recommendation, saturation and knee)."""
+    """What the step may be used for: clean, or fault-injected / worker-lost / suspect-usage / failed-fast /
+    contended / client-invalid / insufficient / unsteady (only clean steps feed speed-ups, crossover,
+    recommendation, saturation and knee)."""
     status_reasons: list[str] = []
     """Every reason that applies, the status's first."""
     anomaly: str | None = None
@@ -445,6 +496,12 @@ class Summary(Doc):
     """The probe suite and injected faults, one row each (null: none, ``--probes`` / ``probes:``)."""
     scale_out: ScaleOutSummary | None = None
     """One server against N after each ladder: the slope of goodput (null: none, ``--scale-out N``)."""
+    detected: dict[str, Detected] = {}
+    """Per variant, what its numbers rest on: its server, the model and API, how the server counts tokens, whether it
+    reports cached prompt tokens, its speculative-decoding figures, its /metrics, and every request the run sent it."""
+    checks_skipped: dict[str, str] = {}
+    """Checks the run did not make because they could not be judged (``--host`` without ``--scenario``: quality,
+    consistency), each with why and how to turn it on."""
     consistency: dict[str, Agreement] = {}
     """Greedy output agreement per variant."""
     quality: QualitySummary | None = None

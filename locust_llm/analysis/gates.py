@@ -54,7 +54,8 @@ SERVER_EVENTS = (
 )
 # A fault injected on purpose, a level not held, or a busy host says nothing about the server's normal latency.
 UNJUDGED = ("fault-injected", "worker-lost", "contended")
-UNTRUSTED = ("worker-lost", "contended", "client-invalid")  # the run or the machine may have made these numbers
+# The run, the machine or the server's own accounting may have made these numbers.
+UNTRUSTED = ("worker-lost", "suspect-usage", "failed-fast", "contended", "client-invalid")
 INVALID_EVENTS = ("records_missing", "records_lost", "drain_timeout")
 # gate -> (step figure per mode, percentile key or None). Gates judge every request, failures included (at the time
 # they failed); in an open loop TTFT runs from the intended send time.
@@ -104,8 +105,8 @@ def _why(steps) -> str:
 
 def unclean(summary: Summary) -> list[str]:
     """What leaves the run without a verdict: a comparison with no level measured cleanly on both sides, or
-    (without comparisons) a variant whose every step was contended or client-invalid; each with the steps'
-    reasons (the host's top processes when it was busy)."""
+    (without comparisons) a variant whose every step was untrusted (worker-lost, suspect-usage, failed-fast,
+    contended or client-invalid); each with the steps' reasons (the host's top processes when it was busy)."""
     problems = []
     for comp in summary.comparisons:
         if comp.steps and not any(s.status in ("clean", "inconclusive") for s in comp.steps):
@@ -115,7 +116,8 @@ def unclean(summary: Summary) -> list[str]:
         for variant, entry in summary.variants.items():
             if entry.steps and all(s.status in UNTRUSTED for s in entry.steps):
                 problems.append(
-                    f"no step of {variant} was measured on a quiet host by a capable client: {_why(entry.steps)}"
+                    f"no step of {variant} was measured on a quiet host by a capable client from a server that "
+                    f"answered and counted honestly: {_why(entry.steps)}"
                 )
     for scaling in summary.scale_out.variants if summary.scale_out is not None else []:
         if scaling.slope is None:
@@ -166,10 +168,16 @@ def evaluate(
                 f"{event['kind']}: variant {event.get('variant')}"
                 + (f" at probe {event['probe']}: {event.get('reason')}" if event.get("probe") else "")
             )
+        elif event.get("kind") == "client_refused":
+            reasons.setdefault(EXIT_BAD_INPUT, []).append(
+                f"load process {event.get('worker')} could not build a request, so none was sent and the run "
+                f"stopped: {event.get('message')}"
+            )
         elif event.get("kind") == "worker_lost" and event.get("stopped"):
             reasons.setdefault(EXIT_INVALID, []).append(
                 f"load process {event.get('worker')} lost during {event.get('variant')} step {event.get('step')} "
-                f"(it had sent {event.get('records_sent')} records): the run stopped (load.on_worker_loss: stop)"
+                f"(it had sent {event.get('records_sent')} records; {event.get('requests_lost', 0)} requests in "
+                "flight or not yet shipped are lost): the run stopped (load.on_worker_loss: stop)"
             )
         elif event.get("kind") in INVALID_EVENTS:
             detail = {k: v for k, v in event.items() if k not in ("kind", "t")}
@@ -180,7 +188,7 @@ def evaluate(
     if not summary.variants:
         reasons.setdefault(EXIT_INVALID, []).append("no variant was measured")
     elif succeeded == 0:
-        reasons.setdefault(EXIT_INVALID, []).append("no request succeeded")
+        reasons.setdefault(EXIT_INVALID, []).append("no request sent in a steady window succeeded")
     for row in regression.regressions if regression else []:
         reasons.setdefault(EXIT_REGRESSION, []).append(
             f"{row.variant} @ {lvl(row.level)}: {row.metric} x{row.ratio:.3f} (CI {row.ci95[0]:.3f}"

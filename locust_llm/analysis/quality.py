@@ -26,6 +26,7 @@ from .scoring import expectation, passes
 __all__ = ["METHOD", "mark_not_eligible", "not_eligible", "quality_state", "quality_summary"]
 
 FAILING_LISTED = 40  # per variant; the total is given
+NOT_JUDGED = "not judged: the run measured no baseline ({baseline}) to compare with"
 TEXT_MAX = 240
 METHOD = (
     "Pass rates with Wilson score 95% intervals. The difference from the baseline pairs each answer with the "
@@ -145,7 +146,12 @@ def quality_state(
 
 
 def variant_quality(
-    name: str, baseline: str | None, doc: dict, references: list, scores: dict[str, dict[str, Scores]]
+    name: str,
+    baseline: str | None,
+    doc: dict,
+    references: list,
+    scores: dict[str, dict[str, Scores]],
+    judged: bool = True,
 ) -> dict:
     limit = float(doc.get("max_drop_pct", 0.0))
     if name not in scores:
@@ -171,7 +177,7 @@ def variant_quality(
             [{**a, "prompt_id": ids[a["item"]]} for a in base_greedy],
             [{**a, "prompt_id": ids[a["item"]]} for a in doc["variants"][name]["greedy"]],
         )
-    reason = quality_state(name, baseline, rates, rates["greedy"].get("pairs", 0) > 0, limit)
+    reason = quality_state(name, baseline, rates, rates["greedy"].get("pairs", 0) > 0, limit) if judged else None
     failed = failing(items, references, own)
     parts = [_rate_text(kind, rate) for kind, rate in rates.items()]
     if greedy_agreement is not None:
@@ -180,6 +186,8 @@ def variant_quality(
             f"{greedy_agreement['compared']} tasks"
         )
     verdict_text = "the baseline" if name == baseline else (f"NOT ELIGIBLE: {reason}" if reason else "eligible")
+    if not judged:
+        verdict_text = NOT_JUDGED.format(baseline=baseline)
     return {
         "variant": name,
         "answered": True,
@@ -226,18 +234,23 @@ def quality_summary(doc: dict, baseline: str | None, measured: list[str]) -> Qua
     }
     names = [n for n in [baseline] if n in scores or n in measured]
     names += [n for n in list(scores) + list(measured) if n not in names]
-    variants = {name: variant_quality(name, baseline, doc, references, scores) for name in dict.fromkeys(names)}
+    # Without the baseline there is nothing to compare with (a one-variant run against --host): shown, not judged.
+    judged = baseline in names
+    variants = {name: variant_quality(name, baseline, doc, references, scores, judged) for name in dict.fromkeys(names)}
     limit = float(doc.get("max_drop_pct", 0.0))
-    verdicts = [
-        f"{name} eligible" if v["eligible"] else f"{name} NOT ELIGIBLE"
-        for name, v in variants.items()
-        if name != baseline
-    ]
-    text = (
-        f"quality gate (no pass-rate drop beyond {limit:g} points): " + "; ".join(verdicts)
-        if verdicts
-        else f"quality of the baseline only ({len(doc['items'])} tasks): nothing to compare"
-    )
+    if not judged:
+        text = f"quality gate {NOT_JUDGED.format(baseline=baseline)}; pass rates shown"
+    else:
+        verdicts = [
+            f"{name} eligible" if v["eligible"] else f"{name} NOT ELIGIBLE"
+            for name, v in variants.items()
+            if name != baseline
+        ]
+        text = (
+            f"quality gate (no pass-rate drop beyond {limit:g} points): " + "; ".join(verdicts)
+            if verdicts
+            else f"quality of the baseline only ({len(doc['items'])} tasks): nothing to compare"
+        )
     return QualitySummary.model_validate(
         {
             "tasks": doc.get("tasks") or "",
@@ -248,6 +261,7 @@ def quality_summary(doc: dict, baseline: str | None, measured: list[str]) -> Qua
             "method": METHOD,
             "unscored": unscored,
             "variants": variants,
+            "judged": judged,
             "text": text,
         }
     )

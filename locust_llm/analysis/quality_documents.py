@@ -147,5 +147,8 @@ class QualitySummary(Doc):
     """Tasks left out of every score: their reference is the baseline's answer, and the baseline gave none."""
     variants: dict[str, VariantQuality] = {}
     """Per variant, the baseline first."""
+    judged: bool = True
+    """False when the run measured no baseline (``--host`` with one variant): the gate compares each variant with
+    the baseline, so it is not judged; the pass rates are shown and every variant stays eligible."""
     text: str
     """The gate's outcome in one sentence."""

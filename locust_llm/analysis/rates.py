@@ -29,7 +29,15 @@ import numpy as np
 
 from .stats import finite, t_quantile
 
-__all__ = ["SeriesMean", "block_ratio_ci", "chi2_quantile", "series_mean", "series_mean_ci"]
+__all__ = [
+    "SeriesMean",
+    "ar1_inflation",
+    "block_ratio_ci",
+    "chi2_quantile",
+    "lag1",
+    "series_mean",
+    "series_mean_ci",
+]
 
 RHO_MAX = 0.95
 
@@ -47,9 +55,12 @@ class SeriesMean:
         return max(self.n_eff - 1.0, 1.0)
 
 
-def _lag1(series: list[np.ndarray]) -> float:
+def lag1(series: list[np.ndarray], fitted: int = 1) -> float:
     """The lag-1 autocorrelation of one or more series (each about its own mean, their products pooled),
-    bias-corrected: the estimate runs low by about (1 + 4 rho) / n on series of n values."""
+    bias-corrected and clipped to [0, ``RHO_MAX``]. ``fitted``: the parameters fitted to each series before (1: its
+    mean; 2: a line, for the residuals of a trend). The estimate runs low by about (k + 2 (k + 1) rho) / n on series
+    of n values with k fitted parameters: (1 + 4 rho) / n about a mean, (2 + 6 rho) / n about a line (measured on
+    seeded AR(1) series of 20 to 60 values; ``tests/unit/analysis/test_steady.py`` checks the line's)."""
     products = squares = 0.0
     sizes = [x.size for x in series if x.size >= 2]
     for x in series:
@@ -60,7 +71,15 @@ def _lag1(series: list[np.ndarray]) -> float:
     if not sizes or squares <= 0:
         return 0.0
     rho = products / squares
-    return min(max(rho + (1.0 + 4.0 * rho) * len(sizes) / sum(sizes), 0.0), RHO_MAX)
+    bias = (fitted + 2.0 * (fitted + 1) * rho) * len(sizes) / sum(sizes)
+    return min(max(rho + bias, 0.0), RHO_MAX)
+
+
+def ar1_inflation(rho: float) -> float:
+    """How much an AR(1) correlation ``rho`` between neighbours inflates the variance of a mean (or of a trend's
+    slope) over what independent values would give: ``(1 + rho) / (1 - rho)``; ``n`` values then weigh as
+    ``n / inflation`` independent ones."""
+    return (1.0 + rho) / (1.0 - rho)
 
 
 def series_mean(values, count_floor: bool = True, rho: float | None = None) -> SeriesMean | None:
@@ -73,11 +92,11 @@ def series_mean(values, count_floor: bool = True, rho: float | None = None) -> S
     mean = float(x.mean())
     centred = x - mean
     ss = float(centred @ centred)
-    rho = _lag1([x]) if rho is None else rho
+    rho = lag1([x]) if rho is None else rho
     s2 = ss / (n - 1)
     if count_floor:
         s2 = max(s2, abs(mean))
-    inflation = (1.0 + rho) / (1.0 - rho)
+    inflation = ar1_inflation(rho)
     return SeriesMean(mean, s2 / n * inflation, n, n / inflation, rho)
 
 
@@ -140,7 +159,7 @@ def block_ratio_ci(
         out["value"] = float(np.float64(num.mean()) / np.float64(den.mean()))
     # One autocorrelation for every block of the level, both sides: a 10-second block alone estimates it so
     # poorly that an interval could rest on one or two effective seconds.
-    rho = _lag1([x for pair in pairs for x in pair])
+    rho = lag1([x for pair in pairs for x in pair])
     logs = []
     for v, b in pairs:
         mv, mb = series_mean(v, rho=rho), series_mean(b, rho=rho)

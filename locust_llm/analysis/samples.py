@@ -9,6 +9,7 @@ prompt (and in open loop the same intended send time) in every variant, so varia
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +28,7 @@ class LevelSamples:
     good_blocks: dict[int, np.ndarray] = field(default_factory=dict)  # step -> good requests/s per 1-s bin
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)  # PAIR_KEY + per-request metrics
     excluded: dict[int, tuple[str, list[str]]] = field(default_factory=dict)  # step -> (status, reasons)
+    bounds: dict[int, dict] = field(default_factory=dict)  # step -> what the client could do to each figure
 
     def add(
         self,
@@ -36,10 +38,12 @@ class LevelSamples:
         token_rates: np.ndarray,
         good_rates: np.ndarray,
         requests: pd.DataFrame,
+        bounds: dict | None = None,
     ) -> None:
         if status != "clean":
             self.excluded[step] = (status, reasons)
             return
+        self.bounds[step] = bounds or {}
         self.token_blocks[step] = token_rates
         self.good_blocks[step] = good_rates
         self.requests = requests if not len(self.requests) else pd.concat([self.requests, requests], ignore_index=True)
@@ -55,6 +59,17 @@ class LevelSamples:
     @property
     def good_rates(self) -> np.ndarray:
         return np.concatenate(list(self.good_blocks.values())) if self.good_blocks else np.empty(0)
+
+    def client_bound(self, figure: str, stat: str) -> list[float] | None:
+        """``[below, above]``: how far the client could have moved ``figure``'s ``stat`` in any clean step of the
+        level, as fractions (``validity.figure_bound``; the worst step's); None when no step says."""
+        pairs = [b[figure][stat] for b in self.bounds.values() if figure in b and b[figure].get(stat)]
+        if not pairs:
+            return None
+        return [
+            max(p[0] if p[0] is not None else math.inf for p in pairs),
+            max(p[1] if p[1] is not None else math.inf for p in pairs),
+        ]
 
     def values(self, column: str) -> np.ndarray:
         if column not in self.requests:

@@ -29,6 +29,11 @@ class Ratio(Doc):
     """Rates: False when the block pairs disagree beyond their own noise (Cochran's Q): the level is inconclusive."""
     block_values: list[float] = []
     """Rates: the ratio of each block pair."""
+    client_ci95: list[float | None] | None = None
+    """``ci95`` widened by how far the load generator could have moved the figure on either side (its delays, per
+    step: ``client_validity.bounds``): where the speed-up without the client's delays lies (an upper end of null:
+    unbounded). A level whose verdict changes within it is client-invalid (null: no interval, or nothing known of
+    the client)."""
 
 
 class Phases(Doc):

@@ -28,6 +28,7 @@ __all__ = [
     "bootstrap_distribution",
     "finite",
     "mean_of",
+    "occupancy_samples",
     "percentile_interval",
     "percentile_of",
     "percentile_stat",
@@ -272,6 +273,27 @@ def rate_samples(event_times, event_counts, start: float, end: float, bin_s: flo
         index = np.minimum(((t[inside] - start) / width).astype(np.int64), k - 1)  # clip float round-off
         rates += np.bincount(index, weights=c[inside], minlength=k)
     return rates / width
+
+
+def occupancy_samples(starts, ends, start: float, end: float, bin_s: float = 1.0) -> np.ndarray:
+    """Per-bin mean number of intervals ``[starts[i], ends[i]]`` open (e.g. requests in flight), over the bins of
+    ``[start, end)`` that ``rate_samples`` uses; intervals with a NaN end are left out. Their mean is the mean number
+    open over the window. An empty array when the window is empty or not finite."""
+    if not (math.isfinite(start) and math.isfinite(end)) or end <= start or bin_s <= 0:
+        return np.empty(0)
+    a = np.asarray(starts, dtype=float).ravel()
+    b = np.asarray(ends, dtype=float).ravel()
+    keep = np.isfinite(a) & np.isfinite(b) & (b > a)
+    a, b = a[keep], b[keep]
+    k = max(1, round((end - start) / bin_s))
+    edges = start + (end - start) / k * np.arange(k + 1)
+    # The time each interval spent open before every edge; its differences are the open time per bin.
+    open_before = np.zeros(k + 1)
+    step = max(_CHUNK_ELEMENTS // (k + 1), 1)  # intervals per slice: a slice's temporaries stay bounded
+    for first in range(0, a.size, step):
+        lo, hi = a[first : first + step], b[first : first + step]
+        open_before += np.clip(edges[:, None] - lo[None, :], 0.0, (hi - lo)[None, :]).sum(axis=1)
+    return np.diff(open_before) / ((end - start) / k)
 
 
 # -- Student's t quantile (scipy is not a dependency) -------------------------------------------------------

@@ -2,16 +2,25 @@
 
 A step is, in this order of precedence (README, "What a verdict rests on"):
 
+* ``suspect-usage``: the server's token counts disagree with what it was asked for or what it sent
+  (``suspect_usage`` requests: README, "Faults and bad input"), so its throughput cannot be trusted;
+* ``failed-fast``: most requests were refused (connection, TLS) or failed within ``FAST_FAIL_S`` of their start
+  (reset, an error status), before any token:
+  the server refused or failed fast, so neither its speed nor the client's load is measured;
 * ``contended``: the host was busy with work that is neither the server nor the load generator (nor our own
   Prometheus): on average more than ``load.contention_cores`` cores of CPU (steal time on a VM included) over
   the steady window, or any foreign GPU process. Another job on the machine slows whichever variant it
   overlaps, and that is not the variant's doing;
-* ``client-invalid``: the load generator itself was the bottleneck (``validity.client_validity``);
+* ``client-invalid``: the load generator could have spoiled the step's throughput (``validity.client_validity``: a
+  process at the end of its core, closed-loop users waiting on the client, open-loop arrivals dropped or not sent);
+  a lag that can only move latency figures marks those figures, not the step;
 * ``insufficient``: fewer than ``load.min_requests`` requests sent in the window completed, or fewer than
   ``load.min_output_tokens`` output tokens arrived: too little to rest a verdict on;
-* ``unsteady``: the aggregate throughput drifted within the window (``steady.drift``). A TPOT drift alone is
-  shown (``steady`` is false) but does not disqualify the step: the headline is throughput, the latency
-  speed-ups pair requests, and interleaved blocks put a slow drift on both sides;
+* ``unsteady``: in a closed loop the aggregate throughput drifted within the window (``steady.drift``, AR(1)-aware);
+  in an open loop, where the offered rate sets throughput, the latency from the intended send or the requests in
+  flight drifted (a server falling behind). A TPOT drift alone is shown (``steady`` is false) but does not
+  disqualify the step: the headline is throughput, the latency speed-ups pair requests, and interleaved blocks put
+  a slow drift on both sides;
 * ``clean``: none of these.
 
 Only clean steps feed speed-ups, crossover, recommendation, saturation and knee. A closed-loop step whose
@@ -27,13 +36,29 @@ from collections import defaultdict
 import pandas as pd
 
 from ..fmt import lvl
+from ..records import FAST_FAIL_S
 from .probes import fault_text
 
 __all__ = ["ANOMALY_DROP", "CLEAN", "STATUSES", "busy_text", "flag_anomalies", "host_load", "step_status"]
 
 CLEAN = "clean"
-STATUSES = ("fault-injected", "worker-lost", "contended", "client-invalid", "insufficient", "unsteady", CLEAN)
+STATUSES = (
+    "fault-injected",
+    "worker-lost",
+    "suspect-usage",
+    "failed-fast",
+    "contended",
+    "client-invalid",
+    "insufficient",
+    "unsteady",
+    CLEAN,
+)
 ANOMALY_DROP = 0.5
+STEADY_NAMES = {
+    "throughput": "throughput",
+    "latency": "E2E from the intended send",
+    "in_flight": "the requests in flight",
+}
 TOP_FOREIGN = 3
 
 
@@ -83,19 +108,34 @@ def step_status(step: dict, host: dict | None, load: dict) -> tuple[str, list[st
         reasons["worker-lost"] = (
             f"load process(es) {', '.join(map(str, step['workers_lost']))} lost during the step: the level was not held"
         )
+    if step.get("suspect_usage"):
+        reasons["suspect-usage"] = (
+            f"{step['suspect_usage']} request(s) whose server token counts disagree with the request or its text "
+            "(suspect_usage): its throughput cannot be trusted"
+        )
+    failed_fast = step.get("failed_fast") or 0
+    if failed_fast * 2 > step.get("requests", 0) > 0:
+        reasons["failed-fast"] = (
+            f"the server refused or failed fast: {failed_fast} of {step['requests']} requests were refused "
+            f"(connection, TLS) or failed within {FAST_FAIL_S * 1000:g} ms, before any token"
+        )
     limit = float(load.get("contention_cores", 0.25))
     if host is not None and (host["foreign_cores"] + host["steal_cores"] > limit or host["foreign_gpu_processes"]):
         reasons["contended"] = f"host busy: {busy_text(host)} (limit {limit:g} cores)"
-    if step.get("client_valid") is False:
+    if step.get("client_valid") is False and "failed-fast" not in reasons:  # a client kept busy by refusals
         reasons["client-invalid"] = "the client was the bottleneck: " + "; ".join(step["client_validity"]["reasons"])
     insufficient = _insufficient(step, load)
     if insufficient:
         reasons["insufficient"] = insufficient
-    throughput = (step.get("steady_check") or {}).get("throughput") or {}
-    if throughput.get("steady") is False:
-        reasons["unsteady"] = (
-            f"throughput drifted by {throughput.get('drift_fraction') or 0:.0%} of its mean within the steady window"
-        )
+    check = step.get("steady_check") or {}
+    deciding = ("latency", "in_flight") if step.get("mode") == "open" else ("throughput",)
+    drifting = [
+        f"{STEADY_NAMES[name]} drifted by {check[name].get('drift_fraction') or 0:.0%} of its mean"
+        for name in deciding
+        if check.get(name) and check[name].get("steady") is False
+    ]
+    if drifting:
+        reasons["unsteady"] = " and ".join(drifting) + " within the steady window"
     status = next((s for s in STATUSES if s in reasons), CLEAN)
     return status, [f"{name}: {text}" for name, text in reasons.items()]
 

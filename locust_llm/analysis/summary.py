@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..records import FAST_FAIL_S, NEVER_REACHED, NOT_SENT, ErrorClass
 from ..rundir.load import RunData
 from ..scenario import CostSpec
 from .acceptance import request_acceptance
@@ -20,6 +21,7 @@ from .comparison import comparison, latency_keys
 from .conversations import TURN_COLUMNS, by_turn, conversation_summary, step_conversations
 from .cost import cost_summary
 from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
+from .detected import detected
 from .documents import Summary
 from .errors import error_samples
 from .gates import gates_of
@@ -33,11 +35,11 @@ from .scaleout import ScaleBlock, scale_out_summary
 from .schedule import sweep_schedule
 from .server_metrics import cross_check, server_figures
 from .soak import soak_summary
-from .stats import mean_of, percentile_of, rate_samples, summarize
+from .stats import mean_of, occupancy_samples, percentile_of, rate_samples, summarize
 from .status import flag_anomalies, host_load, step_status
 from .steady import drift
 from .traces import trace_step
-from .validity import client_validity
+from .validity import Requests, client_validity, in_flight_spans
 from .values import json_safe, to_float
 
 __all__ = ["KNEE_THRESHOLD", "analyse", "build_summary"]
@@ -67,13 +69,25 @@ def good_requests(sent: pd.DataFrame, derived: pd.DataFrame, slo: dict, mode: st
     return good
 
 
-def window_arrivals(run: RunData, frame: pd.DataFrame, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
-    """Arrival time and token count of every chunk that can fall in ``[start, end)``: those of the requests in
-    flight at some point of the window, whatever step sent them."""
+def failed_fast(frame: pd.DataFrame) -> pd.Series:
+    """Requests that failed within ``FAST_FAIL_S`` of their start, before any token (``RequestRecord.failed_fast``)."""
+    start = frame["t_connect"].fillna(frame["t_send"]) if "t_connect" in frame else frame["t_send"]
+    failed = frame["error_class"].notna() & ~frame["error_class"].isin(NOT_SENT) & frame["t_first"].isna()
+    return failed & (frame["error_class"].isin(NEVER_REACHED) | ((frame["t_done"] - start) < FAST_FAIL_S))
+
+
+def window_requests(frame: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """The requests in flight at some point of ``[start, end)``, whatever step sent them."""
     if not (math.isfinite(start) and math.isfinite(end)):
-        return np.empty(0), np.empty(0)
+        return frame.iloc[0:0]
     last = frame["t_done"].fillna(frame["t_end"]) if "t_done" in frame else frame["t_end"]
-    rows = frame[(frame["t_send"] < end) & (last >= start)]
+    return frame[(frame["t_send"] < end) & (last >= start)]
+
+
+def window_arrivals(run: RunData, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Arrival time and token count of every chunk of ``rows`` (``window_requests``), except those of requests whose
+    counts are suspect."""
+    rows = rows[rows["error_class"] != ErrorClass.SUSPECT_USAGE]
     chunks = Chunks.of(rows, run.lists)
     return chunks.arrivals(rows["t_send"].to_numpy(dtype=float)), chunks.tokens
 
@@ -92,7 +106,8 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     chunks = Chunks.of(ok_rows, run.lists)
     derived = derived.join(chunk_split(ok_rows, chunks))
     itl, itl_weights = chunks.itl_ms()
-    rates = rate_samples(*window_arrivals(run, frame, start, end), start, end, RATE_BIN_S)
+    overlapping = window_requests(frame, start, end)
+    rates = rate_samples(*window_arrivals(run, overlapping), start, end, RATE_BIN_S)
     good = good_requests(sent, derived, slo, mode)
     good_rates = rate_samples(sent.loc[good, "t_send"].to_numpy(dtype=float), None, start, end, RATE_BIN_S)
     per_window = (lambda count: count / window) if math.isfinite(window) else (lambda count: None)
@@ -107,6 +122,8 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
         "errors": int(failed.sum()),
         "error_rate": float(failed.mean()) if len(sent) else None,
         "errors_by_class": {str(k): int(v) for k, v in sent.loc[failed, "error_class"].value_counts().items()},
+        "suspect_usage": int((sent["error_class"] == ErrorClass.SUSPECT_USAGE).sum()),
+        "failed_fast": int(failed_fast(sent).sum()) if "t_done" in sent else 0,
         "output_tokens": int(ok_rows["output_tokens"].sum()),
         "output_tps": float(rates.mean()) if rates.size else None,
         "output_tps_ci95": series_mean_ci(rates),
@@ -143,8 +160,14 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
             "value": float(ok_rows["output_tokens"].sum() / max(len(chunks.offset), 1)),
             "source": "client (tokens / token-carrying chunks)",
         }
-    summary.update(steadiness(rates, start, ok_rows, derived.loc[ok_rows.index, "tpot_ms"]))
-    summary.update(client_validity(run.client, summary, start, end))
+    in_flight = occupancy_samples(*in_flight_spans(overlapping), start, end, RATE_BIN_S)
+    summary.update(steadiness(mode, rates, in_flight, start, ok_rows, derived.loc[ok_rows.index]))
+    think_s = to_float((run.env.get("load") or {}).get("think_time_s"))
+    # Without an SLO goodput is every success: no delay of the client's can move it.
+    slo_set = any(v is not None for v in slo.values())
+    good = (lambda metrics: int(good_requests(sent, metrics, slo, mode).sum())) if slo_set else None
+    requests = Requests(sent, derived, overlapping, good)
+    summary.update(client_validity(run.client, summary, start, end, requests, think_s if think_s > 0 else 0.0))
     extended = to_float(step.get("extended_s"))
     summary["extended_s"] = extended if math.isfinite(extended) else 0.0
     summary["host"] = host_load(run.host, start, end)
@@ -163,13 +186,30 @@ def step_summary(run: RunData, frame: pd.DataFrame, step: dict, slo: dict) -> tu
     return summary, (rates, good_rates, requests)
 
 
-def steadiness(rates: np.ndarray, start: float, ok_rows: pd.DataFrame, tpot_ms: pd.Series) -> dict:
-    """Drift of throughput (per-second bins) and TPOT (per request, by send time) within the steady window."""
-    throughput = drift(start + RATE_BIN_S * (np.arange(rates.size) + 0.5), rates) if rates.size >= 3 else None
-    mask = tpot_ms.notna().to_numpy()
-    tpot = drift(ok_rows["t_send"].to_numpy()[mask], tpot_ms.to_numpy()[mask]) if mask.sum() >= 3 else None
-    verdicts = [d["steady"] for d in (throughput, tpot) if d is not None and d["steady"] is not None]
-    return {"steady": all(verdicts) if verdicts else None, "steady_check": {"throughput": throughput, "tpot": tpot}}
+def _binned_drift(values: np.ndarray, start: float) -> dict | None:
+    return drift(start + RATE_BIN_S * (np.arange(values.size) + 0.5), values) if values.size >= 3 else None
+
+
+def _request_drift(ok_rows: pd.DataFrame, values: pd.Series) -> dict | None:
+    mask = values.notna().to_numpy()
+    return drift(ok_rows["t_send"].to_numpy()[mask], values.to_numpy()[mask]) if mask.sum() >= 3 else None
+
+
+def steadiness(
+    mode: str, rates: np.ndarray, in_flight: np.ndarray, start: float, ok_rows: pd.DataFrame, derived: pd.DataFrame
+) -> dict:
+    """Drift within the steady window (every interval AR(1)-aware, ``steady.drift``). Closed loop: throughput
+    (per-second bins) decides, TPOT (per request, by send time) is shown. Open loop: the offered rate sets
+    throughput, so what the server controls decides: E2E from the intended send per request, and the requests in
+    flight per second (a server falling behind piles them up); throughput and TPOT are shown."""
+    check = {"throughput": _binned_drift(rates, start), "tpot": _request_drift(ok_rows, derived["tpot_ms"])}
+    deciding = ["throughput"]
+    if mode == "open":
+        check["latency"] = _request_drift(ok_rows, derived["e2e_sched_ms"])
+        check["in_flight"] = _binned_drift(in_flight, start)
+        deciding = ["latency", "in_flight"]
+    verdicts = [check[k]["steady"] for k in deciding if check.get(k) is not None and check[k]["steady"] is not None]
+    return {"steady": all(verdicts) if verdicts else None, "steady_check": check}
 
 
 def attach_server_figures(entry: dict, server: dict | None) -> None:
@@ -254,7 +294,8 @@ def analyse(run: RunData) -> Analysed:
         out.variants.setdefault(name, {"steps": []})["steps"].append(figures)
         by_level = out.contexts.setdefault(int(step["context"]), {}) if step.get("context") else out.samples
         level = by_level.setdefault(name, {}).setdefault(float(step["level"]), LevelSamples())
-        level.add(step["step"], figures["status"], figures["status_reasons"], rates, good_rates, requests)
+        bounds = figures["client_validity"].get("bounds")
+        level.add(step["step"], figures["status"], figures["status_reasons"], rates, good_rates, requests, bounds)
     for entry in out.variants.values():
         flag_anomalies([s for s in entry["steps"] if s.get("context") is None])
     return out
@@ -406,6 +447,8 @@ def build_summary(run: RunData) -> Summary:
                 "images": image_overhead(run, variants),
                 "conversations": conversation_summary(frame, samples, baseline, run.env.get("load") or {}, modes),
                 "probes": probe_summary(run, variants),
+                "detected": detected(run, variants),
+                "checks_skipped": run.env.get("checks_skipped") or {},
                 "consistency": consistency,
                 "events": run.events,
                 "errors": error_samples(frame),

@@ -16,7 +16,11 @@ has ended, so none of it delays a timestamp. Token counts come from, in this ord
 * ``unknown``: no usage and no tokenizer: times are known, counts are not.
 
 Server-supplied values that cannot be right (a finish reason that is not text, a count that is not a
-non-negative integer of sane size) make the request a ``malformed_event`` failure naming the raw value.
+non-negative integer of sane size, a cumulative count that goes down) make the request a ``malformed_event``
+failure naming the raw value. A count that can be right but disagrees with the request is ``suspect_usage``, with
+the raw values: more output tokens than the ``max_tokens`` the server was asked for, or (``Split.apply``, after the
+stream, with a tokenizer) a total more than ``SUSPECT_FACTOR`` times plus ``SUSPECT_SLACK`` away from the
+tokenizer's count of the text the server streamed, in either direction.
 """
 
 from __future__ import annotations
@@ -26,9 +30,25 @@ from dataclasses import dataclass
 
 from ..records import ErrorClass, RequestRecord
 
-__all__ = ["Event", "Split", "account", "answer_text", "apportion", "choice_text", "count_tokens"]
+__all__ = [
+    "SUSPECT_FACTOR",
+    "SUSPECT_SLACK",
+    "Event",
+    "Split",
+    "above_max_tokens",
+    "account",
+    "answer_text",
+    "apportion",
+    "choice_text",
+    "count_tokens",
+    "text_disagrees",
+]
 
 MAX_COUNT = 1 << 40  # larger than any real token count, small enough for every integer column
+# A server's total and a tokenizer's count of the text it streamed agree within this: decoding then re-encoding
+# text can merge or split a few tokens, and tokens without text (special ones) count for the server only.
+SUSPECT_FACTOR = 2.0
+SUSPECT_SLACK = 16
 
 
 @dataclass
@@ -151,9 +171,14 @@ def count_tokens(
     )
     if per_chunk_usage:
         counts, previous = [], 0
-        for u in usage:
-            counts.append(max(u - previous, 0) if u is not None else 0)
-            previous = max(previous, u) if u is not None else previous
+        for i, u in enumerate(usage):
+            if u is not None and u < previous:
+                raise Malformed(
+                    f"cumulative usage.completion_tokens went down from {previous} to {u} at event {i + 1} of "
+                    f"{len(events)}: a running count cannot decrease"
+                )
+            counts.append(u - previous if u is not None else 0)
+            previous = u if u is not None else previous
         return counts, "usage_deltas", final_total
     id_counts = [_token_ids(e.data) for e in events]
     if any(c is not None for c in id_counts):
@@ -179,27 +204,59 @@ def count_tokens(
 
 @dataclass
 class Split:
-    """Per-chunk counts a tokenizer can still make exact, after the stream (never on the stamping path)."""
+    """What a tokenizer can still do after the stream (never on the stamping path): make per-chunk counts exact
+    (``refine``), and check the server's total against its count of the text the server streamed."""
 
     record: RequestRecord
     texts: list[str]  # the text of each chunk in ``record.chunk_offsets``
     total: int | None  # the server's final total, when it gave one
+    refine: bool = True  # False: the server's own per-chunk counts stand; only the total is checked
 
     def apply(self, count: Callable[[str], int]) -> None:
         """Count each chunk's text to set the split; the total is the server's when it gave one, else the count of
         the whole text (a word cut between chunks, or a tokenizer's leading space, makes per-chunk counts not add
-        up to it)."""
-        counts = [count(t) if t else 0 for t in self.texts]
+        up to it). A server's total is then checked against the count of the whole text."""
         record = self.record
-        if self.total is not None:
-            record.chunk_tokens = apportion(self.total, counts)
-            record.token_source = "usage+tokenizer"
-        else:
-            record.chunk_tokens = apportion(count("".join(self.texts)), counts)
-            record.output_tokens = sum(record.chunk_tokens)
-            record.token_source = "tokenizer"
-            if record.error_class == ErrorClass.EMPTY and record.output_tokens:
-                record.error_class = record.error_message = None
+        if self.refine:
+            counts = [count(t) if t else 0 for t in self.texts]
+            if self.total is not None:
+                record.chunk_tokens = apportion(self.total, counts)
+                record.token_source = "usage+tokenizer"
+            else:
+                record.chunk_tokens = apportion(count("".join(self.texts)), counts)
+                record.output_tokens = sum(record.chunk_tokens)
+                record.token_source = "tokenizer"
+                if record.error_class == ErrorClass.EMPTY and record.output_tokens:
+                    record.error_class = record.error_message = None
+        if self.total is not None and record.ok:
+            why = self.check(count)
+            if why:
+                record.error_class, record.error_message = ErrorClass.SUSPECT_USAGE, why
+
+    def check(self, count: Callable[[str], int]) -> str | None:
+        """Why the server's total cannot be the text it streamed (None when they agree), the record untouched."""
+        text = "".join(self.texts)
+        return text_disagrees(self.total, count(text), len(text)) if self.total is not None else None
+
+
+def text_disagrees(total: int, counted: int, chars: int) -> str | None:
+    """Why a server's total cannot be the text it streamed (None when they agree within the tolerance)."""
+    if total <= SUSPECT_FACTOR * counted + SUSPECT_SLACK and counted <= SUSPECT_FACTOR * total + SUSPECT_SLACK:
+        return None
+    return (
+        f"suspect usage: the server counts {total} output tokens (usage.completion_tokens), the tokenizer counts "
+        f"{counted} in the {chars} characters it streamed (tolerance: within x{SUSPECT_FACTOR:g} + {SUSPECT_SLACK} "
+        "either way)"
+    )[:500]
+
+
+def above_max_tokens(record: RequestRecord, final_total: int | None, source: str) -> str | None:
+    """Why the server's count is above the ``max_tokens`` it was asked for (None when it is not)."""
+    limit = record.max_tokens
+    if limit <= 0 or source in ("tokenizer", "unknown") or record.output_tokens <= limit:
+        return None
+    raw = f"usage.completion_tokens {final_total}" if final_total is not None else f"{record.output_tokens} tokens"
+    return f"suspect usage: {raw} ({source}) is above max_tokens {limit}, the most the server was asked for"
 
 
 def _details(record: RequestRecord, events: list[Event]) -> None:
@@ -254,8 +311,11 @@ def account(record: RequestRecord, events: list[Event], done: bool, llamacpp: bo
     if record.chunk_offsets:
         record.t_first = record.t_send + record.chunk_offsets[0]
         record.t_end = record.t_send + record.chunk_offsets[-1]
+    suspect = above_max_tokens(record, final_total, source)
     if record.error_class is None:
-        if not done:
+        if suspect:
+            record.error_class, record.error_message = ErrorClass.SUSPECT_USAGE, suspect
+        elif not done:
             record.error_class = ErrorClass.TRUNCATED
             record.error_message = f"stream ended without [DONE] or finish_reason after {len(events)} events"
         elif not record.chunk_offsets:
@@ -263,4 +323,6 @@ def account(record: RequestRecord, events: list[Event], done: bool, llamacpp: bo
             record.error_message = "the server finished without producing a token"
     if source in ("usage+text_share", "unknown") and texts:
         return Split(record, texts, final_total)
+    if final_total is not None and texts and record.ok:
+        return Split(record, texts, final_total, refine=False)
     return None

@@ -14,6 +14,7 @@ import socket
 import threading
 from urllib.parse import urlsplit
 
+from . import ledger
 from .engines import auth_headers
 
 __all__ = ["ANSWER_BYTES", "ERROR_BODY_BYTES", "ControlError", "Unreachable", "call"]
@@ -30,8 +31,15 @@ class Unreachable(ControlError):
     """Nothing accepted the connection (no point trying again at once)."""
 
 
-def call(url: str, body: object = None, timeout_s: float = 10.0, max_bytes: int = ANSWER_BYTES) -> tuple[int, bytes]:
-    """``(status, body)`` of a GET, or a JSON POST of ``body``, all within ``timeout_s``.
+def call(
+    url: str,
+    body: object = None,
+    timeout_s: float = 10.0,
+    max_bytes: int = ANSWER_BYTES,
+    purpose: str = "server checks",
+) -> tuple[int, bytes]:
+    """``(status, body)`` of a GET, or a JSON POST of ``body``, all within ``timeout_s``; counted under ``purpose``
+    once the connection is open (``ledger``).
 
     Of an error status (>= 400) at most ``ERROR_BODY_BYTES`` are read; a success longer than ``max_bytes``
     raises ``ControlError``, as does a deadline passed."""
@@ -64,7 +72,9 @@ def call(url: str, body: object = None, timeout_s: float = 10.0, max_bytes: int 
         connected = True
         if not expired.is_set():
             target = parts.path + (f"?{parts.query}" if parts.query else "")
-            conn.request("POST" if data is not None else "GET", target, body=data, headers=headers)
+            method = "POST" if data is not None else "GET"
+            ledger.count(purpose, method, url)
+            conn.request(method, target, body=data, headers=headers)
             response = conn.getresponse()
             status = response.status
             raw = response.read(ERROR_BODY_BYTES if status >= 400 else max_bytes + 1)

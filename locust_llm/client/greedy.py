@@ -73,7 +73,7 @@ def greedy_outputs(
     answers: list[dict] = []
 
     def ask() -> None:
-        with session() as http:
+        with session("consistency") as http:
             for item in prompts:
                 left = deadline - time.monotonic()
                 answers.append(

@@ -9,23 +9,26 @@ from __future__ import annotations
 import locust  # noqa: F401, I001  (gevent must patch sockets before requests is imported)
 import requests
 
+from . import ledger
 from .engines import auth_headers
 
 __all__ = ["requests", "session"]
 
 
-def _with_key(request: requests.PreparedRequest) -> requests.PreparedRequest:
-    request.headers.update(auth_headers())
-    return request
-
-
-def session(pool_size: int = 16, verify_tls: bool = True) -> requests.Session:
-    """No retries behind our back, no gzip (it would batch chunks), the API key on every request.
+def session(purpose: str, pool_size: int = 16, verify_tls: bool = True) -> requests.Session:
+    """No retries behind our back, no gzip (it would batch chunks), the API key on every request, and every request
+    counted under ``purpose`` (``ledger``: what the run asked of the server besides the measured streams).
 
     The key is set as the session's auth: otherwise requests would replace it with Basic auth from a password in
     the URL (``--host http://user:pass@...``) or from ``~/.netrc``; the streams send neither, nor does this."""
+
+    def with_key(request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers.update(auth_headers())
+        ledger.count(purpose, request.method or "GET", request.url or "")
+        return request
+
     s = requests.Session()
-    s.auth = _with_key
+    s.auth = with_key
     adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
     s.mount("http://", adapter)
     s.mount("https://", adapter)

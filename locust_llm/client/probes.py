@@ -159,6 +159,9 @@ def post(http: requests.Session, target: Target, body: dict | bytes, timeout_s: 
             )
             raw = response.raw.read(MAX_ANSWER_BYTES, decode_content=True)
             response.close()
+            # Each probe on a connection of its own (it asked for Connection: close): a pooled one the server is
+            # closing right now would fail the next probe with a disconnect that was not its answer.
+            http.close()
     except Exception as exc:  # refused, reset, timed out: the answer is that there was none
         return Answer(latency_ms=(now() - t0) * 1e3, error=client_error(exc))
     return parse(response.status_code, raw, (now() - t0) * 1e3)
@@ -322,7 +325,7 @@ def burst(http: requests.Session, target: Target) -> Outcome:
     """``target.burst`` requests at once, each on its own connection."""
     body = target.body(prompt="Once upon a time", max_tokens=target.burst_tokens)
     t0 = now()
-    with session(pool_size=target.burst) as many:
+    with session("probes", pool_size=target.burst) as many:
         group = gevent.pool.Group()
         answers = group.map(lambda _: post(many, target, body), range(target.burst))
     statuses = Counter(a.status for a in answers)
@@ -452,7 +455,7 @@ def run_probe(http: requests.Session, target: Target, probe: Probe) -> ProbeResu
 def run_suite(target: Target, probes: list[Probe] = PROBES) -> Iterator[ProbeResult]:
     """Each probe in turn; once the server has failed, the rest are not run."""
     failed = None
-    with session() as http:
+    with session("probes") as http:
         for probe in probes:
             if failed is not None:
                 yield ProbeResult(

@@ -9,23 +9,28 @@ byte. JSON decoding happens after the stamp; token accounting (``accounting``) a
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import gevent
 
 from ..records import ErrorClass, RequestRecord, now
 from ..scenario import Timeouts
+from . import ledger
 from .accounting import Event, Split, account, answer_text
 from .engines import PATHS, auth_headers
 from .sse import EventTooLarge, SSEParser
-from .transport import Body, Connection, Target, TransportError, build_request
+from .transport import Body, Connection, ResponseHead, Target, TransportError, build_request, tls_context
+from .usage import FINAL_EVENTS, seen_in
 
 __all__ = ["RequestSpec", "StreamingClient"]
 
 PREPARED_MAX = 512  # request bytes kept per client (prompts come from a pool of a few dozen)
 PREPARED_MAX_BYTES = 32 << 20  # and at most this much of them: requests with images can be megabytes each
 DONE_DRAIN_S = 0.05  # after [DONE], how long to wait for the end of the body before dropping the connection
+WHOLE_ANSWER_BYTES = 1 << 20  # of a JSON answer to a streaming request, read to say what it was
 
 DEFAULT_TIMEOUTS = Timeouts()
 
@@ -88,6 +93,54 @@ class RequestSpec:
             repr(self.extra),
             self.images,
         )
+
+
+def error_text(head: ResponseHead, body: str) -> str:
+    """An error status in words: a redirect names where it points (redirects are not followed: the extra round
+    trip would be in every TTFT), a refusal its Retry-After."""
+    text = f"HTTP {head.status}: {body[:400]}"
+    if 300 <= head.status < 400:
+        location = head.headers.get("location", "")
+        text = (
+            f"HTTP {head.status} redirect to {location[:200] or '(no Location)'}: redirects are not followed; "
+            f"point --host at the server itself. {body[:200]}"
+        )
+    if head.headers.get("retry-after"):
+        text += f" (Retry-After: {head.headers['retry-after'][:40]})"
+    return text
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """``Retry-After`` in seconds: a number of seconds, or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def _not_streamed(raw: bytes) -> _Failed:
+    """A whole JSON answer to a streaming request: what it says, and that it was not streamed (no token times)."""
+    head = "the server did not stream (Content-Type application/json)"
+    try:
+        answer = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        return _Failed(ErrorClass.NOT_STREAMED, f"{head}, and its body is not JSON: {raw[:200]!r}")
+    if isinstance(answer, dict) and "error" in answer and not answer.get("choices"):
+        return _Failed(ErrorClass.SERVER_ERROR_EVENT, f"{head}: error {json.dumps(answer['error'])[:300]}")
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    usage = answer.get("usage") if isinstance(answer, dict) and isinstance(answer.get("usage"), dict) else {}
+    return _Failed(
+        ErrorClass.NOT_STREAMED,
+        f"{head}: a whole answer, finish_reason {choice.get('finish_reason')!r}, usage.completion_tokens "
+        f"{usage.get('completion_tokens')!r}; without a stream there are no token times (does it honour "
+        '"stream": true?)',
+    )
 
 
 class _Failed(Exception):
@@ -160,14 +213,16 @@ class StreamingClient:
     def __init__(
         self, base_url: str, timeouts: Timeouts = DEFAULT_TIMEOUTS, verify_tls: bool = True, engine: str = "external"
     ):
-        self.target = Target.parse(base_url.rstrip("/"))
+        self.base_url = base_url.rstrip("/")
+        self.target = Target.parse(self.base_url)
         self.timeouts = timeouts
         self.llamacpp = engine == "llamacpp"
         self.headers = auth_headers()
-        self.verify_tls = verify_tls
+        self.tls = tls_context(verify_tls) if self.target.scheme == "https" else None
         self.idle: list[Connection] = []
         self.prepared: dict[tuple, bytes] = {}
         self.prepared_bytes = 0
+        self.retry_after: float | None = None  # the last answer's Retry-After, in seconds (a 429 or 503)
 
     def close(self) -> None:
         while self.idle:
@@ -175,7 +230,7 @@ class StreamingClient:
 
     def connection(self) -> Connection:
         """An idle kept-alive connection, or a new (not yet connected) one."""
-        return self.idle.pop() if self.idle else Connection(self.target, self.timeouts.connect_s, self.verify_tls)
+        return self.idle.pop() if self.idle else Connection(self.target, self.timeouts.connect_s, self.tls)
 
     def prepare(self, spec: RequestSpec) -> bytes:
         """The request's bytes, built once per distinct request and kept for the next time it is sent (a
@@ -206,9 +261,10 @@ class StreamingClient:
         body = None
         conn = self.connection()
         watchdog = None
+        self.retry_after = None
         try:
             for attempt in (1, 2):
-                started = self._connect(conn)
+                started = self._connect(conn, record)
                 if started is not None:
                     record.t_connect = started
                 try:
@@ -233,8 +289,11 @@ class StreamingClient:
             record.http_status = head.status
             body = Body(conn, head, t_head)
             if head.status != 200:
+                self.retry_after = retry_after_s(head.headers.get("retry-after"))
                 text = body.read_error(min(deadlines.first_by, deadlines.total_by)).decode("utf-8", "replace")
-                raise _Failed(ErrorClass.HTTP_ERROR, f"HTTP {head.status}: {text[:500]}")
+                raise _Failed(ErrorClass.HTTP_ERROR, error_text(head, text))
+            if head.headers.get("content-type", "").lower().startswith("application/json"):
+                raise _not_streamed(body.read_error(min(deadlines.first_by, deadlines.total_by), WHOLE_ANSWER_BYTES))
             done = self._read_events(body, events, deadlines, watchdog)
         except _Failed as exc:
             record.error_class, record.error_message = exc.error_class, str(exc)[:500]
@@ -252,14 +311,21 @@ class StreamingClient:
                 self.idle.append(conn)
         if answer is not None:
             answer.append(answer_text(events))
+        for fact in seen_in([e.data for e in events[-FINAL_EVENTS:]]):
+            ledger.see(self.base_url, fact)
         return account(record, events, done, self.llamacpp)
 
     @staticmethod
-    def _connect(conn: Connection) -> float | None:
+    def _connect(conn: Connection, record: RequestRecord) -> float | None:
         try:
             return conn.connect()
         except TransportError as exc:
-            kind = {"refused": ErrorClass.CONNECT_ERROR, "connect_timeout": ErrorClass.CONNECT_TIMEOUT}
+            record.t_connect = conn.started  # a connection was tried: how long the failure took is known
+            kind = {
+                "refused": ErrorClass.CONNECT_ERROR,
+                "connect_timeout": ErrorClass.CONNECT_TIMEOUT,
+                "tls": ErrorClass.TLS_ERROR,
+            }
             raise _Failed(kind.get(exc.kind, ErrorClass.CONNECTION_RESET), str(exc)) from None
 
     @staticmethod
@@ -271,7 +337,9 @@ class StreamingClient:
         except TransportError as exc:
             if exc.kind == "timeout":
                 raise deadlines.expired() from None
-            error = ErrorClass.MALFORMED if exc.kind == "protocol" else ErrorClass.CONNECTION_RESET
+            error = {"protocol": ErrorClass.MALFORMED, "closed": ErrorClass.TRUNCATED}.get(
+                exc.kind, ErrorClass.CONNECTION_RESET
+            )
             raise _Failed(error, str(exc)) from None
 
     def _read_events(self, body: Body, events: list[Event], deadlines: _Deadlines, watchdog: _Watchdog) -> bool:

@@ -23,7 +23,18 @@ from gevent import select, socket, ssl
 
 from ..records import now
 
-__all__ = ["Body", "Connection", "HTTPError", "ResponseHead", "Target", "TransportError", "build_request"]
+__all__ = [
+    "Body",
+    "Connection",
+    "HTTPError",
+    "ResponseHead",
+    "Target",
+    "TransportError",
+    "build_request",
+    "header_problem",
+    "tls_context",
+    "url_problem",
+]
 
 RECV_BYTES = 65536
 MAX_HEAD_BYTES = 64 * 1024
@@ -31,7 +42,8 @@ ERROR_BODY_BYTES = 4096
 
 
 class TransportError(Exception):
-    """The exchange failed; ``kind``: refused, connect_timeout, reset, timeout, protocol."""
+    """The exchange failed; ``kind``: refused, connect_timeout, tls, reset, closed (a clean close before the body
+    ended), timeout, protocol."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -42,6 +54,18 @@ class HTTPError(Exception):
     def __init__(self, status: int, body: bytes):
         super().__init__(f"HTTP {status}: {body.decode('utf-8', 'replace')}")
         self.status = status
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot start a request line (whitespace or a control character would end it), or None."""
+    bad = next((c for c in url if ord(c) <= 32 or ord(c) == 127), None)
+    if bad is not None:
+        return f"the URL {url!r} holds {bad!r}: spaces and control characters must be percent-encoded"
+    try:
+        url.encode("ascii")
+    except UnicodeEncodeError as exc:
+        return f"the URL {url!r} holds {url[exc.start]!r}: non-ASCII characters must be percent-encoded"
+    return None
 
 
 @dataclass(frozen=True)
@@ -59,6 +83,8 @@ class Target:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
+        if why := url_problem(base_url):
+            raise ValueError(why)
         port = parts.port or (443 if parts.scheme == "https" else 80)
         family, kind, proto, _, address = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)[0]
         return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"), (family, kind, proto, address))
@@ -69,7 +95,23 @@ class Target:
         return self.host if self.port == default else f"{self.host}:{self.port}"
 
 
+def header_problem(name: str, value: str) -> str | None:
+    """Why ``value`` cannot be sent as header ``name`` (a control character would end the header and start
+    another: header injection), or None."""
+    bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        return f"{name} holds the control character {bad!r}"
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError as exc:
+        return f"{name} holds {value[exc.start]!r}, which an HTTP header cannot carry (latin-1 only)"
+    return None
+
+
 def build_request(target: Target, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    for name, value in headers.items():
+        if why := header_problem(name, value):
+            raise ValueError(why)
     lines = [
         f"POST {target.base_path}{path} HTTP/1.1",
         f"Host: {target.host_header}",
@@ -101,16 +143,27 @@ class ResponseHead:
         return "close" not in self.headers.get("connection", "").lower() and (self.chunked or self.length is not None)
 
 
+def tls_context(verify: bool = True) -> ssl.SSLContext:
+    """The system's trusted CAs, or those of ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set (OpenSSL reads them);
+    made once per client: loading a CA store takes milliseconds, a handshake should not wait for it."""
+    context = ssl.create_default_context()
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 class Connection:
     """One keep-alive connection; ``exchange`` sends a request and returns its head and a body reader."""
 
-    def __init__(self, target: Target, connect_s: float, verify_tls: bool = True):
+    def __init__(self, target: Target, connect_s: float, tls: ssl.SSLContext | None = None):
         self.target = target
         self.connect_s = connect_s
-        self.verify_tls = verify_tls
+        self.tls = tls if tls is not None or target.scheme != "https" else tls_context()
         self.sock = None
         self.pending = b""  # bytes read past the head
         self.unanswered = False  # the last request got no byte back before the connection ended
+        self.started = float("nan")  # when the last new connection was started (set even when it failed)
 
     def close(self) -> None:
         if self.sock is not None:
@@ -120,17 +173,14 @@ class Connection:
                 self.sock = None
 
     def _stale(self) -> bool:
-        """A kept-alive socket the server has closed (readable with nothing to read) is not reused."""
+        """A kept-alive socket with anything to read is not reused: between requests the server has nothing to say,
+        so a readable socket was closed by it (or carries bytes no request asked for). Peeking is not possible on a
+        TLS socket, and not needed."""
         try:
             readable, _, _ = select.select([self.sock], [], [], 0)
         except (OSError, ValueError):
             return True
-        if not readable:
-            return False
-        try:
-            return self.sock.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ssl.SSLError):
-            return True
+        return bool(readable)
 
     def connect(self) -> float | None:
         """Connect when there is no usable connection; returns when the new connection was started."""
@@ -138,22 +188,27 @@ class Connection:
             return None
         self.close()
         family, kind, proto, address = self.target.address
-        started = now()
+        started = self.started = now()
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(self.connect_s)
         try:
             sock.connect(address)
-            if self.target.scheme == "https":
-                context = ssl.create_default_context()
-                if not self.verify_tls:
-                    context.check_hostname = False
-                    context.verify_mode = ssl.CERT_NONE
-                sock = context.wrap_socket(sock, server_hostname=self.target.host)
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_hostname=self.target.host)
         except socket.timeout:
             sock.close()
             raise TransportError(
                 "connect_timeout", f"no connection to {self.target.host_header} within {self.connect_s:g} s"
+            ) from None
+        except ssl.SSLError as exc:  # before OSError, its base: a certificate, a protocol, plain HTTP on the port
+            sock.close()
+            verify = getattr(exc, "verify_message", None)
+            reason = f"certificate verify failed: {verify}" if verify else exc.reason or exc
+            raise TransportError(
+                "tls",
+                f"TLS handshake with {self.target.host_header} failed: {reason} ({type(exc).__name__}); "
+                "to trust a private CA set SSL_CERT_FILE to its PEM bundle",
             ) from None
         except OSError as exc:
             sock.close()
@@ -189,28 +244,37 @@ class Connection:
         return data, now()
 
     def read_head(self, deadline: float | None = None) -> tuple[ResponseHead, float]:
-        """Status and headers; returns them and the stamp of the read that completed them."""
+        """Status and headers of the final response (interim 1xx ones, such as ``100 Continue``, are skipped);
+        returns them and the stamp of the read that completed them."""
         buffer, t = b"", now()
-        while b"\r\n\r\n" not in buffer:
-            if len(buffer) > MAX_HEAD_BYTES:
-                raise TransportError("protocol", f"response head longer than {MAX_HEAD_BYTES} bytes")
-            data, t = self.recv(None if deadline is None else deadline - now())
-            self.unanswered = self.unanswered and not data
-            if not data:
-                self.close()
-                raise TransportError("reset", "the server closed the connection before answering")
-            buffer += data
-        head, self.pending = buffer.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
-        try:
-            status = int(lines[0].split(" ", 2)[1])
-        except (IndexError, ValueError):
-            raise TransportError("protocol", f"not an HTTP status line: {lines[0][:80]!r}") from None
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        return ResponseHead(status, headers), t
+        while True:
+            while b"\r\n\r\n" not in buffer:
+                if len(buffer) > MAX_HEAD_BYTES:
+                    raise TransportError("protocol", f"response head longer than {MAX_HEAD_BYTES} bytes")
+                data, t = self.recv(None if deadline is None else deadline - now())
+                self.unanswered = self.unanswered and not data
+                if not data:
+                    self.close()
+                    raise TransportError("reset", "the server closed the connection before answering")
+                buffer += data
+            head, buffer = buffer.split(b"\r\n\r\n", 1)
+            response = _parse_head(head)
+            if not 100 <= response.status < 200 or response.status == 101:
+                self.pending = buffer
+                return response, t
+
+
+def _parse_head(head: bytes) -> ResponseHead:
+    lines = head.decode("latin-1").split("\r\n")
+    try:
+        status = int(lines[0].split(" ", 2)[1])
+    except (IndexError, ValueError):
+        raise TransportError("protocol", f"not an HTTP status line: {lines[0][:80]!r}") from None
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return ResponseHead(status, headers)
 
 
 class Body:
@@ -291,22 +355,22 @@ class Body:
                 if not self.chunked and self.head.length is None:
                     self.complete = True  # a close-delimited body ends with the connection
                     return
-                raise TransportError("reset", "the connection closed in the middle of the response body")
+                raise TransportError("closed", "the server closed the connection before the end of the response body")
 
     def finish(self) -> None:
         """Keep the connection for the next request only when this body ended cleanly and may be reused."""
         if not (self.complete and self.head.keep_alive):
             self.conn.close()
 
-    def read_error(self, deadline: float) -> bytes:
-        """At most ``ERROR_BODY_BYTES`` of an error body; the connection is not reused."""
+    def read_error(self, deadline: float, limit: int = ERROR_BODY_BYTES) -> bytes:
+        """At most ``limit`` bytes of a body that is not a stream (an error's); the connection is not reused."""
         out = b""
         try:
             for payload, _ in self.pieces(lambda: deadline - now()):
                 out += payload
-                if len(out) >= ERROR_BODY_BYTES:
+                if len(out) >= limit:
                     break
         except TransportError:
             pass
         self.conn.close()
-        return out[:ERROR_BODY_BYTES]
+        return out[:limit]

@@ -16,8 +16,12 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
     # Open loop: TTFT from the intended send time, as the summary's headline (a late send is the client's queue).
     sched = any(s.mode == "open" for entry in summary.variants.values() for s in entry.steps)
     ttft_head, width = ("TTFT_sched p50", 14) if sched else ("TTFT p50", 9)
-    lines = [
-        f"locust-llm verdict for run {summary.run_id}: exit code {verdict.exit_code}",
+    lines = [f"locust-llm verdict for run {summary.run_id}: exit code {verdict.exit_code}"]
+    # A server the run did not start: what the numbers rest on, first (README, "Against a server that is already
+    # running").
+    lines += [facts.text for facts in summary.detected.values() if facts.launched is False]
+    lines += [f"skipped: {why}" for why in summary.checks_skipped.values()]
+    lines += [
         f"{'variant':<16} {'level':>6} {'step':>4} {'req':>6} {'err%':>6} {ttft_head:>{width}} {'TPOT p50':>9} "
         f"{'out tok/s':>10}  status",
     ]

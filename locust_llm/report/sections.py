@@ -55,6 +55,8 @@ def flagged_steps(view: RunView) -> dict:
     flags: dict[str, list[str]] = {
         "fault-injected": [],
         "worker-lost": [],
+        "suspect-usage": [],
+        "failed-fast": [],
         "contended": [],
         "client-invalid": [],
         "insufficient": [],
@@ -81,6 +83,10 @@ FLAG_TEXT = {
     "fault-injected": "step(s) with a fault injected on purpose (probes.faults; left out of every verdict)",
     "worker-lost": "step(s) during which a load process was lost (worker-lost: the level was not held; "
     "left out of every verdict)",
+    "suspect-usage": "step(s) whose server token counts disagree with the requests or their text (suspect-usage; "
+    "left out of every verdict)",
+    "failed-fast": "step(s) where the server refused or failed fast: most requests were refused or failed within 10 "
+    "ms, before any token (failed-fast; left out of every verdict)",
     "contended": "step(s) measured while the host was busy with other work (contended; left out of every verdict)",
     "client-invalid": "step(s) where the load generator may have been the bottleneck (client-invalid; left "
     "out of every verdict)",
@@ -280,6 +286,14 @@ def clocks_text(clocks: dict | None) -> str | None:
     return "; ".join(parts)
 
 
+def priority_text(server_nice, client_nice) -> str | None:
+    """A launched server's CPU priority beside the load generator's (None: not launched, or not recorded)."""
+    if server_nice is None:
+        return None
+    text = f"CPU priority: nice {server_nice}"
+    return text + (f" (the load processes: {client_nice})" if client_nice is not None else "")
+
+
 def conditions(view: RunView) -> dict:
     load, env = view.load, view.env
     host, srv = env.get("host") or {}, view.scenario.get("server") or {}
@@ -357,6 +371,7 @@ def conditions(view: RunView) -> dict:
         ("client host", client.get("hostname") or host.get("hostname")),
         ("Python", host.get("python") or client.get("python")),
         ("load processes", (env.get("options") or {}).get("processes") or 1),
+        ("load processes' priority", f"nice {client['nice']}" if client.get("nice") is not None else None),
         ("worker clocks (aligned to the master's)", clocks_text(env.get("clocks"))),
     ] + [(name, version) for name, version in (client.get("packages") or {}).items()]
     servers = []
@@ -376,6 +391,7 @@ def conditions(view: RunView) -> dict:
                 "url": server.get("url"),
                 "launched": server.get("launched"),
                 "notes": json.dumps(server["notes"]) if server.get("notes") else None,
+                "priority": priority_text(server.get("nice"), client.get("nice")),
             }
         )
     optional = {
@@ -385,21 +401,44 @@ def conditions(view: RunView) -> dict:
         "think time",
         "GPU driver",
         "CUDA",
+        "load processes' priority",
         "prompt lengths",
     }
 
     def clean(rows):
         return [(k, v if v not in ("", None) else None) for k, v in rows if v not in ("", None) or k not in optional]
 
+    run_rows += [(f"{check} check", why) for check, why in view.summary.checks_skipped.items()]
     return {
         "groups": [
             ("Run", clean(run_rows)),
             ("Load", clean(load_rows)),
             ("Server host", clean(host_rows)),
             ("Load generator and tool versions", clean(client_rows)),
-        ],
+        ]
+        + [detected_rows(name, facts) for name, facts in view.summary.detected.items()],
         "servers": servers,
     }
+
+
+def detected_rows(name: str, facts) -> tuple[str, list[tuple[str, str | None]]]:
+    """What a variant's numbers rest on, and every request the run sent its server (``summary.detected``)."""
+    cached = {True: "reported", False: "not reported", None: None}[facts.cached_prompt_tokens]
+    listed = "; ".join(f"{e.method} {e.path} {e.count:,} ({e.purpose})" for e in facts.requests)
+    return (
+        f"What {name}'s numbers rest on",
+        [
+            ("server", f"{facts.url or ''} ({facts.server})"),
+            ("model, API", f"{facts.model or 'not said'}, {facts.api or 'not recorded'}"),
+            ("token counts", facts.usage),
+            ("cached prompt tokens in the final usage", cached),
+            ("speculative-decoding figures", facts.spec_decoding),
+            ("/metrics", facts.metrics),
+            ("measured streams sent", "; ".join(f"{k} {n:,}" for k, n in facts.streams.items()) or "none"),
+            ("other requests of the run", listed or "none"),
+            ("the server should count", "; ".join(f"{k} {n:,}" for k, n in facts.accounted.items()) or "none"),
+        ],
+    )
 
 
 def consistency(view: RunView) -> dict:
@@ -448,26 +487,38 @@ def validity(view: RunView) -> dict:
                     "variant": name,
                     "level": lvl(s.level),
                     "valid": s.client_valid,
+                    "latency_valid": cv.latency_valid,
                     "cpu": num(cv.cpu_percent_max),
+                    "share": pct(cv.client_share),
                     "loop_lag": num(cv.loop_lag_ms_p95),
+                    "loop_lag_max": num(cv.loop_lag_ms_max),
                     "sched_lag": num(cv.schedule_lag_ms_p99),
                     "achieved": num(s.achieved_rate),
                     "scheduled": num(s.scheduled_rate),
-                    "reasons": "; ".join(cv.reasons),
+                    "bounds": bounds_text(cv.bounds),
+                    "reasons": "; ".join(cv.reasons + cv.latency_reasons),
                 }
             )
-            thr, tpot = s.steady_check.throughput, s.steady_check.tpot
+            check = s.steady_check
             steadiness.append(
                 {
                     "variant": name,
                     "level": lvl(s.level),
                     "steady": s.steady,
-                    "thr_drift": pct(thr.drift_fraction) if thr else None,
-                    "thr_slope": pct(thr.relative_slope_per_min) if thr else None,
-                    "thr_ok": thr.steady if thr else None,
-                    "tpot_drift": pct(tpot.drift_fraction) if tpot else None,
-                    "tpot_slope": pct(tpot.relative_slope_per_min) if tpot else None,
-                    "tpot_ok": tpot.steady if tpot else None,
+                    **{
+                        f"{key}_{part}": value
+                        for key, fit in (
+                            ("thr", check.throughput),
+                            ("tpot", check.tpot),
+                            ("lat", check.latency),
+                            ("inf", check.in_flight),
+                        )
+                        for part, value in (
+                            ("drift", pct(fit.drift_fraction) if fit else None),
+                            ("slope", pct(fit.relative_slope_per_min) if fit else None),
+                            ("ok", fit.steady if fit else None),
+                        )
+                    },
                 }
             )
     return {
@@ -477,6 +528,30 @@ def validity(view: RunView) -> dict:
         "open_loop": view.mode == "open",
         "conditions": view.conditions_line(),
     }
+
+
+BOUND_NAMES = {
+    "ttft_ms": "TTFT",
+    "tpot_ms": "TPOT",
+    "e2e_ms": "E2E",
+    "decode_tps": "decode tok/s",
+    "ttft_sched_ms": "TTFT_sched",
+    "e2e_sched_ms": "E2E_sched",
+    "e2e_sched_all_ms": "E2E_sched (all)",
+    "output_tps": "output tok/s",
+    "goodput_rps": "goodput",
+}
+
+
+def bounds_text(bounds: dict) -> str | None:
+    """How much of each figure the client could account for at most (its worst statistic), marked ones first."""
+    if not bounds:
+        return None
+    parts = []
+    for name, b in sorted(bounds.items(), key=lambda item: not item[1].distorted):
+        share = "unbounded" if b.worst is None else f"up to {pct(b.worst)}"
+        parts.append(f"{BOUND_NAMES.get(name, name)} {share}" + (" (marked)" if b.distorted else ""))
+    return "; ".join(parts)
 
 
 def _since(view: RunView, t) -> str | None:

@@ -48,6 +48,9 @@ def _marks(step, saturation, knee) -> list[tuple[str, str, str]]:
     if step.client_valid is False:
         reasons = "; ".join(step.client_validity.reasons)
         marks.append(("client-invalid", "mark-bad", reasons or "client was a bottleneck"))
+    elif step.client_validity.latency_valid is False:
+        reasons = "; ".join(step.client_validity.latency_reasons)
+        marks.append(("client lag", "mark-warn", f"latency figures marked, throughput valid: {reasons}"))
     if not step.requests:
         marks.append(("no requests", "mark-bad", "no request was sent in the steady window"))
     elif step.errors and step.errors == step.requests:

@@ -8,7 +8,13 @@ from __future__ import annotations
 from ..analysis.curves import SATURATION_MIN_GAIN
 from ..analysis.steady import DRIFT_TOLERANCE
 from ..analysis.summary import KNEE_THRESHOLD
-from ..analysis.validity import ACHIEVED_FRACTION_MIN, CPU_PERCENT_MAX, LOOP_LAG_MS_MAX, SCHEDULE_LAG_MS_MAX
+from ..analysis.validity import (
+    ACHIEVED_FRACTION_MIN,
+    CLIENT_SHARE_MAX,
+    CPU_PERCENT_MAX,
+    LOOP_LAG_MS_MAX,
+    SCHEDULE_LAG_MS_MAX,
+)
 
 __all__ = ["DEFINITIONS", "EXIT_MEANINGS", "RULES"]
 
@@ -131,19 +137,27 @@ RULES: list[tuple[str, str]] = [
     (
         "steady",
         (
-            "A step is unsteady when throughput (1 s bins) or TPOT drifts within the steady window: the "
-            f"trend's 95% CI excludes 0 and it moves the metric by {DRIFT_TOLERANCE:.0%} or more of its mean "
-            "over the window."
+            "Closed loop: a step is unsteady when its throughput (1 s bins) drifts within the steady window; open "
+            "loop, where the offered rate sets throughput: when the E2E from the intended send (per request) or the "
+            "requests in flight (1 s bins) drift. A drift counts when the trend's 95% CI excludes 0 and it moves the "
+            f"metric by {DRIFT_TOLERANCE:.0%} or more of its mean over the window; the CI respects the correlation "
+            "between neighbouring points (AR(1), as the speed-up intervals do). TPOT's drift is shown, never decides."
         ),
     ),
     (
         "client validity",
         (
-            f"A step is invalid when a load process averaged more than {CPU_PERCENT_MAX:.0f}% of a "
-            f"core, the P95 of the event-loop lag exceeded {LOOP_LAG_MS_MAX:.0f} ms, or (open loop) "
-            f"the P99 schedule lag exceeded {SCHEDULE_LAG_MS_MAX:.0f} ms, arrivals were dropped at "
-            f"the in-flight cap, or fewer than {ACHIEVED_FRACTION_MIN:.0%} of scheduled arrivals "
-            "were sent."
+            "Judged per figure. A client stall delays the stamps taken during it by at most the worst event-loop "
+            "lag of that second (and, open loop, a request's schedule lag is the client's own lateness): each "
+            "latency figure's bound is how far its value without those delays can lie from the measured one, and "
+            f"it is marked when the client could account for more than {CLIENT_SHARE_MAX:.0%} of it (the strict "
+            f"limits, loop lag P95 {LOOP_LAG_MS_MAX:.0f} ms and schedule lag P99 {SCHEDULE_LAG_MS_MAX:.0f} ms, "
+            "are said beside it). A step is client-invalid, and left out of every verdict, only for what spoils "
+            f"its throughput: a load process above {CPU_PERCENT_MAX:.0f}% of a core; closed loop, users spending "
+            f"more than {CLIENT_SHARE_MAX:.0%} of each request cycle waiting on the client; open loop, arrivals "
+            f"dropped at the in-flight cap or fewer than {ACHIEVED_FRACTION_MIN:.0%} of them sent. A level's "
+            "speed-ups are widened by both sides' bounds; a level whose verdict would change within them is "
+            "client-invalid, any other keeps its verdict."
         ),
     ),
     (

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "RunDir",
+    "UnreadableFile",
     "atomic_write",
     "is_run_dir",
     "read_json",
@@ -53,6 +54,10 @@ SCHEDULE = "schedule.json"
 PROMETHEUS_LOG = "prometheus.log"
 CLOCKS = "clocks.json"
 PROBES = "probes.json"
+
+
+class UnreadableFile(ValueError):
+    """A run file that cannot be read (truncated or damaged); the message names it."""
 
 
 def server_log(variant: str, replica: int = 0) -> str:
@@ -109,7 +114,7 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"{path}: cannot read ({exc})") from None
+        raise UnreadableFile(f"{path}: cannot read ({exc})") from None
 
 
 def is_run_dir(path: Path) -> bool:

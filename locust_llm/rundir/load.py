@@ -18,13 +18,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..analysis.clocks import align, samples_of
-from ..records import REQUESTS_SCHEMA
+from ..records import REQUESTS_SCHEMA, ErrorClass
 from . import layout
-from .parts import PART_GLOB, read_table
+from .parts import read_parquet, read_table, source_files
 
-__all__ = ["ChunkLists", "RunData", "close_open_steps", "load_requests", "load_run", "load_telemetry", "split_requests"]
+__all__ = [
+    "USAGE_SUSPECT",
+    "ChunkLists",
+    "RunData",
+    "amend_usage",
+    "close_open_steps",
+    "load_requests",
+    "load_run",
+    "load_telemetry",
+    "split_requests",
+]
 
 TELEMETRY_COLUMNS = ["t", "variant", "source", "metric", "labels", "value"]
+USAGE_SUSPECT = "usage_suspect"  # run event: requests whose usage a tokenizer found suspect after they were sent
 LIST_COLUMNS = ["chunk_offsets", "chunk_tokens"]
 
 
@@ -101,8 +112,7 @@ def split_requests(run_dir: Path) -> tuple[pd.DataFrame, ChunkLists]:
     """The scalar columns as a frame, and the per-chunk lists left on disk behind a ``ChunkLists``."""
     scalars = [name for name in REQUESTS_SCHEMA.names if name not in LIST_COLUMNS]
     table = read_table(run_dir, layout.REQUESTS, layout.REQUEST_PARTS, scalars)
-    merged = Path(run_dir) / layout.REQUESTS
-    files = [merged] if merged.exists() else sorted((Path(run_dir) / layout.REQUEST_PARTS).glob(PART_GLOB))
+    files = source_files(run_dir, layout.REQUESTS, layout.REQUEST_PARTS)
     frame = table.to_pandas() if table is not None else REQUESTS_SCHEMA.empty_table().select(scalars).to_pandas()
     return frame, ChunkLists.of_files(files)
 
@@ -133,6 +143,18 @@ def close_open_steps(steps: list[dict], requests: pd.DataFrame) -> dict | None:
     }
 
 
+def amend_usage(requests: pd.DataFrame, events: list[dict]) -> pd.DataFrame:
+    """Requests a tokenizer found suspect after they were sent (the ``usage_suspect`` run event: request id -> why)
+    become ``suspect_usage`` failures; their rows on disk keep what the server said."""
+    suspect = {rid: why for e in events if e.get("kind") == USAGE_SUSPECT for rid, why in e["requests"].items()}
+    if not suspect or not len(requests):
+        return requests
+    hit = requests["request_id"].isin(list(suspect)) & requests["error_class"].isna()
+    requests.loc[hit, "error_class"] = ErrorClass.SUSPECT_USAGE
+    requests.loc[hit, "error_message"] = requests.loc[hit, "request_id"].map(suspect)
+    return requests
+
+
 def load_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
     steps_doc = layout.read_json(run_dir / layout.STEPS)
@@ -143,6 +165,7 @@ def load_run(run_dir: Path) -> RunData:
     clocks = samples_of(layout.read_json(run_dir / layout.CLOCKS).get("samples") or [])
     requests = align(requests, clocks)
     steps = list(steps_doc.get("steps", []))
+    requests = amend_usage(requests, list(steps_doc.get("events", [])))
     unfinished = close_open_steps(steps, requests)
     return RunData(
         requests=requests,
@@ -150,8 +173,8 @@ def load_run(run_dir: Path) -> RunData:
         steps=steps,
         events=list(steps_doc.get("events", [])) + ([unfinished] if unfinished else []),
         env=layout.read_json(run_dir / layout.ENV),
-        client=align(pd.read_parquet(client), clocks, columns=("t",)) if client.exists() else pd.DataFrame(),
-        host=pd.read_parquet(host) if host.exists() else pd.DataFrame(),
+        client=align(read_parquet(client).to_pandas(), clocks, columns=("t",)) if client.exists() else pd.DataFrame(),
+        host=read_parquet(host).to_pandas() if host.exists() else pd.DataFrame(),
         consistency=layout.read_json(run_dir / layout.CONSISTENCY),
         quality=layout.read_json(run_dir / layout.QUALITY),
         probes=list(layout.read_json(run_dir / layout.PROBES).get("probes") or []),

@@ -21,9 +21,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .layout import atomic_write, write_parquet
+from .layout import UnreadableFile, atomic_write, write_parquet
 
-__all__ = ["PartWriter", "merge_parts", "read_table"]
+__all__ = ["PartWriter", "merge_parts", "read_parquet", "read_table", "source_files"]
 
 log = logging.getLogger(__name__)
 
@@ -158,17 +158,48 @@ def merge_parts(target: Path, parts_dir: Path, schema: pa.Schema, sort_by: list[
     return atomic_write(target, stream)
 
 
-def read_table(run_dir: Path, target: str, parts: str, columns: list[str] | None = None) -> pa.Table | None:
-    """The merged file, or the part files of a run that died before its merge; None when neither exists."""
-    path = Path(run_dir) / target
-    if path.exists():
+def _read(path: Path, columns: list[str] | None) -> pa.Table:
+    try:
         # Row group by row group, on one thread: reading a night's requests costs their size, not twice it.
         return pq.read_table(path, columns=_present(pq.read_schema(path), columns), pre_buffer=False, use_threads=False)
+    except (pa.ArrowException, OSError) as exc:
+        raise UnreadableFile(f"{path}: cannot read this Parquet file, it is truncated or damaged ({exc})") from None
+
+
+def source_files(run_dir: Path, target: str, parts: str) -> list[Path]:
+    """The files that hold the rows: the merged file when its footer reads, else the part files (a run that died
+    before its merge, or a merged file damaged since); [] when neither exists. ``UnreadableFile`` when the merged
+    file is damaged and no part file is left to read instead."""
+    path = Path(run_dir) / target
     files = sorted((Path(run_dir) / parts).glob(PART_GLOB))
+    if not path.exists():
+        return files
+    try:
+        pq.read_metadata(path)
+        return [path]
+    except (pa.ArrowException, OSError) as exc:
+        if not files:
+            raise UnreadableFile(
+                f"{path}: cannot read this Parquet file, it is truncated or damaged ({exc}); no part files are left "
+                "to read instead"
+            ) from None
+        log.warning("%s cannot be read (%s); reading its %d part files instead", path, exc, len(files))
+        return files
+
+
+def read_table(run_dir: Path, target: str, parts: str, columns: list[str] | None = None) -> pa.Table | None:
+    """The merged file, or the part files of a run that died before its merge (or whose merged file is damaged);
+    None when neither exists."""
+    files = source_files(run_dir, target, parts)
     if not files:
         return None
-    tables = [pq.read_table(f, columns=_present(pq.read_schema(f), columns)) for f in files]
-    return pa.concat_tables(tables, promote_options="default")
+    tables = [_read(f, columns) for f in files]
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+
+
+def read_parquet(path: Path) -> pa.Table:
+    """One whole Parquet file; ``UnreadableFile`` naming it when it is truncated or damaged."""
+    return _read(Path(path), None)
 
 
 def _present(schema: pa.Schema, columns: list[str] | None) -> list[str] | None:

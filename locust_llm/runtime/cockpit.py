@@ -8,6 +8,7 @@ Live figures are the recorder's running ones (``live.LiveStats``); the verdict i
 from __future__ import annotations
 
 import math
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -88,8 +89,8 @@ def _watch(experiment) -> None:
     if not experiment.recorder.live.client_ok():
         experiment.warn(
             "client_overloaded",
-            f"the load generator is at its limit (CPU above {CPU_PERCENT_MAX:g}% "
-            f"or event-loop lag above {LOOP_LAG_MS_MAX:g} ms)",
+            f"the load generator is busy: CPU above {CPU_PERCENT_MAX:g}% of a core (the step's throughput would not "
+            f"count) or event-loop lag above {LOOP_LAG_MS_MAX:g} ms (its latency figures would be marked)",
             key=step,
         )
 
@@ -114,10 +115,15 @@ def _event_warnings(events: list[dict]) -> list[dict]:
 
 
 def run_files(run_dir: Path) -> list[str]:
-    """The run directory's files the web UI links to (finished files only: no parts, no temporary files)."""
+    """The run directory's files the web UI links to: finished regular files only (no parts, no temporary or hidden
+    files such as the lock, no symbolic links, FIFOs or devices, whatever someone put there)."""
     if not run_dir.is_dir():
         return []
-    return sorted(p.name for p in run_dir.iterdir() if p.is_file() and not p.name.endswith(".tmp"))
+    return sorted(
+        p.name
+        for p in run_dir.iterdir()
+        if stat.S_ISREG(p.lstat().st_mode) and not p.name.endswith(".tmp") and not p.name.startswith(".")
+    )
 
 
 def verdict_view(experiment) -> dict | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,10 +20,13 @@ from locust.runners import MasterRunner
 
 from ..analysis.rates import block_ratio_ci
 from ..analysis.steady import drift
+from ..client import ledger
 from ..pipeline import Outcome, finish_run
 from ..records import Phase, now
 from ..rundir import RunDir, layout
 from ..rundir.facts import host_info, package_versions
+from ..rundir.load import USAGE_SUSPECT
+from ..rundir.lock import RunLock
 from .clocksync import ClockSync, write_clocks
 from .faults import Faults
 from .hostmon import HostMonitor
@@ -55,8 +59,10 @@ class Experiment:
         user_classes: dict[str, type],
         session: Callable[[Plan, RunDir], ServerSession] = ServerSession,
         clocks: ClockSync | None = None,
+        lock: RunLock | None = None,
     ):
         self.environment = environment
+        self.lock = lock  # the run directory's one writer: released once everything is written
         self.plan = plan
         self.run = RunDir(plan.report_dir, plan.run_id)
         self.recorder = Recorder(self.run.path, clock_offsets=clocks.offsets if clocks is not None else dict)
@@ -78,12 +84,17 @@ class Experiment:
             "external_url": plan.external_url,
             "servers": {},
             "host": host_info(),
-            "client": {"packages": package_versions()},
+            # The load processes' own priority, beside each launched server's (servers.<variant>.nice).
+            "client": {"packages": package_versions(), "nice": os.getpriority(os.PRIO_PROCESS, 0)},
             "seed": plan.load.seed,
             "scale_out": plan.scale_out.describe() if plan.scale_out is not None else None,
+            "checks_skipped": plan.skipped,
         }
+        for why in plan.skipped.values():
+            log.info(why)
         self.run.write_env()
         self.run.write_steps()
+        ledger.reset()  # this run's requests to its servers, counted from here
         self.session = session(plan, self.run)
         self.classes = [user_classes[plan.load.mode]]
         # What else the machine does while we measure; our own processes (servers, workers, a --host server on this
@@ -337,7 +348,10 @@ class Experiment:
         )
 
     def looks_steady(self, variant: str, level: float, row: dict) -> bool:
-        """Drift of completed tokens per second since the steady window began, from the live figures."""
+        """Closed loop: drift of completed tokens per second since the steady window began, from the live figures (an
+        open loop's throughput follows its arrivals; its steadiness is judged on latency and in-flight afterwards)."""
+        if self.plan.load.mode == "open":
+            return True
         rates = self.recorder.live.token_rates(variant, level, row["t_steady"], now())
         if rates.size < 3:
             return True
@@ -475,13 +489,26 @@ class Experiment:
     def send_state(self) -> None:
         # Sent every tick, so a worker that joins late still learns the current step.
         self.watch_workers()
+        self.watch_refusals()
         offsets = self.clocks.offsets() if self.clocks is not None else {}
         self.environment.runner.send_message(STEP_MESSAGE, {**self.state.to_dict(), "clock_offsets": offsets})
 
-    def watch_workers(self) -> None:
+    def watch_refusals(self) -> None:
+        """A load process that cannot build a request (an input the start's checks did not catch) sends nothing:
+        the run stops with exit 2 and says why, once, instead of counting a failure per attempt."""
+        for worker, tally in self.recorder.tally.items():
+            for message in tally.refused:
+                if ("client_refused", worker, message) in self.warned:
+                    continue
+                self.warned.add(("client_refused", worker, message))
+                log.error("load process %d cannot build a request (nothing sent); stopping: %s", worker, message)
+                self.run.note("client_refused", worker=worker, message=message)
+                self.interrupted = True
+
+    def watch_workers(self, missing_only: bool = False) -> None:
         """A lost worker: a run event with what it had sent, its step marked (the level was not held), and the
         run stopped unless ``load.on_worker_loss`` is ``continue``. A worker that joins gets the load again."""
-        lost, joined = self.workers.check()
+        lost, joined = self.workers.check(missing_only)
         for change in lost:
             tally = self.recorder.tally.get(change.index)
             row = self.run.steps[-1] if self.run.steps and math.isnan(self.run.steps[-1]["t_end"]) else None
@@ -490,11 +517,13 @@ class Experiment:
             stop = self.plan.load.on_worker_loss == "stop"
             self.recorder.lost.add(change.index)
             log.error(
-                "worker %d (%s) stopped answering during %s step %s; %s",
+                "worker %d (%s) stopped answering during %s step %s, %d of its requests in flight or not shipped "
+                "are lost; %s",
                 change.index,
                 change.client_id,
                 self.state.variant,
                 self.state.step,
+                self.recorder.unaccounted(change.index),
                 "stopping the run (load.on_worker_loss: stop)"
                 if stop
                 else "going on with the others (load.on_worker_loss: continue)",
@@ -508,6 +537,7 @@ class Experiment:
                 level=self.state.level,
                 records_sent=tally.sent_total if tally else 0,
                 records_received=tally.received if tally else 0,
+                requests_lost=self.recorder.unaccounted(change.index),
                 stopped=stop,
             )
             if stop:
@@ -537,6 +567,7 @@ class Experiment:
         if self.closed:
             return self.run.path
         self.closed = final
+        self.watch_workers(missing_only=True)  # Locust stops the test itself when its last worker goes missing
         self.session.stop_all()
         self.session.telemetry.flush()  # stopping took a last sample (and a backfill): the analysis must see it
         for row in self.run.steps:
@@ -545,7 +576,19 @@ class Experiment:
         missing = self.recorder.missing()
         if missing:
             self.run.note("records_missing", missing=missing)
+        for event in self.run.events:  # records of a lost worker that came back late are rows, not lost
+            if event["kind"] == "worker_lost":
+                event["requests_lost"] = self.recorder.unaccounted(event["worker"])
+        if self.recorder.suspect:  # the usage checks made after their records were sent amend them (rundir.load)
+            checked = next((e for e in self.run.events if e["kind"] == USAGE_SUSPECT), None)
+            if checked is None:
+                self.run.note(USAGE_SUSPECT, requests=dict(self.recorder.suspect))
+            else:
+                checked["requests"] = dict(self.recorder.suspect)
         self.run.write_steps()
+        counted = self.recorder.server_requests(ledger.snapshot())
+        self.run.env["server_requests"], self.run.env["server_seen"] = counted["requests"], counted["seen"]
+        self.run.write_env()
         self.host.stop()
         if final:
             self.recorder.close()
@@ -564,4 +607,6 @@ class Experiment:
             self.analysed = analysed
             self.run.write_all()  # a write skipped by a full disk during the run: the analysis reads these files
             self.outcome = finish_run(self.run.path, gates=self.plan.gates)
+        if final and self.lock is not None:
+            self.lock.release()
         return self.run.path

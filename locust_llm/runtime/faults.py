@@ -308,7 +308,7 @@ class Faults:
         return server.process.alive if server.process is not None else (lambda: True)
 
     def recovery(self, server: ActiveServer, since: float) -> tuple[bool, float | None, str | None]:
-        with http_session() as http:
+        with http_session("faults") as http:
             return recover(http, self.target(server), since)
 
     def add(self, result: ProbeResult) -> None:

@@ -15,7 +15,9 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from ..client.engines import API_KEY_ENV
+from ..client.transport import header_problem, url_problem
 from ..rundir.facts import new_run_id
+from ..rundir.lock import LOCK, RunLock, RunLocked
 from ..rundir.redact import remember, secret_name
 from ..scalespec import ScaleOutPlan, scale_out_plan
 from ..scenario import (
@@ -39,6 +41,8 @@ __all__ = [
     "DEFAULT_SCENARIO",
     "Block",
     "Plan",
+    "check_dataset",
+    "check_request_inputs",
     "chosen_variants",
     "load_plan",
     "plan_blocks",
@@ -79,6 +83,7 @@ class Plan:
     options: dict = field(default_factory=dict)
     soak: SoakPlan | None = None  # ``--soak``: one level of one variant held in windows, instead of the ladder
     scale_out: ScaleOutPlan | None = None  # ``--scale-out N``: one server against N after each variant's ladder
+    skipped: dict[str, str] = field(default_factory=dict)  # check -> why it is not run, and how to turn it on
     trace: Trace | None = None  # ``load.trace``: the replayed window; the ladder's levels are its rate x the speeds
 
     def steady_s(self, level: float) -> float:
@@ -146,6 +151,7 @@ def load_plan(options, host: str | None = None) -> Plan:
         parts = urlsplit(external)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ScenarioError(f"--host must be an http(s) URL such as http://127.0.0.1:8000, found {external!r}")
+    check_request_inputs([external, *options.scale_out_urls.split(",")])
     run_id = options.run_id or new_run_id(scenario.name)
     if not valid_name(run_id):
         raise ScenarioError(not_plain("--run-id", run_id) + ": it names a folder inside --report-dir")
@@ -193,7 +199,15 @@ def load_plan(options, host: str | None = None) -> Plan:
         raise ScenarioError(
             "gate options are invalid: " + "; ".join(format_errors(exc, GatesSpec, ("gates",)))
         ) from None
+    skipped = {}
+    if host and not given(options, "scenario"):
+        # The built-in scenario's quality tasks and price are its tiny CPU pair's, not the user's server's.
+        skipped = {
+            check: why for check, why in HOST_SKIPS.items() if check == "consistency" or getattr(scenario, check)
+        }
+        scenario = scenario.model_copy(update={"cost": None})
     if given(options, "gpu_hour_usd"):
+        skipped.pop("cost", None)
         cost = {**(scenario.cost.model_dump() if scenario.cost else {}), "gpu_hour_usd": options.gpu_hour_usd}
         try:
             scenario = scenario.model_copy(update={"cost": CostSpec.model_validate(cost)})
@@ -206,6 +220,7 @@ def load_plan(options, host: str | None = None) -> Plan:
     if options.probes:
         scenario = scenario.model_copy(update={"probes": scenario.probes.model_copy(update={"enabled": True})})
     return Plan(
+        skipped=skipped,
         scenario=scenario,
         load=load,
         telemetry=telemetry,
@@ -223,16 +238,14 @@ def load_plan(options, host: str | None = None) -> Plan:
 
 
 def check_traffic(scenario: Scenario, load: LoadSpec) -> Trace | None:
-    """Read a trace (and a conversation dataset) before anything starts: a malformed file is an error naming the
-    file, the line and the field. Returns the trace's replayed window."""
+    """Read a trace before anything starts: a malformed file is an error naming the file, the line and the field
+    (a dataset, conversations' too, is read by ``check_dataset``). Returns the trace's replayed window."""
+    if load.trace is None:
+        return None
     try:
-        if load.conversation is not None and load.dataset:
-            read_dataset(scenario.resolve_path(load.dataset))
-        if load.trace is None:
-            return None
         trace = read_trace(load.trace, scenario.resolve_path(load.trace.path))
     except WorkloadError as exc:
-        raise ScenarioError(f"{exc} (load.{'trace' if load.trace else 'dataset'} of {scenario.source})") from None
+        raise ScenarioError(f"{exc} (load.trace of {scenario.source})") from None
     for speed in load.ladder:
         replay = trace.span_s / speed + TRACE_TAIL_S
         if replay <= load.warmup_s:
@@ -241,6 +254,50 @@ def check_traffic(scenario: Scenario, load: LoadSpec) -> Trace | None:
                 f"({replay:.2f} s): nothing would be measured; lower warmup_s or the speed"
             )
     return trace
+
+
+# ``--host`` without ``--scenario``: checks that could not be judged there are not run (and so send nothing).
+HOST_SKIPS = {
+    "quality": (
+        "quality check skipped: --host without --scenario measures one server, with no baseline to compare its "
+        "answers with, and the built-in task set is made for the tiny generated models; to run it, give --scenario "
+        "with a quality: section whose tasks suit your model"
+    ),
+    "consistency": (
+        "consistency check skipped: it compares each variant's greedy answers with the baseline's, and --host "
+        "without --scenario runs one; to run it (its 4 greedy prompts go to the server before the ladder), give "
+        "--scenario, e.g. scenarios/external.yaml"
+    ),
+    "cost": (
+        "cost per million tokens skipped: the built-in scenario's price is an example for its own small CPU host; "
+        "give --gpu-hour-usd, or --scenario with a cost: section, to price your server"
+    ),
+}
+
+
+def check_request_inputs(urls: list[str | None]) -> None:
+    """What goes into every request's head must be sendable as it is: the API key (no control character, which
+    would end its header and start another one, and latin-1 only) and the servers' URLs (no space or control
+    character, which would end the request line). Checked before the first request: a request that cannot be
+    built is not sent over and over."""
+    key = os.environ.get(API_KEY_ENV)
+    if key and (why := header_problem(API_KEY_ENV, key)):
+        raise ScenarioError(f"{why}; set it to the key alone, on one line")
+    for url in filter(None, (u.strip() for u in urls if u)):
+        if why := url_problem(url):
+            raise ScenarioError(f"--host (or a server URL): {why}")
+
+
+def check_dataset(plan: Plan) -> None:
+    """The dataset the load will send, read once at the start: a missing, empty or unreadable file, a directory or
+    a bad line (file:line:column) refuses the run before any request, instead of failing every request."""
+    if not plan.load.dataset:
+        return
+    path = Path(plan.load.dataset).expanduser()
+    try:
+        read_dataset(path if path.is_absolute() else plan.base_dir / path)
+    except WorkloadError as exc:
+        raise ScenarioError(f"load.dataset: {exc}") from None
 
 
 def chosen_variants(scenario: Scenario, option: str, external: bool) -> list[str]:
@@ -280,9 +337,10 @@ def plan_blocks(load: LoadSpec, too_long: Collection[int] = ()) -> list[Block]:
 
 
 def run_dir_free(plan: Plan, overwrite: bool) -> bool:
-    """True when the run's folder is new or empty; False when ``overwrite`` allows replacing it; else the error."""
+    """True when the run's folder is new or empty (a lock aside); False when ``overwrite`` allows replacing it; else
+    the error."""
     path = plan.report_dir / plan.run_id
-    if not (path.is_dir() and any(path.iterdir())):
+    if not (path.is_dir() and any(p.name != LOCK for p in path.iterdir())):
         return True
     if not overwrite:
         raise ScenarioError(
@@ -291,20 +349,35 @@ def run_dir_free(plan: Plan, overwrite: bool) -> bool:
     return False
 
 
-def claim_run_dir(plan: Plan, overwrite: bool) -> None:
-    """The run's folder must be new (parts of an earlier attempt would be merged into this one) and writable."""
+def claim_run_dir(plan: Plan, overwrite: bool) -> RunLock:
+    """The run's folder must be new (parts of an earlier attempt would be merged into this one), writable, and not
+    being written by another run (``--overwrite`` included): its lock is taken first, and held for the run."""
     path = plan.report_dir / plan.run_id
+    lock = RunLock(path)
     try:
+        lock.acquire()
         if not run_dir_free(plan, overwrite):
-            shutil.rmtree(path)
-        path.mkdir(parents=True, exist_ok=True)
+            for child in path.iterdir():
+                if child.name == LOCK:
+                    continue
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
         probe = path / ".write-test"
         probe.write_text("")
         probe.unlink()
+    except RunLocked as exc:
+        raise ScenarioError(f"{exc}; choose another --run-id (--overwrite never replaces a run in progress)") from None
     except OSError as exc:
+        lock.release()
         raise ScenarioError(
             f"cannot write the run directory {path}: {exc.strerror or exc}; choose a writable --report-dir"
         ) from None
+    except ScenarioError:
+        lock.release()
+        raise
+    return lock
 
 
 def remember_secrets(scenario: Scenario, host: str | None, scale_out_urls: str = "") -> None:

@@ -18,6 +18,7 @@ from locust import log as locust_log
 from locust.runners import MasterRunner, WorkerRunner
 
 from ..analysis.gates import EXIT_INTERRUPTED
+from ..client import ledger
 from ..records import now
 from ..rundir.redact import mask_log_records, redact_text
 from ..scenario import ScenarioError
@@ -25,9 +26,9 @@ from . import users, webui
 from .clocksync import CLOCK_PING, CLOCK_PONG, ClockSync, answer_ping
 from .experiment import Experiment
 from .options import OPTIONS
-from .plan import claim_run_dir, load_plan
+from .plan import check_dataset, claim_run_dir, load_plan
 from .session import workload_for
-from .shipper import RECORDS_MESSAGE, RecordShipper
+from .shipper import CREATED_MESSAGE, RECORDS_MESSAGE, RecordShipper
 from .steps import STEP_MESSAGE, StepState
 from .webform import check_web_scenario, with_baseline
 
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 __all__ = ["LLMState", "register", "start_experiment", "state_of"]
 
 DEFAULT_STOP_TIMEOUT_S = 60.0
+STOP_MARGIN_S = 5.0  # beyond a stream's own deadline: its timeout is recorded before the drain would cancel it
 RUNNER_WAIT_S = 10.0
 
 
@@ -85,6 +87,12 @@ def on_workload_ready(environment, msg, **_kw) -> None:
         experiment.ready.setdefault(msg.data["base_url"], set()).add(msg.data["worker"])
 
 
+def on_created_message(environment, msg, **_kw) -> None:
+    experiment = state_of(environment).experiment
+    if experiment is not None:
+        experiment.recorder.on_created(msg.data)
+
+
 def interrupt(environment, signum: int) -> None:
     """SIGTERM or Ctrl-C on the master: the run stops like the Stop button and still writes everything.
 
@@ -119,6 +127,7 @@ def on_init(environment, runner=None, **_kw) -> None:
         state_of(environment).cli_scenario = environment.parsed_options.scenario
         runner.register_message(RECORDS_MESSAGE, on_records_message)
         runner.register_message(users.WORKLOAD_READY, on_workload_ready)
+        runner.register_message(CREATED_MESSAGE, on_created_message)
         if isinstance(runner, MasterRunner):
             clocks = state_of(environment).clocks = ClockSync(runner)
             runner.register_message(CLOCK_PONG, clocks.on_pong)
@@ -141,11 +150,16 @@ def on_init(environment, runner=None, **_kw) -> None:
 def _setup_load_process(environment) -> None:
     """Worker side: what the users of this process share for the run."""
     runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        ledger.reset()  # a worker's requests of this run (in one process, the experiment counts from its start)
     worker = max(getattr(runner, "worker_index", 0), 0)
     plan = load_plan(environment.parsed_options, environment.host)
     load = plan.load
+    fit_stop_timeout(environment, load.timeouts)
     context = users.context_of(environment)
-    shipper = RecordShipper(runner, worker, measuring=lambda: context.board.state.active)
+    shipper = RecordShipper(
+        runner, worker, measuring=lambda: context.board.state.active, remote=isinstance(runner, WorkerRunner)
+    )
     context.configure(
         load=load,
         worker=worker,
@@ -155,6 +169,23 @@ def _setup_load_process(environment) -> None:
         announce=lambda base_url: runner.send_message(users.WORKLOAD_READY, {"worker": worker, "base_url": base_url}),
     )
     context.shipper.start()
+
+
+def fit_stop_timeout(environment, timeouts) -> None:
+    """The drain outlasts a stream's own deadlines, so a stream waiting for its first token (or its next event) when
+    the load stops ends as ``first_token_timeout`` (``idle_timeout``), never ``cancelled``: without --stop-timeout
+    Locust waits the longer of the two plus a margin. A --stop-timeout shorter than them is the user's choice, said."""
+    needed = max(timeouts.first_token_s, timeouts.idle_s) + STOP_MARGIN_S
+    if not environment.parsed_options.stop_timeout:
+        environment.stop_timeout = max(DEFAULT_STOP_TIMEOUT_S, needed)
+    elif environment.stop_timeout < needed:
+        log.warning(
+            "--stop-timeout %gs is shorter than the first-token or idle timeout (%gs, %gs): a stream still waiting "
+            "when the load stops is recorded as cancelled",
+            environment.stop_timeout,
+            timeouts.first_token_s,
+            timeouts.idle_s,
+        )
 
 
 def _fail(environment, message: str) -> None:
@@ -179,12 +210,14 @@ def start_experiment(environment) -> Experiment | None:
             # without the page's script left it out.
             environment.parsed_options.variant = with_baseline(environment.parsed_options, environment.host)
         plan = load_plan(environment.parsed_options, environment.host)
-        claim_run_dir(plan, environment.parsed_options.overwrite)
+        check_dataset(plan)
+        lock = claim_run_dir(plan, environment.parsed_options.overwrite)
     except ScenarioError as exc:
         _fail(environment, str(exc))
         return None
+    fit_stop_timeout(environment, plan.load.timeouts)
     classes = {"closed": users.ClosedLoopUser, "open": users.OpenLoopUser}
-    state.experiment = state.last = Experiment(environment, plan, classes, clocks=state.clocks)
+    state.experiment = state.last = Experiment(environment, plan, classes, clocks=state.clocks, lock=lock)
     log.info("run %s -> %s", plan.run_id, state.experiment.run.path)
     return state.experiment
 

@@ -31,7 +31,7 @@ class QualityProbes:
         self.engine = plan.engine
         self.doc: dict | None = None
         spec = plan.scenario.quality
-        if spec is None:
+        if spec is None or "quality" in plan.skipped:
             return
         path = spec.tasks_path(plan.base_dir)
         temperature = spec.temperature if spec.temperature is not None else plan.load.temperature
@@ -61,7 +61,7 @@ class QualityProbes:
             doc["temperature"],
         )
         started = time.monotonic()
-        with session() as http:
+        with session("quality") as http:
 
             def ask(item: dict, **sampling) -> dict:
                 return greedy_output(

@@ -16,6 +16,7 @@ took 1-2 s of the event loop, near Locust's ~3 s heartbeat limit, past which its
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ import pyarrow as pa
 from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 
+from ..client import ledger
 from ..records import REQUESTS_SCHEMA, now
 from ..rundir import PartWriter, layout
 from . import columns as cols
@@ -65,6 +67,9 @@ class WorkerTally:
     final: bool = False
     pid: int | None = None
     progress: dict = field(default_factory=dict)  # "variant|step" -> [completed steady requests, output tokens]
+    ledger: dict = field(default_factory=dict)  # its requests to servers besides the streams (``client.ledger``)
+    refused: list[str] = field(default_factory=list)  # why it could not build a request (the run stops, exit 2)
+    created: int = 0  # records it made so far (requests sent or dropped), as it last said
 
 
 class Recorder:
@@ -83,6 +88,7 @@ class Recorder:
         self.intake: deque[dict] = deque()  # received records as dicts, not yet converted
         self.batches: deque[dict] = deque()  # received column batches, not yet converted
         self.lost: set[int] = set()  # workers that stopped answering: nothing more will come from them
+        self.suspect: dict[str, str] = {}  # request id -> why a tokenizer found its usage suspect (after it was sent)
         self.clock_offsets = clock_offsets  # the live figures go by the master's clock, like the analysis
         self._loop = gevent.spawn(self._flush_forever)
 
@@ -99,11 +105,25 @@ class Recorder:
         tally.final = tally.final or bool(data.get("final"))
         tally.pid = data.get("pid", tally.pid)
         tally.progress = data.get("progress") or tally.progress
+        tally.ledger = data.get("ledger") or tally.ledger
+        tally.refused = list(data.get("refused") or tally.refused)
+        tally.created = max(tally.created, int(data.get("created") or 0))
+        self.suspect.update(data.get("suspect") or {})
         if packed:
             self.batches.append(packed)
         self.intake.extend(data["records"])
         self.client_samples.extend(data.get("client") or [])
         self.live.add([], data.get("client") or [])
+
+    def on_created(self, data: dict) -> None:
+        """A worker's running count of the records it made (``shipper.tell_created``)."""
+        tally = self.tally.setdefault(int(data["worker"]), WorkerTally())
+        tally.created = max(tally.created, int(data["created"]))
+
+    def unaccounted(self, worker: int) -> int:
+        """Records a worker made that never arrived: requests in flight or not yet shipped when it was last heard."""
+        tally = self.tally.get(worker)
+        return max(tally.created - tally.received, 0) if tally is not None else 0
 
     def take_in(self, pause: bool = True) -> None:
         """Received records -> live figures and Arrow. Dicts go a slice at a time: in a single-process run this
@@ -162,6 +182,12 @@ class Recorder:
         key = progress_key(variant, step)
         counts = [t.progress.get(key, (0, 0)) for t in self.tally.values()]
         return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+    def server_requests(self, own: dict) -> dict:
+        """Every load process's requests to servers besides the streams, with this process's own (``own``, which
+        replaces what it shipped to itself in a single-process run)."""
+        others = {t.pid: t.ledger for t in self.tally.values() if t.pid != os.getpid()}
+        return ledger.merged(own, *others.values())
 
     def worker_pids(self) -> set[int]:
         return {t.pid for t in self.tally.values() if t.pid}

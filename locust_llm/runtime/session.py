@@ -95,10 +95,12 @@ class ServerSession:
         plan = self.plan
         if plan.external_url:
             url = plan.external_url.rstrip("/")
-            server = ActiveServer(variant, url, plan.model or served_model(url), None)
+            model, owner = served_model(url)
+            server = ActiveServer(variant, url, plan.model or model, None)
             self.run.env["servers"][variant] = {
                 "url": url,
                 "served_model": server.model,
+                "owned_by": owner,  # what /v1/models says serves it (llamacpp, vllm, sglang, ...)
                 "launched": False,
                 "local_pids": self.on_this_host(url),
             }
@@ -202,6 +204,8 @@ class ServerSession:
         except WorkloadError as exc:
             self.run.note("consistency_skipped", variant=variant, error=str(exc))
             return None
+        if "consistency" in self.plan.skipped:
+            return workload
         prompts = workload.consistency_prompts(
             CONSISTENCY_PROMPTS, max_tokens=min(load.max_tokens, CONSISTENCY_MAX_TOKENS)
         )

@@ -4,11 +4,13 @@ Each batch is a custom Locust message with the worker's running total, so the ma
 record a worker sent has arrived. The records travel as columns (``columns.ColumnBatch``): the master converts a
 batch without a Python object per record or per token. A batch that cannot be sent is kept and retried. Each
 batch also carries the worker's pid and its running count of completed steady-window requests per step
-(``progress``): the master extends a step that has seen too few, even while records wait for their tokenizer split.
+(``progress``): the master extends a step that has seen too few, even while records wait for their tokenizer split;
+and what this process asked of the servers besides the streams (``client.ledger``), for ``env.json``.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections import defaultdict, deque
@@ -16,16 +18,19 @@ from collections.abc import Callable
 
 import gevent
 
+from ..client import ledger
 from ..records import Phase, RequestRecord
 from .clientmon import ClientMonitor
 from .columns import ColumnBatch
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RECORDS_MESSAGE", "RecordShipper", "progress_key"]
+__all__ = ["CREATED_MESSAGE", "RECORDS_MESSAGE", "RecordShipper", "progress_key"]
 
 RECORDS_MESSAGE = "llm_records"
+CREATED_MESSAGE = "llm_created"  # a worker's running count of requests made, between batches
 SHIP_INTERVAL_S = 1.0
+CREATED_INTERVAL_S = 0.1  # a lost worker's requests in flight are known up to this long before it stopped
 REFINE_WAIT_S = 60.0  # at the end, how long records still being refined may take
 # Refinements wait for a pause in the load (they call a tokenizer, perhaps the server's own) unless this many pile up.
 MAX_DEFERRED = 5000
@@ -38,9 +43,12 @@ def progress_key(variant: str, step: int) -> str:
 class RecordShipper:
     """Collects this process's records (and its client samples) and sends them to the recorder in batches."""
 
-    def __init__(self, runner, worker: int, measuring: Callable[[], bool] = lambda: False):
+    def __init__(self, runner, worker: int, measuring: Callable[[], bool] = lambda: False, remote: bool = False):
         self.runner = runner
         self.worker = worker
+        self.remote = remote  # a worker process: the master must learn of its requests before their records
+        self.created = 0  # records made (each request, sent or dropped): the master counts those that never arrive
+        self.created_told = 0
         self.measuring = measuring  # True while a step's warm-up or steady window runs
         self.monitor = ClientMonitor(worker)
         self.buffer = ColumnBatch()
@@ -48,6 +56,9 @@ class RecordShipper:
         self.users_running = 0
         self.deferred: deque[tuple[RequestRecord, Callable[[], None]]] = deque()
         self.progress: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # "variant|step" -> [requests, tokens]
+        self.refusals: list[str] = []  # why this process could not build a request (never sent, never a row)
+        self.checks: deque[tuple[str, Callable[[], str | None]]] = deque()  # usage checks of records already sent
+        self.suspect: dict[str, str] = {}  # request id -> why its usage is suspect, not yet told to the master
         self._loop: gevent.Greenlet | None = None
 
     def add(self, record: RequestRecord) -> None:
@@ -59,6 +70,18 @@ class RecordShipper:
         being measured, so neither this process's stamps nor the server see it during a window."""
         self.count(record)
         self.deferred.append((record, work))
+
+    def check_later(self, request_id: str, check: Callable[[], str | None]) -> None:
+        """A check of a shipped record's usage (``Split.check``): run when no step is measured, like ``refine``; a
+        record it finds suspect is told to the master (``suspect`` in a batch), which amends the run."""
+        self.checks.append((request_id, check))
+
+    def refuse(self, message: str) -> None:
+        """A request this process could not build (nothing was sent): said once to the master, which stops the
+        run with exit 2, instead of a row per attempt."""
+        if message not in self.refusals:
+            log.error("cannot build a request, nothing was sent: %s", message)
+            self.refusals.append(message)
 
     def count(self, record: RequestRecord) -> None:
         if record.phase == Phase.STEADY and record.ok:
@@ -74,6 +97,15 @@ class RecordShipper:
             except Exception as exc:  # the record keeps what it had: its counts stay marked approximate
                 log.debug("refining %s failed: %s", record.request_id, exc)
             self.buffer.add(record)
+        while self.checks:
+            request_id, check = self.checks.popleft()
+            try:
+                why = check()
+            except Exception as exc:  # unchecked, not suspect
+                log.debug("checking the usage of %s failed: %s", request_id, exc)
+                continue
+            if why:
+                self.suspect[request_id] = why
 
     def start(self) -> None:
         self.monitor.start()
@@ -81,18 +113,34 @@ class RecordShipper:
             self._loop = gevent.spawn(self._ship_forever)
 
     def _ship_forever(self) -> None:
-        while True:
-            gevent.sleep(SHIP_INTERVAL_S)
-            if self.deferred and (not self.measuring() or len(self.deferred) > MAX_DEFERRED):
+        ticks = round(SHIP_INTERVAL_S / CREATED_INTERVAL_S)
+        for tick in itertools.count(1):
+            gevent.sleep(CREATED_INTERVAL_S)
+            if tick % ticks:
+                self.tell_created()
+                continue
+            if (self.deferred or self.checks) and (not self.measuring() or len(self.deferred) > MAX_DEFERRED):
                 self.refine()
             self.ship()
+
+    def tell_created(self) -> None:
+        """Between batches, how many requests this worker has made: if it stops answering, the master knows how many
+        were in flight or not yet shipped (lost) up to ``CREATED_INTERVAL_S`` before."""
+        if not self.remote or self.created == self.created_told:
+            return
+        try:
+            self.runner.send_message(CREATED_MESSAGE, {"worker": self.worker, "created": self.created})
+            self.created_told = self.created
+        except Exception:  # the next batch carries it too
+            log.debug("could not send the request count to the master", exc_info=True)
 
     def ship(self, final: bool = False) -> None:
         batch, self.buffer = self.buffer, ColumnBatch()
         client = self.monitor.drain()
         self.sent_total += len(batch)
-        # Records still waiting to be refined count as running work: the master waits for them.
-        self.users_running = (self.runner.user_count + len(self.deferred)) if not final else 0
+        # Records still waiting to be refined (or checked) count as running work: the master waits for them.
+        self.users_running = (self.runner.user_count + len(self.deferred) + len(self.checks)) if not final else 0
+        suspect, self.suspect = self.suspect, {}
         try:
             self.runner.send_message(
                 RECORDS_MESSAGE,
@@ -106,6 +154,10 @@ class RecordShipper:
                     "final": final,
                     "pid": os.getpid(),
                     "progress": dict(self.progress),
+                    "ledger": ledger.snapshot(),  # this process's requests besides the streams, so far
+                    "refused": self.refusals[:5],
+                    "created": self.created,
+                    "suspect": suspect,
                 },
             )
         except Exception:  # keep the batch; the next ship retries it
@@ -114,6 +166,7 @@ class RecordShipper:
             self.buffer = batch
             self.monitor.samples = client + self.monitor.samples
             self.sent_total -= len(batch)
+            self.suspect = {**suspect, **self.suspect}
 
     def stop(self) -> None:
         with gevent.Timeout(REFINE_WAIT_S, False):

@@ -21,7 +21,7 @@ from locust import User, task
 
 from ..client.engines import request_extra
 from ..client.stream import RequestSpec, StreamingClient
-from ..records import ErrorClass, RequestRecord, now
+from ..records import ErrorClass, Phase, RequestRecord, now
 from ..scenario import LoadSpec
 from ..workload import PromptItem, Workload
 from .arrivals import ArrivalClock, TraceClock
@@ -31,9 +31,21 @@ from .steps import StepBoard, StepState, step_key
 
 log = logging.getLogger(__name__)
 
-__all__ = ["WORKLOAD_READY", "ClosedLoopUser", "OpenLoopUser", "ProcessContext", "context_of"]
+__all__ = [
+    "USAGE_CHECKS_PER_STEP",
+    "WORKLOAD_READY",
+    "Backoff",
+    "ClosedLoopUser",
+    "OpenLoopUser",
+    "ProcessContext",
+    "context_of",
+]
 
 WORKLOAD_READY = "llm_workload_ready"
+
+# Requests per step and load process whose exact server total a tokenizer checks against the text (all of them
+# would call the server's /tokenize once each, between steps).
+USAGE_CHECKS_PER_STEP = 16
 
 
 @dataclass
@@ -52,6 +64,7 @@ class ProcessContext:
     request_seq: itertools.count = field(default_factory=itertools.count)
     server_seq: itertools.count = field(default_factory=itertools.count)  # round-robin over a step's servers
     step_index: dict[tuple, itertools.count] = field(default_factory=dict)
+    usage_checks: dict[tuple, int] = field(default_factory=dict)  # per step: requests whose total was checked
 
     def configure(
         self,
@@ -68,6 +81,7 @@ class ProcessContext:
         self.shipper, self.workload_factory, self.announce = shipper, workload_factory, announce
         self.workloads.clear()
         self.step_index.clear()
+        self.usage_checks.clear()
 
     def workload(self, base_url: str) -> Workload:
         """Built once per server (it tokenizes its prompts); concurrent callers wait for that one build. The master
@@ -83,6 +97,17 @@ class ProcessContext:
     def prepare(self, base_url: str) -> None:
         if base_url not in self.workloads and not self.workload_lock.locked():
             gevent.spawn(self.workload, base_url)
+
+    def usage_check_due(self, record: RequestRecord, state: StepState) -> bool:
+        """Whether a tokenizer checks this request's usage total: the first ``USAGE_CHECKS_PER_STEP`` of the step's
+        steady window in this process, whose figures a suspect server would distort (the check waits until no step
+        is measured; the record does not)."""
+        if record.phase != Phase.STEADY:
+            return False
+        key = step_key(state)
+        done = self.usage_checks.get(key, 0)
+        self.usage_checks[key] = done + 1
+        return done < USAGE_CHECKS_PER_STEP
 
     def next_index(self, state: StepState) -> int:
         """The k-th request of this worker in this step: the same k gets the same prompt in every variant."""
@@ -112,12 +137,36 @@ def context_of(environment) -> ProcessContext:
     return context
 
 
+BACKOFF_FIRST_S = 0.05
+BACKOFF_MAX_S = 1.0
+RETRY_AFTER_MAX_S = 5.0  # a server's Retry-After is honoured up to this (a step is only seconds long)
+
+
+class Backoff:
+    """How long a closed-loop user waits before its next request: nothing after an answer; after a failure that
+    came within ``FAST_FAIL_S`` (refused, reset, an error status, a TLS failure) 50 ms, doubling up to 1 s, or the
+    server's ``Retry-After`` up to 5 s, so that a refusing server is not asked thousands of times a second."""
+
+    def __init__(self) -> None:
+        self.delay_s = 0.0
+
+    def after(self, record: RequestRecord, retry_after_s: float | None) -> float:
+        if record.ok or not (record.failed_fast or retry_after_s is not None):
+            self.delay_s = 0.0
+            return 0.0
+        self.delay_s = min(max(self.delay_s * 2, BACKOFF_FIRST_S), BACKOFF_MAX_S)
+        if retry_after_s is not None:
+            self.delay_s = max(self.delay_s, min(retry_after_s, RETRY_AFTER_MAX_S))
+        return self.delay_s
+
+
 class LLMUser(User):
     abstract = True
 
     def on_start(self) -> None:
         self.context = context_of(self.environment)
         self._clients: dict[str, StreamingClient] = {}
+        self.backoff = Backoff()
 
     def client_for(self, base_url: str) -> StreamingClient:
         if base_url not in self._clients:
@@ -131,6 +180,8 @@ class LLMUser(User):
             client.close()
 
     def new_record(self, state: StepState, t_intended: float = math.nan) -> RequestRecord:
+        if self.context.shipper is not None:
+            self.context.shipper.created += 1  # the master hears of it within 0.1 s (a lost worker's count)
         return RequestRecord(
             run_id=state.run_id,
             variant=state.variant,
@@ -185,7 +236,9 @@ class LLMUser(User):
                 messages=dialogue.request(item.prompt) if dialogue is not None else None,
                 headers=dialogue.headers if dialogue is not None else (),
             )
-            split = self.client_for(ctx.target(state, record)).stream(spec, record, answer)
+            client = self.client_for(ctx.target(state, record))
+            split = client.stream(spec, record, answer)
+            self.backoff.after(record, client.retry_after)
             if dialogue is not None and record.ok:
                 dialogue.add(item.prompt, item.prompt_tokens, answer[0], record.output_tokens)
         except gevent.GreenletExit:
@@ -196,7 +249,20 @@ class LLMUser(User):
         except Exception as exc:  # a failed request is data, never a crashed user
             record.error_class = record.error_class or ErrorClass.CLIENT_ERROR
             record.error_message = f"{type(exc).__name__}: {exc}"[:500]
+        if record.error_class == ErrorClass.CLIENT_ERROR and math.isnan(record.t_send):
+            # Never sent, so not a request: this process cannot build one, and the run stops (exit 2).
+            self.backoff.delay_s = BACKOFF_MAX_S
+            if self.context.shipper is not None:
+                self.context.shipper.created -= 1
+                self.context.shipper.refuse(record.error_message or "")
+            return
         counter = workload.counter if workload is not None else None
+        if split is not None and counter is not None and not split.refine:
+            # Exact per-chunk counts: the record goes now; for a sample, the tokenizer checks its total later.
+            self.emit(record)
+            if self.context.shipper is not None and self.context.usage_check_due(record, state):
+                self.context.shipper.check_later(record.request_id, lambda: split.check(counter.count))
+            return
         self.emit(
             record,
             split.apply if split is not None and counter is not None else None,
@@ -245,7 +311,7 @@ class ClosedLoopUser(LLMUser):
     ``load.conversation``, its next conversation when the previous one has ended."""
 
     def wait_time(self) -> float:
-        return self.context.load.think_time_s
+        return self.context.load.think_time_s + self.backoff.delay_s
 
     @task
     def one_request(self) -> None:

@@ -5,14 +5,16 @@ exactly as the command line is (same messages) before anything starts.
 
 from __future__ import annotations
 
+import os
 from argparse import Namespace
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..fmt import lvl
+from ..rundir.lock import lock_holder
 from ..scenario import ScenarioError, load_scenario
 from .options import OPTIONS, parse_value
-from .plan import DEFAULT_SCENARIO, chosen_variants, load_plan, plan_blocks, run_dir_free
+from .plan import DEFAULT_SCENARIO, check_dataset, chosen_variants, load_plan, plan_blocks, run_dir_free
 
 __all__ = [
     "CHOICES",
@@ -132,7 +134,11 @@ def check_form(current: Namespace, form: Mapping[str, str], host: str | None, cl
         host = (form.get("host", host)) or None
         options.variant = with_baseline(options, host)
         plan = load_plan(options, host)
+        check_dataset(plan)
         run_dir_free(plan, options.overwrite)
+        holder = lock_holder(plan.report_dir / plan.run_id)
+        if holder is not None and holder.get("pid") != os.getpid():  # this process's last run ends before the next
+            return f"run directory {plan.report_dir / plan.run_id} is being written by process {holder.get('pid')}"
     except (ValueError, ScenarioError) as exc:
         return str(exc)
     return None

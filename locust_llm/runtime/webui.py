@@ -8,12 +8,18 @@
   fields when another scenario is chosen, and draws the LLM tab: plan progress, live charts, warnings, and
   after the run the verdict, the exit code and the run's files.
 * Routes: ``/llm/form``, ``/llm/live``, ``/llm/verdict``, ``/llm/rows``, ``/llm/report``, ``/llm/files/<name>``.
+* Not an open door: the UI listens on 127.0.0.1 unless ``--web-host`` says otherwise; a request to ``/swarm``,
+  ``/stop`` or ``/llm/*`` that a page of another origin sent (its ``Origin`` header) is refused, and their answers
+  carry no CORS permission for another origin (Locust's own CORS reflects any); the file route serves only regular
+  files in the run directory, read without following a symbolic link.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -28,7 +34,7 @@ from .webform import CHOICES, allowed_scenarios, check_form, check_web_scenario,
 
 log = logging.getLogger(__name__)
 
-__all__ = ["install"]
+__all__ = ["install", "read_regular_file"]
 
 COLUMNS = [
     ("variant", "Variant"),
@@ -47,6 +53,8 @@ ASSETS = ("cockpit.js", "cockpit.css")
 PAGE_HOOK = "</body>"  # after Locust's own script that sets window.templateArgs
 # Run files as text in the browser; anything else (Parquet) is a download. Never served as HTML but the report.
 TEXT_SUFFIXES = (".json", ".md", ".csv", ".log", ".txt")
+LOOPBACK = "127.0.0.1"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
 def install(environment, last_experiment: Callable, cli_scenario: Callable[[], str]) -> None:
@@ -55,6 +63,32 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
     if web_ui is None:
         return
     app = web_ui.app
+    if not environment.parsed_options.web_host:  # Locust's default binds every interface; '*' asks for that
+        web_ui.host = LOOPBACK
+        log.info(
+            "the web UI listens on %s only; to reach it from elsewhere pass --web-host 0.0.0.0 (and --web-login)",
+            LOOPBACK,
+        )
+
+    @app.before_request
+    def same_origin_only():
+        # Runs before every other check: a page elsewhere must not start a run, stop one or read its files.
+        if not _guarded(request.path):
+            return None
+        origin = request.headers.get("Origin")
+        own = request.host_url.rstrip("/")
+        # A browser says where a request comes from: Origin (not on a plain GET) and Sec-Fetch-Site (on every
+        # request; "same-site" is another port of the same host). A name other than loopback's on a loopback-only
+        # UI is a page that rebound its own name to 127.0.0.1.
+        elsewhere = request.headers.get("Sec-Fetch-Site") in ("cross-site", "same-site")
+        rebound = web_ui.host == LOOPBACK and (request.host.rsplit(":", 1)[0] not in LOOPBACK_NAMES)
+        if (origin is not None and origin != own) or elsewhere or rebound:
+            log.warning(
+                "refused a cross-origin %s %s (Origin %s, Host %s)", request.method, request.path, origin, request.host
+            )
+            return Response("cross-origin requests to the cockpit are refused", status=403, mimetype="text/plain")
+        return None
+
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": "llm"}]
     web_ui.template_args["extended_tables"] = [
         {"key": "llm", "structure": [{"key": key, "title": title} for key, title in COLUMNS]}
@@ -82,6 +116,10 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
 
     @app.after_request
     def extend_locust_pages(response):
+        if _guarded(request.path):
+            # Set here, Locust's CORS (which reflects any Origin) leaves it: only the UI's own origin may read these.
+            response.headers["Access-Control-Allow-Origin"] = request.host_url.rstrip("/")
+            response.headers["Vary"] = "Origin"
         if request.path.endswith("/stats/requests") and response.is_json:
             # The stock UI polls /stats/requests; its extended_stats feed the LLM tab's table.
             data = response.get_json()
@@ -156,7 +194,9 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
             return Response("no such file in the run directory", status=404, mimetype="text/plain")
         if name == layout.REPORT:
             return report()
-        data = (folder / name).read_bytes()
+        data = read_regular_file(folder / name)
+        if data is None:
+            return Response("no such file in the run directory", status=404, mimetype="text/plain")
         if name.endswith(TEXT_SUFFIXES):
             response = Response(data, mimetype="text/plain")
             response.charset = "utf-8"
@@ -165,6 +205,24 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
             response.headers["Content-Disposition"] = f'attachment; filename="{name}"'
         response.headers["X-Content-Type-Options"] = "nosniff"
         return response
+
+
+def _guarded(path: str) -> bool:
+    return path.endswith(("/swarm", "/stop")) or "/llm/" in path
+
+
+def read_regular_file(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file itself (not a symbolic link, a FIFO or a device), else None;
+    checked on the opened file, so a link put in its place meanwhile is not followed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
 
 
 def _shape_the_form(web_ui, environment, cli_scenario: Callable[[], str]) -> None:

@@ -27,11 +27,15 @@ class WorkerWatch:
         if self.runner is not None:
             self.check()  # the workers already there when the run starts have not joined it
 
-    def check(self) -> tuple[list[WorkerChange], list[WorkerChange]]:
-        """Workers lost and workers joined since the last check."""
+    def check(self, missing_only: bool = False) -> tuple[list[WorkerChange], list[WorkerChange]]:
+        """Workers lost and workers joined since the last check. ``missing_only``: a worker counts as lost only if
+        Locust marked it missing (at the end of a run, workers that quit have left on purpose)."""
         if self.runner is None:
             return [], []
-        present = {c.id for c in list(self.runner.clients.values()) if c.state != STATE_MISSING}
+        clients = list(self.runner.clients.values())
+        present = {c.id for c in clients if c.state != STATE_MISSING}
+        if missing_only:
+            present |= set(self.known) - {c.id for c in clients}
         lost = [WorkerChange(cid, index) for cid, index in self.known.items() if cid not in present]
         joined = [WorkerChange(cid, self.runner.get_worker_index(cid)) for cid in present if cid not in self.known]
         for change in lost:

@@ -211,6 +211,7 @@ class ServerProcess:
             "model": self.plan.model,
             "log": str(self.log_path),
             "notes": self.plan.notes,
+            "nice": self.plan.nice,
         }
 
     def __enter__(self) -> ServerProcess:
@@ -240,7 +241,8 @@ def assemble_plan(
     if server.served_model_name:
         argv += [served_name_flag, server.served_model_name]
     argv += server.args + speculative_args + scenario.variants[variant].args
-    env = {**server.env, **scenario.variants[variant].env}
+    own = scenario.variants[variant]
+    env = {**server.env, **own.env}
     return LaunchPlan(
         engine=engine,
         variant=variant,
@@ -250,7 +252,7 @@ def assemble_plan(
         port=port,
         version_argv=version_argv,
         model=model,
-        nice=server.nice,
+        nice=server.nice if own.nice is None else own.nice,
     )
 
 
@@ -282,13 +284,17 @@ def first_model_id(models: object) -> str | None:
     return None
 
 
-def served_model(base_url: str) -> str:
-    """The model a running server serves (``""`` when it does not say)."""
+def served_model(base_url: str) -> tuple[str, str | None]:
+    """The model a running server serves (``""`` when it does not say), and who it says owns it (``owned_by`` of
+    ``/v1/models``: ``llamacpp``, ``vllm``, ``sglang``...; None when it does not say)."""
     try:
         _, models = get_json(f"{base_url.rstrip('/')}/v1/models")
     except (OSError, ValueError):
-        return ""
-    return first_model_id(models) or ""
+        return "", None
+    data = models.get("data") if isinstance(models, dict) else models
+    first = next((e for e in data if isinstance(e, dict)), {}) if isinstance(data, list) else {}
+    owner = first.get("owned_by")
+    return first_model_id(models) or "", owner if isinstance(owner, str) and owner else None
 
 
 def context_size(base_url: str) -> int | None:

@@ -52,7 +52,7 @@ class ScrapeSource:
         self.url = url
         self.map = metric_map
         self.timeout_s = timeout_s
-        self.session = session(pool_size=1)
+        self.session = session("telemetry", pool_size=1)
         self.describe = {"source": name, "url": url, "map": metric_map.name}
 
     def poll(self) -> list[Row]:

@@ -62,6 +62,7 @@ DEFAULTS: dict[str, Any] = {
     "draft_accepted": 0,
     "image_ms_per_kpx": 0.0,
     "unique_answers": False,
+    "usage_factor": 1.0,
     "id": None,
 }
 LOG_SIZE = 50_000
@@ -93,7 +94,7 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     unknown = set(cfg) - set(DEFAULTS)
     if unknown:
         raise BadRequest(f"unknown ref keys {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-    for key in ("ttft_s", "gap_s", "stall_once_s", "pause_once_s", "image_ms_per_kpx"):
+    for key in ("ttft_s", "gap_s", "stall_once_s", "pause_once_s", "image_ms_per_kpx", "usage_factor"):
         if not isinstance(cfg[key], (int, float)) or cfg[key] < 0:
             raise BadRequest(f"ref.{key} must be a number >= 0, got {cfg[key]!r}")
     tpc = cfg["tokens_per_chunk"]

@@ -16,7 +16,9 @@ Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming), 
 ``GET /v1/models`` (with ``max_model_len`` when ``--max-model-len`` is given), ``POST /tokenize``
 (``{"content": text}`` -> one token per whitespace-separated word), ``GET /ref/log/<id>``, ``POST /ref/logs``
 (``{"ids": [...]}`` -> ``{"logs": {id: log or null}}``),
-``GET /ref/logs`` (every logged stream, oldest first). A stream's log has the server's own stamps:
+``GET /ref/logs`` (every logged stream, oldest first), ``GET /ref/received`` (every request this server received but
+those to ``/ref/``, counted by ``"METHOD path"``, as a server's own request count). A stream's log has the server's
+own stamps:
 ``t_recv`` (request received), ``t_slot`` (generation began, after any wait for a slot) and each chunk's write
 time, kind and token count.
 
@@ -56,6 +58,8 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   Content-Length: the body ends when the server closes the connection, as some gateways and HTTP/1.0 do).
 - ``drop_connection``: close the connection after the response without saying so (no ``Connection: close``),
   as servers that cap requests per keep-alive connection do.
+- ``usage_factor``: every usage count the stream reports is the true one times this (default 1), to play a
+  server whose counts are consistent with each other but not with the text it sends.
 - ``patch_last``: ``{"dotted.path": value}`` set in the last token chunk's JSON (``"choices.0.finish_reason"``,
   ``"usage.prompt_tokens"``, ``"timings.draft_n"``), to play a server that sends odd values.
 - ``image_ms_per_kpx``: prefill time per thousand pixels of a chat request's images, a known encode cost (their
@@ -86,7 +90,7 @@ import socket
 import struct
 import sys
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -211,6 +215,7 @@ class RefServer:
         self.slots = _Slots(slots)  # server-wide: at most this many streams generate at once (0: unlimited)
         self.models_answer = models_answer  # how /v1/models answers: OpenAI's object, a bare list, or garbage
         self.completions_seen = 0
+        self.received: Counter[str] = Counter()  # every request but /ref/*, by "METHOD path" (GET /ref/received)
         self.paused_until = 0.0
         self.log: OrderedDict[str, dict] = OrderedDict()
         self._anon = itertools.count()
@@ -240,7 +245,11 @@ class RefServer:
     def __call__(self, environ, start_response):
         t_recv = environ.get("refserver.t_recv") or time.perf_counter()
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+        if not path.startswith("/ref/"):  # the oracle's own endpoints are not the server's traffic
+            self.received[f"{method} {path}"] += 1
         try:
+            if path == "/ref/received" and method == "GET":
+                return self._json(start_response, "200 OK", dict(self.received))
             if path == "/health" and method == "GET":
                 return self._json(start_response, "200 OK", {"status": "ok"})
             if path == "/v1/models" and method == "GET":
@@ -418,6 +427,7 @@ class _Stream:
         return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
 
     def _usage(self, completion: int) -> dict:
+        completion = round(completion * self.cfg["usage_factor"])  # 1 unless playing a server that miscounts
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,

@@ -1,6 +1,8 @@
 """Datasets: JSONL (``prompt``, optional ``max_tokens``/``output_tokens``, ``bucket``) and ShareGPT JSON.
 
-Errors name the file, the line and what is wrong.
+Errors name the file, the line (and column) and what is wrong. JSONL lines end at ``\n`` only, as JSON has it:
+U+2028, U+2029 and U+0085 are characters inside a JSON string (``json.dumps(ensure_ascii=False)`` writes them raw),
+not line ends. A leading UTF-8 byte-order mark is skipped.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ def _read_sharegpt(path: Path, text: str) -> tuple[list[DatasetRecord], int]:
         try:
             obj, end = decoder.raw_decode(text, i)
         except json.JSONDecodeError as exc:
-            raise WorkloadError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+            raise WorkloadError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
         record = _sharegpt_record(obj, f"{path}:{line_at(i)}")
         if record is None:
             skipped += 1
@@ -147,25 +149,29 @@ def read_dataset(path: str | Path) -> tuple[list[DatasetRecord], int]:
     """Parse a JSONL or ShareGPT JSON file -> (records, number of conversations skipped for having
     no human turn). Errors name the file, the line and what is wrong."""
     path = Path(path)
+    if path.is_dir():
+        raise WorkloadError(f"{path}: is a directory; load.dataset names one JSONL or ShareGPT JSON file")
     if not path.is_file():
         raise WorkloadError(f"{path}: dataset file not found")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark some editors write is not content
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from None
     first = _skip_ws(text, 0)
     if first < len(text) and text[first] == "[" and path.suffix.lower() != ".jsonl":
         records, skipped = _read_sharegpt(path, text)
     else:
         records, skipped = [], 0
-        for lineno, raw in enumerate(text.splitlines(), start=1):
+        for lineno, raw in enumerate(text.split("\n"), start=1):  # not splitlines(): see the module's docstring
             if not raw.strip():
                 continue
             try:
                 obj = json.loads(raw)
             except json.JSONDecodeError as exc:
                 raise WorkloadError(
-                    f"{path}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno}); "
+                    f"{path}:{lineno}:{exc.colno}: not valid JSON: {exc.msg}; "
                     "JSONL needs one complete JSON object per line"
                 ) from None
             record = _jsonl_record(obj, f"{path}:{lineno}")

@@ -51,6 +51,7 @@ class ServerTokenizer:
             tokenize_body(shape, text, self.model),
             timeout_s=self.timeout,
             max_bytes=self.MAX_ANSWER_BYTES,
+            purpose="token counting",
         )
         if status != 200:
             raise ValueError(f"HTTP {status} {raw[:160].decode('utf-8', 'replace').strip()}")

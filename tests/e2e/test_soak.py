@@ -45,15 +45,15 @@ def closed_windows(run_dir) -> int:
     return sum(1 for s in steps if s["t_end"] is not None and math.isfinite(s["t_end"]))
 
 
-def report(run_dir) -> dict:
+def report(run_dir, *flags: str, code: int = 0) -> dict:
     done = subprocess.run(
-        [sys.executable, "-m", "locust_llm.cli", "report", str(run_dir)],
+        [sys.executable, "-m", "locust_llm.cli", "report", str(run_dir), *flags],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == code, done.stderr[-3000:]
     return json.loads((run_dir / "summary.json").read_text())
 
 
@@ -129,8 +129,13 @@ def test_a_soak_killed_after_two_windows_is_reported_from_its_parts(tmp_path, re
         while closed_windows(run_dir) < 2 and time.monotonic() < deadline and locust.poll() is None:
             time.sleep(0.5)
         assert closed_windows(run_dir) == 2
-        # a report of the soak in progress: the open window ends at the last record
-        running = report(run_dir)
+        # a report of the soak in progress is asked for (a plain one is refused: the run is being written); the
+        # open window ends at the last record, and the run has not finished (exit 7)
+        refused = subprocess.run(
+            [sys.executable, "-m", "locust_llm.cli", "report", str(run_dir)], cwd=REPO, capture_output=True, text=True
+        )
+        assert refused.returncode == 7 and "--so-far" in refused.stderr, refused.stderr
+        running = report(run_dir, "--so-far", code=7)
         assert len(running["soak"]["windows"]) == 3 and not running["soak"]["windows"][2]["complete"]
         time.sleep(3)
         children = psutil.Process(locust.pid).children(recursive=True)
@@ -142,7 +147,7 @@ def test_a_soak_killed_after_two_windows_is_reported_from_its_parts(tmp_path, re
     time.sleep(1)
     assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not (run_dir / "requests.parquet").exists() and (run_dir / "requests.parts").is_dir()
-    summary = report(run_dir)
+    summary = report(run_dir, code=7)  # killed: the run did not finish
     soak = summary["soak"]
     windows = soak["windows"]
     assert len(windows) == 3 and not soak["complete"]

@@ -12,9 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import requests
 import yaml
+from gevent.pywsgi import WSGIServer
 
 from tests.browser import Chromium, chromium_binary
 from tests.e2e.test_webui import free_port, poll
@@ -254,3 +256,83 @@ def test_choosing_a_scenario_and_its_variants_in_the_form(tmp_path):
         assert ui.browser.problems() == []
     finally:
         ui.close()
+
+
+def test_a_page_of_another_origin_can_neither_start_a_run_nor_read_a_file(tmp_path):
+    """The cockpit with no --web-host: it listens on 127.0.0.1 only (and says so). A page served from another
+    origin, open in the same browser, tries what a malicious page would: a cross-origin fetch of a run file, a
+    form posted to /swarm (which would start a run aimed at any host), a no-cors POST to /swarm and /stop. Nothing
+    is read, nothing starts or stops; the same fetch from the cockpit's own page reads the file. A symbolic link
+    or a FIFO put in the run directory is neither listed nor served."""
+    server = RefServerProcess("--ttft-s", "0.005", "--gap-s", "0.002")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    reports = tmp_path / "reports"
+    log = (tmp_path / "locust.log").open("w")
+    command = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--web-port", str(port), "--autostart"]
+    command += ["--scenario", "scenarios/external.yaml", "--host", server.url, "--ladder", "1", "--step-duration"]
+    command += ["1", "--warmup", "0", "--min-requests", "0", "--run-id", "first", "--report-dir", str(reports)]
+    locust = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log)
+    evil = WSGIServer(("127.0.0.1", 0), evil_page(base), log=None)
+    evil.start()
+    browser = None
+    try:
+        poll(base + "/llm/verdict", lambda r: r.status_code == 200, timeout_s=180)  # the first run has ended
+        listening = {c.laddr for c in psutil.Process(locust.pid).net_connections("tcp") if c.status == "LISTEN"}
+        assert listening == {("127.0.0.1", port)}, listening
+        run_dir = reports / "first"
+        (run_dir / "evil.txt").symlink_to("/etc/passwd")
+        os.mkfifo(run_dir / "pipe.txt")
+        files = requests.get(base + "/llm/verdict", timeout=10).json()["files"]
+        assert "env.json" in files and not {"evil.txt", "pipe.txt", ".lock"} & set(files)
+        for name in ("evil.txt", "pipe.txt"):
+            assert requests.get(f"{base}/llm/files/{name}", timeout=10).status_code == 404
+
+        browser = Chromium(chromium_binary())
+        browser.load(f"http://127.0.0.1:{evil.server_port}/", settle_s=0.5)
+        read = browser.evaluate(
+            f"fetch('{base}/llm/files/env.json').then(r => r.text(), e => 'blocked: ' + e)", await_promise=True
+        )
+        assert read.startswith("blocked: TypeError"), read[:200]
+        browser.evaluate(
+            f"fetch('{base}/swarm', {{method: 'POST', mode: 'no-cors', body: new URLSearchParams("
+            f"{{user_count: '1', spawn_rate: '1', host: 'http://attacker.example', run_id: 'evil'}})}}).then(() => 1)",
+            await_promise=True,
+        )
+        browser.evaluate(f"fetch('{base}/stop', {{mode: 'no-cors'}}).then(() => 1)", await_promise=True)
+        browser.events.clear()  # the next load event is the form's answer
+        browser.evaluate("document.getElementById('attack').submit()")  # a cross-site form post: a navigation
+        browser.wait_event("Page.loadEventFired")
+        refused = browser.evaluate("document.body.innerText")
+        assert "cross-origin requests to the cockpit are refused" in refused, refused[:300]
+
+        browser.load(base + "/", settle_s=0.5)  # the cockpit's own page reads the same file
+        own = browser.evaluate(f"fetch('{base}/llm/files/env.json').then(r => r.text())", await_promise=True)
+        assert json.loads(own)["run_id"] == "first"
+        assert requests.get(base + "/llm/live", timeout=10).json()["run_id"] == "first"  # nothing else started
+        assert sorted(p.name for p in reports.iterdir()) == ["first"]
+    finally:
+        if browser is not None:
+            browser.close()
+        evil.stop()
+        terminate(locust, 60)
+        log.close()
+        server.stop()
+    text = (tmp_path / "locust.log").read_text()
+    assert "the web UI listens on 127.0.0.1 only" in text
+    assert text.count("refused a cross-origin") >= 4, text[-3000:]
+
+
+def evil_page(cockpit: str):
+    """A WSGI app serving one page of another origin that aims at the cockpit."""
+    page = f"""<!doctype html><html><body>
+        <form id="attack" method="post" action="{cockpit}/swarm">
+          <input name="user_count" value="1"><input name="spawn_rate" value="1">
+          <input name="host" value="http://attacker.example"><input name="run_id" value="evil">
+        </form></body></html>""".encode()
+
+    def app(_environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/html"), ("Content-Length", str(len(page)))])
+        return [page]
+
+    return app

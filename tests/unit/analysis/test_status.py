@@ -6,12 +6,15 @@ Each run is built by hand (tests/synthetic.py) with a known answer and goes thro
 import json
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from locust_llm.analysis.gates import EXIT_INVALID
 from locust_llm.hostscan import HOST_SCHEMA
 from locust_llm.pipeline import finish_run
+from locust_llm.records import RequestRecord
 from locust_llm.rundir import layout
+from locust_llm.runtime.recorder import CLIENT_SCHEMA
 from tests.synthetic import stream_record, window, write_run
 
 START = 1_700_000_000.0
@@ -194,3 +197,79 @@ def test_a_window_where_nothing_completed_says_what_was_sent_and_what_ran_out():
     )
     assert "saw 30 completed requests and 50 output tokens (at least 20 and 100 needed)" in unextended
     assert unextended.endswith("allow load.max_extend_s")
+
+
+def test_a_step_with_suspect_counts_is_flagged_and_its_counts_never_reach_the_throughput(tmp_path):
+    """Level 2: every tenth request claims 5000 tokens for its 20 chunks (suspect_usage). The step is marked, its
+    throughput is the honest requests' alone (level 1's, doubled), and the claimed tokens are nowhere."""
+    rows, steps = [], []
+    closed_step(rows, steps, "baseline", 0, 1, START, 20.0, 0.5)
+    closed_step(rows, steps, "baseline", 1, 2, START + 30, 20.0, 0.5)
+    liars = [r for r in rows if r["step"] == 1][::10]
+    for row in liars:
+        row.update(
+            output_tokens=5000,
+            chunk_tokens=[1] * (TOKENS - 1) + [5000 - TOKENS + 1],
+            error_class="suspect_usage",
+            error_message="suspect usage: usage.completion_tokens 5000 (usage_deltas) is above max_tokens 20",
+        )
+    outcome = finish_run(write_run(tmp_path, rows, steps))
+    one, two = outcome.summary.variants["baseline"].steps
+    assert one.status == "clean" and one.suspect_usage == 0
+    assert two.status == "suspect-usage" and two.suspect_usage == len(liars) > 0
+    assert two.status_reasons[0].startswith(f"suspect-usage: {len(liars)} request(s) whose server token counts")
+    honest = (two.requests - len(liars)) / two.requests
+    assert two.output_tps == pytest.approx(2 * one.output_tps * honest, rel=0.1)  # not 5000 tokens a request
+    assert outcome.verdict.exit_code == 3  # a suspect request is a failed one: the error-rate gate says so
+    assert any("error_rate" in reason for reason in outcome.verdict.reasons["3"])
+
+
+def test_a_step_of_instant_refusals_says_the_server_refused_not_that_the_client_was_the_bottleneck(tmp_path):
+    """Most requests of the step failed 1 ms after their connection began (an HTTP 503 at once), with the client's
+    CPU pegged by them: the step is failed-fast, and the client is not blamed."""
+    rows, steps = [], []
+    closed_step(rows, steps, "baseline", 0, 1, START, 20.0, 0.5)
+    for k in range(200):
+        t = START + 0.1 * k
+        rows.append(
+            RequestRecord(
+                run_id="s",
+                variant="baseline",
+                level=1.0,
+                step=0,
+                phase="steady",
+                seq=10_000 + k,
+                request_id=f"refused-{k}",
+                t_connect=t,
+                t_send=t + 0.0002,
+                t_done=t + 0.001,
+                http_status=503,
+                error_class="http_error",
+                error_message="HTTP 503: overloaded",
+            ).to_dict()
+        )
+    run = write_run(tmp_path, rows, steps)
+    busy = {"worker": 0, "cpu_percent": 100.0, "loop_lag_ms_max": 5.0, "loop_lag_ms_mean": 1.0}
+    samples = [{**busy, "t": START + second} for second in range(21)]
+    layout.write_parquet(run / layout.CLIENT, pa.Table.from_pylist(samples, schema=CLIENT_SCHEMA))
+    (step,) = finish_run(run).summary.variants["baseline"].steps
+    assert step.failed_fast == 200 and step.client_valid is False
+    assert step.status == "failed-fast"
+    assert step.status_reasons[0].startswith("failed-fast: the server refused or failed fast: 200 of")
+    assert not any("client was the bottleneck" in reason for reason in step.status_reasons)
+
+
+def test_a_usage_check_made_after_its_record_was_sent_amends_the_run(tmp_path):
+    """The run's usage_suspect event names two requests a tokenizer found suspect once they had been sent: the
+    analysis reads them as suspect_usage failures; requests.parquet keeps what the server said."""
+    rows, steps = [], []
+    closed_step(rows, steps, "baseline", 0, 1, START, 20.0, 0.5)
+    run = write_run(tmp_path, rows, steps)
+    named = {rows[3]["request_id"]: "suspect usage: the server counts 8 ...", rows[7]["request_id"]: "suspect ..."}
+    (run / "steps.json").write_text(
+        json.dumps({"steps": steps, "events": [{"kind": "usage_suspect", "t": START + 30, "requests": named}]})
+    )
+    (step,) = finish_run(run).summary.variants["baseline"].steps
+    assert step.suspect_usage == 2 and step.errors == 2 and step.status == "suspect-usage"
+    assert step.errors_by_class == {"suspect_usage": 2}
+    assert pq.read_table(run / "requests.parquet").column("error_class").null_count == len(rows)

@@ -56,6 +56,7 @@ def lost_event(stopped: bool) -> dict:
         "level": 2.0,
         "records_sent": 37,
         "records_received": 37,
+        "requests_lost": 2,
         "stopped": stopped,
     }
 
@@ -80,5 +81,6 @@ def test_a_run_stopped_by_a_lost_worker_exits_5_saying_what_was_lost(tmp_path):
     outcome = finish_run(two_levels(tmp_path, lost_event(stopped=True)))
     assert outcome.verdict.exit_code == EXIT_INVALID
     assert outcome.verdict.reasons[str(EXIT_INVALID)] == [
-        "load process 1 lost during spec step 1 (it had sent 37 records): the run stopped (load.on_worker_loss: stop)"
+        "load process 1 lost during spec step 1 (it had sent 37 records; 2 requests in flight or not yet shipped are "
+        "lost): the run stopped (load.on_worker_loss: stop)"
     ]

@@ -32,7 +32,7 @@ def test_every_request_to_the_server_carries_the_key(refserver_factory, monkeypa
     monkeypatch.setenv(API_KEY_ENV, KEY)
     url = server.url.replace("http://", "http://alice:S3cretPass@")
 
-    assert served_model(url) == "refserver-model"  # GET /v1/models
+    assert served_model(url)[0] == "refserver-model"  # GET /v1/models
     context_size(url)  # GET /v1/models, then GET /props
     assert ServerTokenizer(url).count("one two three") == 3  # POST /tokenize
     prompts = [PromptItem("b", "one two", 2, 4, True, "b/0")]

@@ -50,7 +50,9 @@ def test_each_probe_gets_the_reference_servers_known_answer(refserver):
     assert rows["invalid_utf8"].status == 400 and rows["invalid_utf8"].error == "the request body is not JSON"
     assert rows["negative_max_tokens"].status == 400 and "got -5" in rows["negative_max_tokens"].error
     assert rows["unknown_model"].note == "answered with its own model"
-    assert rows["temperature_not_a_number"].note == "accepted a temperature that is not a number"
+    assert rows["temperature_not_a_number"].note == "accepted a temperature that is not a number", repr(
+        rows["temperature_not_a_number"]
+    )
     assert "does not say its context size" in rows["prompt_at_context"].note
     assert rows["client_disconnect"].answer == "HTTP 200, 3 chunks read, then the socket closed"
     assert rows["burst"].answer.startswith("6 x 200;")

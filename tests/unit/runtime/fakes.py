@@ -11,7 +11,7 @@ from locust_llm.runtime.session import ActiveServer
 
 def options(**given) -> Namespace:
     """Parsed options as Locust hands them over, with the plugin's defaults."""
-    return Namespace(**{**defaults(), "headless": True, **given})
+    return Namespace(**{**defaults(), "headless": True, "stop_timeout": 0, **given})
 
 
 class Clock:

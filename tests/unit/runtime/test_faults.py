@@ -104,7 +104,7 @@ def steady_row(level: float = 2.0) -> dict:
 
 def completion_s(url: str) -> float:
     t0 = now()
-    with session() as http:
+    with session("test") as http:
         answer = http.post(f"{url}/v1/completions", json={"prompt": "a b", "max_tokens": 2, "stream": True}, timeout=30)
         assert answer.status_code == 200 and b"[DONE]" in answer.content
     return now() - t0

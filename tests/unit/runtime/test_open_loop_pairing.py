@@ -9,12 +9,14 @@ from locust_llm.records import ErrorClass, Phase, now
 from locust_llm.runtime.steps import StepState
 from locust_llm.runtime.users import OpenLoopUser, context_of
 from locust_llm.scenario import LoadSpec
+from locust_llm.workload import PromptItem
 
 RATE = 1000.0  # arrivals 1 ms apart: the test waits for its three arrivals, not for a tuned time
 
 
 class HeldWorkload:
-    """Hands out prompt indices and holds each request until released; then it fails (no server here)."""
+    """Hands out prompt indices and holds each request until released; then it is sent to a port where nothing
+    listens (no server here): a refused connection, recorded."""
 
     counter = None
     trace = conversations = None  # generated prompts: neither a trace nor conversations
@@ -26,12 +28,13 @@ class HeldWorkload:
     def item(self, worker: int, step: int, index: int, context: int = 0):
         self.asked.append(index)
         self.release.wait()
-        raise RuntimeError("no server in this test")
+        return PromptItem("default", f"prompt {index}", 2, 4, exact=False)
 
 
 class Shipper:
     def __init__(self):
         self.records = []
+        self.created = 0
 
     def add(self, record) -> None:
         self.records.append(record)

@@ -1,8 +1,14 @@
 """Options + scenario -> Plan: overrides, variants chosen, gates, and errors that name the fix."""
 
+import json
 import math
 import os
+import socket
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 
 from locust_llm.runtime.options import OPTIONS
@@ -133,11 +139,11 @@ def test_a_run_directory_is_never_reused_without_overwrite(tmp_path):
     from locust_llm.runtime.plan import claim_run_dir
 
     plan = load_plan(options(scenario=SCENARIO, report_dir=str(tmp_path), run_id="r1"))
-    claim_run_dir(plan, overwrite=False)
+    claim_run_dir(plan, overwrite=False).release()  # the run ended
     (tmp_path / "r1" / "requests.parts").mkdir()
     with pytest.raises(ScenarioError, match="exists already"):
         claim_run_dir(plan, overwrite=False)
-    claim_run_dir(plan, overwrite=True)
+    claim_run_dir(plan, overwrite=True).release()
     assert list((tmp_path / "r1").iterdir()) == []
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
@@ -160,3 +166,109 @@ def test_the_web_form_runs_only_the_projects_scenarios_or_the_command_lines(tmp_
     for elsewhere in ("/etc/passwd", "../scenarios/tiny-cpu.yaml", str(tmp_path / "other.yaml")):
         with pytest.raises(ScenarioError, match="the web form runs"):
             check_web_scenario(elsewhere, "scenarios/tiny-cpu.yaml")
+
+
+ZOMBIE_MAKER = (
+    "import subprocess, sys, time; child = subprocess.Popen([sys.executable, '-c', '']); "
+    "print(child.pid, flush=True); time.sleep(60)"
+)
+
+
+def test_a_run_directory_has_one_writer_and_a_dead_writers_lock_is_taken_over(tmp_path):
+    """A live run holds the folder: a second claim is refused, --overwrite included, naming the holder; once the
+    holder is gone (a process that has exited, or a zombie), its lock is stale and the next claim takes it."""
+    from locust_llm.runtime.plan import claim_run_dir
+
+    plan = load_plan(options(scenario=SCENARIO, report_dir=str(tmp_path), run_id="busy"))
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock = tmp_path / "busy" / ".lock"
+        lock.parent.mkdir()
+        lock.write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "started": time.time()}))
+        (tmp_path / "busy" / "requests.parts").mkdir()
+        for overwrite in (False, True):
+            with pytest.raises(ScenarioError, match=f"being written by process {holder.pid} on "):
+                claim_run_dir(plan, overwrite=overwrite)
+        assert (tmp_path / "busy" / "requests.parts").exists()  # nothing of the live run was removed
+    finally:
+        holder.kill()
+        holder.wait()
+    # stale: a writer that has died and is a zombie its parent has not reaped yet (the parent here: a process that
+    # never waits for its child)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ZOMBIE_MAKER], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        zombie = int(parent.stdout.readline())
+        while psutil.Process(zombie).status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
+        lock.write_text(json.dumps({"pid": zombie, "host": socket.gethostname(), "started": time.time()}))
+        mine = claim_run_dir(plan, overwrite=True)
+    finally:
+        parent.kill()
+        parent.wait()
+    assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert [p.name for p in (tmp_path / "busy").iterdir()] == [".lock"]
+    mine.release()
+    assert not lock.exists()
+
+
+def test_a_lock_whose_pid_now_belongs_to_a_newer_process_is_stale(tmp_path):
+    """The writer died and its pid was given to a process started after the lock was taken: not the writer."""
+    from locust_llm.rundir import lock_holder
+
+    newer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        born = psutil.Process(newer.pid).create_time()
+        for started, held in ((born - 60, False), (born + 5, True)):
+            lock = {"pid": newer.pid, "host": socket.gethostname(), "started": started}
+            (tmp_path / ".lock").write_text(json.dumps(lock))
+            assert (lock_holder(tmp_path) is not None) == held
+    finally:
+        newer.kill()
+        newer.wait()
+
+
+@pytest.mark.parametrize(
+    "key, words",
+    [
+        ("k\r\nX-Injected: evil", "LOCUST_LLM_API_KEY holds the control character '\\r'"),
+        ("k\tx", "LOCUST_LLM_API_KEY holds the control character '\\t'"),
+        ("ключ", "LOCUST_LLM_API_KEY holds 'к', which an HTTP header cannot carry"),
+    ],
+)
+def test_an_api_key_that_cannot_be_a_header_refuses_the_run(monkeypatch, key, words):
+    monkeypatch.setenv("LOCUST_LLM_API_KEY", key)
+    with pytest.raises(ScenarioError) as refused:
+        load_plan(options(scenario=SCENARIO), host="http://127.0.0.1:9")
+    assert words in str(refused.value) and "on one line" in str(refused.value)
+    assert key not in str(refused.value)  # the key itself is never printed
+
+
+@pytest.mark.parametrize("host", ["http://127.0.0.1:9/v1 x", "http://127.0.0.1:9/v1\r\nX-Injected: 1"])
+def test_a_host_url_that_would_break_the_request_line_refuses_the_run(host):
+    with pytest.raises(ScenarioError, match="must be percent-encoded"):
+        load_plan(options(scenario=SCENARIO), host=host)
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("", "no usable prompts (no entries)"),
+        ('{"prompt": "fine"}\n{"prompt": "cut\n', "bad.jsonl:2:12: not valid JSON: Unterminated string"),
+        (None, "bad.jsonl: is a directory"),
+    ],
+)
+def test_a_bad_dataset_refuses_the_run_before_any_request(tmp_path, content, words):
+    from locust_llm.runtime.plan import check_dataset
+
+    dataset = tmp_path / "bad.jsonl"
+    if content is None:
+        dataset.mkdir()
+    else:
+        dataset.write_text(content)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text((REPO / "scenarios" / "external.yaml").read_text() + "  dataset: bad.jsonl\n")
+    with pytest.raises(ScenarioError) as refused:
+        check_dataset(load_plan(options(scenario=str(scenario)), host="http://127.0.0.1:9"))
+    assert str(refused.value).startswith("load.dataset: ") and words in str(refused.value)

@@ -7,7 +7,7 @@ import pytest
 
 from locust_llm.runtime.arrivals import TraceClock
 from locust_llm.runtime.conversations import Dialogue
-from locust_llm.runtime.plan import TRACE_TAIL_S, load_plan
+from locust_llm.runtime.plan import TRACE_TAIL_S, check_dataset, load_plan
 from locust_llm.scenario import ScenarioError, load_scenario
 from tests.unit.workload.test_traces import SHARED, replay
 
@@ -90,8 +90,9 @@ def test_a_malformed_conversation_dataset_stops_the_plan(tmp_path):
         '{"conversations": [{"from": "human", "value": "hi"}]}\n{"conversations": 5}\n'
     )
     path = scenario_file(tmp_path, "api: chat\ndataset: chats.jsonl\nconversation: {turns: 2}")
+    plan = load_plan(options(scenario=str(path)))
     with pytest.raises(ScenarioError, match=r"chats.jsonl:2: 'conversations' must be a list"):
-        load_plan(options(scenario=str(path)))
+        check_dataset(plan)  # read before the first request, as every dataset is
 
 
 def test_every_process_replays_its_own_share_of_the_records_that_fit(tmp_path):

@@ -131,14 +131,14 @@ def test_the_baseline_runs_whatever_the_posted_form_says(tmp_path, monkeypatch):
     )  # what the page would run
 
     class Started:  # the run as start_experiment makes it, without starting servers
-        def __init__(self, environment, plan, classes, clocks=None):
+        def __init__(self, environment, plan, classes, clocks=None, lock=None):
             self.plan, self.run = plan, SimpleNamespace(path=tmp_path / plan.run_id)
 
     monkeypatch.setattr(plugin, "Experiment", Started)
     posted = options(scenario=TEST_SCENARIO, report_dir=str(tmp_path), variant="spec-k4", run_id="web", headless=False)
-    environment = SimpleNamespace(parsed_options=posted, host=None)
+    environment = SimpleNamespace(parsed_options=posted, host=None, stop_timeout=0)
     assert plugin.start_experiment(environment).plan.variants == ["baseline", "spec-k4"]
     assert posted.variant == "baseline,spec-k4"  # env.json records what ran
     headless = options(scenario=TEST_SCENARIO, report_dir=str(tmp_path), variant="spec-k4", run_id="cli")
-    environment = SimpleNamespace(parsed_options=headless, host=None)
+    environment = SimpleNamespace(parsed_options=headless, host=None, stop_timeout=0)
     assert plugin.start_experiment(environment).plan.variants == ["spec-k4"]  # the command line's choice stands

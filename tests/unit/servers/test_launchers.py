@@ -1,6 +1,7 @@
 """Launchers: command lines of every engine, and failure modes with a stand-in server process."""
 
 import json
+import os
 import socket
 import sys
 from pathlib import Path
@@ -191,3 +192,18 @@ time.sleep(600)
     server = psutil.Process(pids["server"])
     server.wait(timeout=10)
     assert_gone([pids["server"]])
+
+
+def test_a_launched_server_runs_below_the_load_generators_priority(tmp_path):
+    """By default every process of a launched server gets nice +10 over the launcher's own (the load generator gets a
+    core at once when a chunk arrives); a variant may set its own, and describe() records it for env.json."""
+    pid_file = tmp_path / "pids.json"
+    scenario = vllm_scenario(tmp_path, binary=f"{FAKE} --pid-file {pid_file}")
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    with launch_variant(scenario, "eagle3", log_dir=tmp_path) as server:
+        pids = json.loads(pid_file.read_text())
+        assert {psutil.Process(pid).nice() for pid in pids.values()} == {min(own + 10, 19)}
+        assert server.describe()["nice"] == 10
+    text = (tmp_path / "s.yaml").read_text().replace('    args: ["--max-num-seqs", "64"]', "    nice: 0")
+    assert plan_variant(load_scenario(scenario_file(tmp_path, text)), "eagle3", port=8123).nice == 0
+    assert plan_variant(scenario, "baseline", port=8123).nice == 10

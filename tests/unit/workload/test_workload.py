@@ -343,7 +343,7 @@ def test_dataset_sample_is_seeded(tmp_path):
 @pytest.mark.parametrize(
     "lines, line, message",
     [
-        (['{"prompt": "ok"}', '{"prompt": "ok"', '{"prompt": "x"}'], 2, "not valid JSON"),
+        (['{"prompt": "ok"}', '{"prompt": "ok"', '{"prompt": "x"}'], "2:16", "not valid JSON: Expecting ',' delimiter"),
         (['{"prompt": "ok"}', "", '["a list"]'], 3, "expected a JSON object with a 'prompt' string, found list"),
         (['{"text": "no prompt key"}'], 1, "missing key 'prompt'.*keys found: text"),
         (['{"prompt": ""}'], 1, "'prompt' must be a non-empty string"),
@@ -362,11 +362,28 @@ def test_jsonl_errors_name_file_and_line(tmp_path, lines, line, message):
         read_dataset(path)
 
 
+def test_jsonl_lines_end_at_newline_only_as_json_has_it(tmp_path):
+    """U+2028, U+2029 and U+0085 raw inside a string (``json.dumps(ensure_ascii=False)`` writes them so) are text,
+    not line ends; a UTF-8 byte-order mark at the start is skipped; CRLF line ends are fine."""
+    prompts = ["one\u2028two", "three\u2029four", "five\u0085six", "plain"]
+    body = "\r\n".join(json.dumps({"prompt": p}, ensure_ascii=False) for p in prompts)
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    records, skipped = read_dataset(path)
+    assert [r.prompt for r in records] == prompts and skipped == 0
+    assert [r.where for r in records] == [f"{path}:{n}" for n in (1, 2, 3, 4)]
+
+
 def test_missing_and_empty_dataset(tmp_path):
     with pytest.raises(WorkloadError, match="nope.jsonl: dataset file not found"):
         Workload.from_spec(spec(dataset="nope.jsonl"), FakeCounter(), tmp_path)
     with pytest.raises(WorkloadError, match="empty.jsonl: no usable prompts"):
         read_dataset(write(tmp_path / "empty.jsonl", "\n\n"))
+    with pytest.raises(WorkloadError, match="nothing.jsonl: no usable prompts"):
+        read_dataset(write(tmp_path / "nothing.jsonl", ""))
+    (tmp_path / "folder.jsonl").mkdir()
+    with pytest.raises(WorkloadError, match="folder.jsonl: is a directory; load.dataset names one"):
+        read_dataset(tmp_path / "folder.jsonl")
 
 
 SHAREGPT = [
@@ -431,7 +448,7 @@ def test_sharegpt_errors_name_file_and_line(tmp_path):
         read_dataset(path)
 
     path = write(tmp_path / "broken.json", '[\n  {"conversations": []},\n  {"conversations": [}\n]\n')
-    with pytest.raises(WorkloadError, match=r"broken\.json:3: not valid JSON"):
+    with pytest.raises(WorkloadError, match=r"broken\.json:3:22: not valid JSON"):
         read_dataset(path)
 
     path = write(tmp_path / "trailing.json", '[{"conversations": []}]\n]\n')

@@ -1,0 +1,156 @@
+"""What each variant's numbers rest on: the server (launched or attached with ``--host``), the model and API, what
+the run found out about the server (how it counts tokens, whether it reports cached prompt tokens, its
+speculative-decoding figures, its ``/metrics``), and every request the run sent it, so that the server's own count
+can be reconciled: measured streams (the rows of ``requests.parquet`` that were sent) + the other requests listed
+(``env.json`` ``server_requests``, ``client.ledger``) = what the server received. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+
+from ..client.engines import PATHS
+from ..client.ledger import server_of
+from ..client.usage import CACHED_PROMPT_TOKENS
+from ..rundir.load import RunData
+
+__all__ = ["detected"]
+
+OWNERS = {"llamacpp": "llama.cpp", "vllm": "vLLM", "sglang": "SGLang"}
+USAGE = {
+    "usage_deltas": "cumulative usage on every chunk (exact per-chunk counts)",
+    "token_ids": "token ids on every chunk",
+    "server_events": "one event per token, checked against the final usage",
+    "server_events+usage": "one event per token, checked against the final usage",
+    "usage_below_events": "one event per token, with a final usage below their number",
+    "usage+tokenizer": "a final usage total only (split over chunks by the tokenizer)",
+    "usage+text_share": "a final usage total only (split over chunks by text length: ITL approximate)",
+    "tokenizer": "no usage (the tokenizer counted the text)",
+    "unknown": "no usage and no tokenizer (token counts unknown)",
+}
+
+
+def _server_words(server: dict, engine: str | None) -> str:
+    if server.get("launched"):
+        return f"{server.get('engine') or engine or 'a server'}, launched by the run"
+    owner = server.get("owned_by")
+    if not owner:
+        return "already running (--host); its /v1/models does not say what it is"
+    known = f" ({OWNERS[owner]})" if owner in OWNERS else ""
+    return f"already running (--host); its /v1/models says owned_by {owner}{known}"
+
+
+def _metrics_words(entry: dict, meta: dict, variant: str) -> str:
+    telemetry = entry.get("telemetry") or {}
+    if telemetry.get("missing"):
+        return f"not read: {telemetry['missing']}"
+    scraped = [
+        s
+        for a in meta.get("attachments") or []
+        if a.get("variant") == variant
+        for s in a.get("sources") or []
+        if s.get("source") in ("scrape", "prometheus")
+    ]
+    answered = [s for s in scraped if s.get("polls", 0) > s.get("failures", 0)]
+    if answered:
+        engine = telemetry.get("engine")
+        names = f"{OWNERS.get(engine, engine)} names, " if engine and engine != "external" else ""
+        return f"found ({names}{'scraped' if answered[0]['source'] == 'scrape' else 'through Prometheus'})"
+    errors = [g.get("error") for g in telemetry.get("gaps") or [] if g.get("error")]
+    return "not found" + (f": {errors[0]}" if errors else "")
+
+
+def _spec_words(steps: list[dict]) -> str:
+    counters = any(((s.get("server") or {}).get("acceptance") or {}).get("draft_tokens") for s in steps)
+    responses = any(s.get("acceptance_client") for s in steps)
+    found = [
+        text
+        for text, present in (
+            ("the server's draft and accepted-token counters on /metrics", counters),
+            ("per-request draft counts in the responses", responses),
+        )
+        if present
+    ]
+    return " and ".join(found) if found else "none reported (no draft counts in the responses or on /metrics)"
+
+
+def _usage_words(sources: dict[str, int]) -> str:
+    if not sources:
+        return "no stream answered"
+    main = max(sources, key=sources.get)
+    return USAGE.get(main, main) + (f" ({', '.join(sorted(sources))})" if len(sources) > 1 else "")
+
+
+def _streams(requests: pd.DataFrame, variants: list[str]) -> dict[str, int]:
+    """Measured streams of ``variants`` that were sent (a connection refused sends nothing), per method and path;
+    a scale-out step's further servers are theirs."""
+    if not len(requests):
+        return {}
+    rows = requests[requests["variant"].isin(variants) & requests["t_send"].notna()]
+    if "server" in rows:
+        rows = rows[rows["server"].fillna(0) == 0]
+    return {f"POST {PATHS.get(api, api)}": int(n) for api, n in rows["api"].value_counts().sort_index().items()}
+
+
+def detected(run: RunData, variants: dict[str, dict]) -> dict[str, dict]:
+    """Per variant of the summary (``variants``: its figures so far), what its numbers rest on."""
+    env = run.env
+    servers = env.get("servers") or {}
+    counted = env.get("server_requests") or []
+    seen = env.get("server_seen") or {}
+    by_url: dict[str, list[str]] = {}
+    for name, server in servers.items():
+        if server.get("url"):
+            by_url.setdefault(server_of(server["url"]), []).append(name)
+    out = {}
+    for name, entry in variants.items():
+        server = servers.get(name) or {}
+        steps = entry.get("steps") or []
+        sources: Counter[str] = Counter()
+        for s in steps:
+            sources.update(s.get("token_sources") or {})
+        key = server_of(server["url"]) if server.get("url") else None
+        requests = [
+            {k: e[k] for k in ("purpose", "method", "path", "count")} for e in counted if e.get("server") == key
+        ]
+        streams = _streams(run.requests, by_url.get(key, [name]))
+        accounted: Counter[str] = Counter(streams)
+        for e in requests:
+            accounted[f"{e['method']} {e['path']}"] += e["count"]
+        facts = {
+            "url": server.get("url"),
+            "launched": server.get("launched"),
+            "server": _server_words(server, (env.get("scenario") or {}).get("server", {}).get("engine")),
+            "model": server.get("served_model") or server.get("model"),
+            "api": (env.get("load") or {}).get("api"),
+            "token_sources": dict(sources),
+            "usage": _usage_words(dict(sources)),
+            "cached_prompt_tokens": (CACHED_PROMPT_TOKENS in seen.get(key, [])) if sources else None,
+            "spec_decoding": _spec_words(steps),
+            "metrics": _metrics_words(entry, run.telemetry_meta or {}, name),
+            "streams": streams,
+            "requests": requests,
+            "accounted": dict(sorted(accounted.items())),
+        }
+        facts["text"] = _text(name, facts)
+        out[name] = facts
+    return out
+
+
+def _text(name: str, f: dict) -> str:
+    cached = {True: "reported", False: "not reported", None: "unknown (no stream ended)"}[f["cached_prompt_tokens"]]
+    others = ", ".join(f"{e['method']} {e['path']} {e['count']:,} ({e['purpose']})" for e in f["requests"])
+    streams = ", ".join(f"{k} {n:,}" for k, n in f["streams"].items()) or "none"
+    totals = ", ".join(f"{k} {n:,}" for k, n in f["accounted"].items()) or "none"
+    return "\n".join(
+        [
+            f"server of {name}: {f['url'] or 'not recorded'}, {f['server']}; model {f['model'] or 'not said'}; "
+            f"API {f['api'] or 'not recorded'}",
+            f"  detected: token counts from {f['usage']}; cached prompt tokens {cached}; speculative decoding: "
+            f"{f['spec_decoding']}; /metrics {f['metrics']}",
+            f"  requests it received from the run: measured streams {streams}; besides them {others or 'none'}; "
+            f"in all {totals}",
+        ]
+    )

@@ -1,0 +1,374 @@
+"""Hostile inputs, round two, each as a real headless run against a small misbehaving server on loopback (the
+reference server, or a misbehaving front of it: ``tests.misbehaving``): the documented exit code, the message,
+and ``requests.parquet`` holding exactly the requests Locust counted (README, "Faults and bad input").
+
+A refusing server must not be asked thousands of times a second: where every request fails at once, the rows are
+bounded by the backoff schedule over the run's own measured duration (``backoff_bound``), not by a tuned number.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from locust_llm.records import FAST_FAIL_S, NEVER_REACHED
+from locust_llm.rundir import load_run
+from locust_llm.runtime.users import BACKOFF_FIRST_S, BACKOFF_MAX_S, USAGE_CHECKS_PER_STEP
+from tests.e2e.test_faults import counted
+from tests.e2e.test_webui import free_port
+from tests.helpers import LOCUSTFILE, REPO, assert_run_completed, run_locust, terminate
+from tests.misbehaving import Front, make_certs
+
+SCENARIO = """
+name: hostile
+server: {engine: external, url: "http://127.0.0.1:9"}
+variants: {ref: {}}
+load:
+  ladder: [2]
+  step_duration_s: 2
+  warmup_s: 0.5
+  prompt_tokens: 8
+  max_tokens: 8
+"""
+USERS = 2  # the SCENARIO's ladder
+QUICK = ("--ttft-s", "0.005", "--gap-s", "0.002")
+# Where a run must pass (exit 0), a server slow enough that the client's own ~1 ms per request stays far below the
+# 5% of each request cycle that makes a step client-invalid.
+CALM = ("--ttft-s", "0.02", "--gap-s", "0.01")
+
+
+def run(tmp_path, host: str, *args: str, env: dict | None = None, scenario: str = SCENARIO):
+    path = tmp_path / "hostile.yaml"
+    path.write_text(scenario)
+    done = run_locust(tmp_path, "--json", "--host", host, "--scenario", str(path), "--run-id", "h", *args, env=env)
+    rows = tmp_path / "h" / "requests.parquet"
+    return done, pd.read_parquet(rows) if rows.exists() else None
+
+
+def backoff_bound(frame: pd.DataFrame) -> int:
+    """The most requests ``USERS`` closed-loop users can send in the rows' time span when each waits 50 ms after
+    its first instant failure, doubling up to 1 s; each failure that was not instant restarts the doubling."""
+    start = frame["t_connect"].fillna(frame["t_send"]).fillna(frame["t_done"])
+    span = float(frame["t_done"].max() - start.min())
+    waits, elapsed, n = [], 0.0, 1
+    while elapsed <= span:
+        waits.append(min(BACKOFF_FIRST_S * 2 ** (n - 1), BACKOFF_MAX_S))
+        elapsed += waits[-1]
+        n += 1
+    slow = ~frame["error_class"].isin(NEVER_REACHED) & ((frame["t_done"] - start) >= FAST_FAIL_S)
+    return USERS * len(waits) + 6 * int(slow.sum())
+
+
+def assert_exit(done, code: int) -> None:
+    """The expected exit code; or 5 where it would be 0 or 3 but the shared machine left no step clean (another
+    job kept the host busy: an honest verdict, not a failure of what is tested; ``assert_run_completed``)."""
+    if code in (0, 3) and done.returncode == 5:
+        assert_run_completed(done)
+    else:
+        assert done.returncode == code, done.stderr[-3000:]
+
+
+def assert_counted(done, frame) -> None:
+    assert frame is not None and len(frame) == counted(done.stdout) > 0, done.stderr[-3000:]
+
+
+# -- a server's counts --------------------------------------------------------------------------------------------
+
+
+COUNT_FAULTS = [
+    # refserver flags, error class, words in every message
+    (
+        ["--usage", "none", "--patch-last", '{"usage.completion_tokens": 5000}'],
+        "suspect_usage",
+        "usage.completion_tokens 5000 (usage+text_share) is above max_tokens 8",
+    ),
+    (["--patch-last", '{"usage.completion_tokens": 3}'], "malformed_event", "went down from 7 to 3 at event 8"),
+]
+
+
+@pytest.mark.parametrize("flags, error_class, words", COUNT_FAULTS, ids=["above-max-tokens", "going-down"])
+def test_a_server_whose_counts_cannot_be_right(tmp_path, refserver_factory, flags, error_class, words):
+    server = refserver_factory(*QUICK, *flags)
+    done, frame = run(tmp_path, server.url)
+    assert done.returncode == 5, done.stderr[-3000:]
+    assert_counted(done, frame)
+    assert (frame["error_class"] == error_class).all(), frame["error_class"].value_counts()
+    assert frame["error_message"].str.contains(words, regex=False).all(), frame["error_message"].iloc[0]
+    summary = json.loads((tmp_path / "h" / "summary.json").read_text())
+    (step,) = summary["variants"]["ref"]["steps"]
+    assert step["output_tps"] in (None, 0.0)  # no claimed token counts as throughput
+    if error_class == "suspect_usage":
+        assert step["status"] == "suspect-usage" and step["suspect_usage"] == step["requests"]
+
+
+def test_a_final_total_far_from_the_text_is_suspect_for_every_request(tmp_path, refserver_factory):
+    """40 words streamed, a final usage of 2: the server's /tokenize counts the words (one token each). A final
+    total alone is split by the tokenizer anyway, so every request's total is checked."""
+    server = refserver_factory(*QUICK, "--usage", "none", "--patch-last", '{"usage.completion_tokens": 2}')
+    done, frame = run(tmp_path, server.url, "--max-tokens", "40")
+    assert done.returncode == 5, done.stderr[-3000:]
+    assert_counted(done, frame)
+    assert (frame["error_class"] == "suspect_usage").all(), frame["error_class"].value_counts()
+    message = "the server counts 2 output tokens (usage.completion_tokens), the tokenizer counts 40 in the 150"
+    assert frame["error_message"].str.startswith(f"suspect usage: {message}").all(), frame["error_message"].iloc[0]
+
+
+def test_exact_per_chunk_counts_far_from_the_text_are_caught_in_the_checked_sample(tmp_path, refserver_factory):
+    """Continuous usage, every count a fifth of the truth (8 for 40 words: consistent, and wrong). The first
+    requests of the step are checked against the tokenizer; the step is flagged and left out."""
+    server = refserver_factory(*QUICK, "--usage-factor", "0.2")
+    done, frame = run(tmp_path, server.url, "--max-tokens", "40")
+    assert done.returncode == 5, done.stderr[-3000:]
+    assert_counted(done, frame)
+    assert frame["error_class"].isna().all()  # on disk, the rows keep what the server said ...
+    frame = load_run(tmp_path / "h").requests  # ... and the run's usage_suspect event amends those checked
+    suspect = frame[frame["error_class"] == "suspect_usage"]
+    assert len(suspect) == min(USAGE_CHECKS_PER_STEP, len(frame)), frame["error_class"].value_counts()
+    assert frame.drop(suspect.index)["error_class"].isna().all()
+    message = "the server counts 8 output tokens (usage.completion_tokens), the tokenizer counts 40 in the 150"
+    assert suspect["error_message"].str.startswith(f"suspect usage: {message}").all(), suspect["error_message"].iloc[0]
+    (step,) = json.loads((tmp_path / "h" / "summary.json").read_text())["variants"]["ref"]["steps"]
+    assert step["status"] == "suspect-usage" and step["suspect_usage"] > 0
+
+
+# -- HTTP as a peer speaks it ---------------------------------------------------------------------------------------
+
+
+HTTP_FAULTS = [
+    # front mode, exit code, error class (None: they succeed), words in every message
+    ("continue", 0, None, None),
+    ("redirect", 5, "http_error", "HTTP 307 redirect to http://127.0.0.1:"),
+    ("json", 5, "not_streamed", "the server did not stream (Content-Type application/json): a whole answer"),
+    ("close_after_head", 5, "truncated_stream", "closed the connection before the end of the response body"),
+]
+
+
+@pytest.mark.parametrize("mode, code, error_class, words", HTTP_FAULTS, ids=[f[0] for f in HTTP_FAULTS])
+def test_http_as_a_peer_speaks_it(tmp_path, refserver_factory, mode, code, error_class, words):
+    server = refserver_factory(*(QUICK if code else CALM))
+    with Front(server.url, mode) as front:
+        done, frame = run(tmp_path, front.url)
+    assert_exit(done, code)
+    assert_counted(done, frame)
+    if error_class is None:
+        assert frame["error_class"].isna().all(), frame["error_class"].value_counts()
+        return
+    assert (frame["error_class"] == error_class).all(), frame["error_class"].value_counts()
+    assert frame["error_message"].str.contains(words, regex=False).all(), frame["error_message"].iloc[0]
+    if mode == "redirect":  # answered at once, again and again: the users back off
+        assert len(frame) <= backoff_bound(frame), len(frame)
+        assert "the server refused or failed fast" in done.stderr
+
+
+def test_nothing_listening_is_refused_with_backoff_and_blames_no_client(tmp_path):
+    done, frame = run(tmp_path, f"http://127.0.0.1:{free_port()}")
+    assert done.returncode == 5, done.stderr[-3000:]
+    assert_counted(done, frame)
+    assert (frame["error_class"] == "connect_error").all()
+    assert len(frame) <= backoff_bound(frame), len(frame)
+    assert "the server refused or failed fast" in done.stderr and "client was the bottleneck" not in done.stderr
+
+
+def test_a_503_with_retry_after_is_waited_out(tmp_path, refserver_factory):
+    """503 with Retry-After: 1 for the first 2 s, then answers: each user asks about once a second meanwhile."""
+    server = refserver_factory(*QUICK)
+    with Front(server.url, "refuse_for:2") as front:
+        done, frame = run(tmp_path, front.url, "--step-duration", "4")
+    assert_counted(done, frame)
+    refused = frame[frame["http_status"] == 503]
+    assert (refused["error_message"].str.endswith("(Retry-After: 1)")).all()
+    assert 0 < len(refused) <= USERS * (2 + 1), len(refused)  # 2 s of refusals, one per second per user at most
+    answered = frame[frame["http_status"] == 200]
+    assert len(answered) > 0 and answered["error_class"].isna().all(), done.stderr[-3000:]
+    summary = json.loads((tmp_path / "h" / "summary.json").read_text())
+    rate = summary["variants"]["ref"]["steps"][0]["error_rate"]
+    assert_exit(done, 3 if rate > 0.05 else 0)
+
+
+def test_tls_failures_are_named_and_a_private_ca_is_trusted_through_ssl_cert_file(tmp_path, refserver_factory):
+    server = refserver_factory(*CALM)
+    certs = make_certs(tmp_path / "certs")
+    env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")}
+    with Front(server.url, certs=certs) as front:
+        untrusted_dir, trusted_dir = tmp_path / "untrusted", tmp_path / "trusted"
+        untrusted_dir.mkdir()
+        trusted_dir.mkdir()
+        done, frame = run(untrusted_dir, front.url, env=env)
+        trusted, trusted_frame = run(trusted_dir, front.url, env={**env, "SSL_CERT_FILE": certs["ca"]})
+    assert done.returncode == 5, done.stderr[-3000:]
+    assert_counted(done, frame)
+    assert (frame["error_class"] == "tls_error").all(), frame["error_class"].value_counts()
+    assert frame["error_message"].str.contains("certificate verify failed: unable to get local issuer").all()
+    assert frame["error_message"].str.contains("SSL_CERT_FILE").all()
+    assert len(frame) <= backoff_bound(frame), len(frame)
+    assert_exit(trusted, 0)
+    assert_counted(trusted, trusted_frame)
+    assert trusted_frame["error_class"].isna().all()
+
+
+def test_a_hung_first_token_is_a_first_token_timeout_never_cancelled(tmp_path, refserver_factory):
+    """The server reads each request and never answers; the load stops (drain) while the streams wait."""
+    server = refserver_factory(*QUICK)
+    scenario = SCENARIO + "  timeouts: {first_token_s: 2}\n"
+    with Front(server.url, "hang") as front:
+        done, frame = run(tmp_path, front.url, scenario=scenario)
+    assert done.returncode == 5, done.stderr[-3000:]
+    assert_counted(done, frame)
+    assert (frame["error_class"] == "first_token_timeout").all(), frame["error_class"].value_counts()
+    assert (frame["error_message"] == "no first token within 2 s").all()
+
+
+# -- bad input stops before the first request ---------------------------------------------------------------------
+
+
+# One run per kind of input (the other cases of each are unit tests: tests/unit/runtime/test_plan.py).
+BAD_INPUT = [
+    # environment, extra scenario lines, dataset bytes (None: a directory), words in the one error line
+    ({"LOCUST_LLM_API_KEY": "k\r\nX-Injected: evil"}, "", b"", "LOCUST_LLM_API_KEY holds the control character '\\r'"),
+    ({}, "  dataset: d.jsonl\n", None, "d.jsonl: is a directory"),
+    ({}, "  dataset: d.jsonl\n", b'{"prompt": "a"}\n{"prompt": b}\n', "d.jsonl:2:12: not valid JSON"),
+]
+
+
+@pytest.mark.parametrize("env, lines, dataset, words", BAD_INPUT, ids=["key-crlf", "directory", "bad-line"])
+def test_bad_input_stops_before_the_first_request(tmp_path, refserver_factory, env, lines, dataset, words):
+    server = refserver_factory(*QUICK)
+    if dataset is None:
+        (tmp_path / "d.jsonl").mkdir()
+    else:
+        (tmp_path / "d.jsonl").write_bytes(dataset)
+    done, frame = run(tmp_path, server.url, env=env, scenario=SCENARIO + lines)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert words in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert frame is None and server.all_logs() == []  # not one request reached the server
+    assert "X-Injected" not in done.stderr  # the key is never printed
+
+
+def test_a_host_path_that_would_break_the_request_line_stops_the_run(tmp_path, refserver_factory):
+    server = refserver_factory(*QUICK)
+    done, frame = run(tmp_path, server.url + "/v1\r\nX-Injected: 1")
+    assert done.returncode == 2 and "must be percent-encoded" in done.stderr, done.stderr[-3000:]
+    assert frame is None and server.all_logs() == []
+
+
+def test_a_dataset_with_a_bom_and_unicode_line_separators_in_its_strings_runs(tmp_path, refserver_factory):
+    server = refserver_factory(*QUICK)
+    prompts = ["one\u2028two", "three\u2029four", "five\u0085six"]
+    body = "\n".join(json.dumps({"prompt": p}, ensure_ascii=False) for p in prompts)
+    (tmp_path / "d.jsonl").write_bytes(b"\xef\xbb\xbf" + body.encode())
+    done, frame = run(tmp_path, server.url, scenario=SCENARIO + "  dataset: d.jsonl\n")
+    assert_exit(done, 0)
+    assert_counted(done, frame)
+    assert frame["error_class"].isna().all()
+
+
+# -- one writer per run directory ------------------------------------------------------------------------------------
+
+
+def test_a_second_run_on_a_run_directory_being_written_is_refused_and_report_waits(tmp_path, refserver_factory):
+    server = refserver_factory(*QUICK)
+    scenario = tmp_path / "hostile.yaml"
+    scenario.write_text(SCENARIO)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--skip-log", "--json", "--host", server.url]
+        + ["--scenario", str(scenario), "--run-id", "one", "--report-dir", str(tmp_path), "--step-duration", "6"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "one" / "steps.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        second = run_locust(
+            tmp_path, "--host", server.url, "--scenario", str(scenario), "--run-id", "one", "--overwrite", timeout=120
+        )
+        report = subprocess.run(
+            [sys.executable, "-m", "locust_llm.cli", "report", str(tmp_path / "one")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        stdout, stderr = first.communicate(timeout=240)
+    finally:
+        terminate(first, 10)
+    assert second.returncode == 2, second.stderr[-3000:]
+    assert f"is being written by process {first.pid}" in second.stderr and "--overwrite never replaces" in second.stderr
+    assert report.returncode == 7 and f"still being written by process {first.pid}" in report.stderr
+    assert_exit(subprocess.CompletedProcess(first.args, first.returncode, stdout, stderr), 0)
+    frame = pd.read_parquet(tmp_path / "one" / "requests.parquet")
+    assert len(frame) == counted(stdout) > 0  # the first run's requests, all of them, and only them
+    assert not (tmp_path / "one" / ".lock").exists()
+
+
+# -- nothing unaccounted on a lost worker ---------------------------------------------------------------------------
+
+
+def test_a_stopped_worker_s_requests_in_flight_are_counted_as_lost(tmp_path, refserver_factory):
+    """One worker, SIGSTOP mid-step while its streams are in flight: the master stops the run (exit 5); the requests
+    it will never hear of are counted, so rows + lost = the streams the server served."""
+    server = refserver_factory("--ttft-s", "0", "--gap-s", "0.25")  # 8 tokens: 2 s a request
+    port = free_port()
+    master = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--skip-log", "--headless", "--master"]
+        + ["--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--expect-workers", "1"]
+        + ["--host", server.url, "--scenario", "scenarios/external.yaml", "--report-dir", str(tmp_path)]
+        + ["--ladder", "2", "--step-duration", "30", "--warmup", "0", "--max-tokens", "8", "--run-id", "lost"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--skip-log", "--worker", "--master-port", str(port)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            # Streams in flight, begun long enough ago (1.2 s: past a record batch and the 0.1 s count) that the
+            # master has the records of those before them and the count of these.
+            logs = server.all_logs()
+            in_flight = [s for s in logs if not s["complete"]]
+            if len(logs) >= 6 and in_flight and time.perf_counter() - max(s["t_recv"] for s in logs) > 1.2:
+                break
+            time.sleep(0.05)
+        worker.send_signal(signal.SIGSTOP)
+        _, stderr = master.communicate(timeout=180)
+    finally:
+        worker.send_signal(signal.SIGCONT)
+        terminate(master, 10)
+        terminate(worker, 10)
+    assert master.returncode == 5, stderr[-3000:]
+    served = len(server.all_logs())
+    rows = len(pd.read_parquet(tmp_path / "lost" / "requests.parquet"))
+    events = json.loads((tmp_path / "lost" / "steps.json").read_text())["events"]
+    lost = [e for e in events if e["kind"] == "worker_lost"]
+    assert len(lost) == 1, (events, stderr[-3000:])
+    event = lost[0]
+    print(f"rows {rows} + requests_lost {event['requests_lost']} = {rows + event['requests_lost']}; served {served}")
+    assert rows > 0 and event["requests_lost"] > 0 and rows + event["requests_lost"] == served, (rows, event, served)
+    verdict = json.loads((tmp_path / "lost" / "verdict.json").read_text())
+    said = f"{event['requests_lost']} requests in flight or not yet shipped are lost"
+    assert any(said in reason for reason in verdict["reasons"]["5"]), verdict["reasons"]
+
+
+def test_an_open_loop_keeps_its_clock_against_a_refusing_server(tmp_path):
+    """Nothing listening, 20 req/s of constant arrivals: each arrival is one refused request, no more (nothing
+    spins), and none is skipped (failures are counted): the rows are the clock's arrivals."""
+    scenario = SCENARIO.replace("ladder: [2]", "mode: open\n  arrival: constant\n  ladder: [20]")
+    done, frame = run(tmp_path, f"http://127.0.0.1:{free_port()}", scenario=scenario)
+    assert done.returncode == 5, done.stderr[-3000:]
+    assert_counted(done, frame)
+    assert (frame["error_class"] == "connect_error").all()
+    intended = frame["t_intended"].sort_values().to_numpy()
+    gaps = intended[1:] - intended[:-1]
+    assert len(frame) == frame["seq"].nunique() and abs(gaps - 1 / 20).max() < 1e-3, gaps

@@ -1,0 +1,179 @@
+"""A misbehaving front on loopback, in the test's own process: a raw HTTP/1.1 server that forwards every request
+to a reference server and answers its streaming completions the bad way a test names (README, "Faults and bad
+input"); a private CA and a server certificate made with the openssl command, for the TLS cases.
+
+Modes (streaming completions only; every other request, the consistency prompts' included, is forwarded as it is):
+
+* ``proxy``: forwarded (over TLS when the front has a certificate);
+* ``continue``: ``100 Continue`` and ``103 Early Hints`` first, then the server's answer;
+* ``redirect``: ``307`` to the same path on the reference server;
+* ``json``: ``200`` with ``Content-Type: application/json`` and a whole, non-streamed completion;
+* ``close_after_head``: ``200`` and the stream's head, then a clean close (FIN);
+* ``refuse_for:S``: ``503`` with ``Retry-After: 1`` for the first S seconds after the first completion, then
+  forwarded;
+* ``hang``: the request is read and never answered (the connection is held until the client closes it).
+
+Each answer closes its connection (``Connection: close``): a forwarded answer ends when the server's does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import gevent
+from gevent import socket, ssl
+from gevent.server import StreamServer
+
+HOLD_S = 120.0  # the longest ``hang`` holds a connection (a bound: clients give up long before)
+COMPLETIONS = ("/v1/completions", "/v1/chat/completions")
+
+
+def read_request(sock) -> tuple[bytes, bytes] | None:
+    """The head (without its blank line) and the body of one request; None when the client closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        more = sock.recv(65536)
+        if not more:
+            return None
+        data += more
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        more = sock.recv(65536)
+        if not more:
+            return None
+        body += more
+    return head, body
+
+
+class Front:
+    def __init__(self, upstream: str, mode: str = "proxy", certs: dict | None = None):
+        self.upstream = urlsplit(upstream)
+        self.mode, _, arg = mode.partition(":")
+        self.refuse_s = float(arg or 0)
+        self.first_completion: float | None = None
+        self.completions = 0  # streaming requests that reached the front
+        self.tls = None
+        if certs:
+            self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls.load_cert_chain(certs["cert"], certs["key"])
+        self.scheme = "https" if certs else "http"
+        self.server = StreamServer(("127.0.0.1", 0), self.handle)
+
+    def __enter__(self) -> Front:
+        self.server.start()
+        self.url = f"{self.scheme}://127.0.0.1:{self.server.server_port}"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.stop(timeout=1)
+
+    def handle(self, sock, _address) -> None:
+        try:
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_side=True)  # a client that refuses the certificate: OSError
+            request = read_request(sock)
+            if request is None:
+                return
+            head, body = request
+            path = head.split(b" ", 2)[1].decode()
+            if path in COMPLETIONS and streaming(body):
+                self.completions += 1
+                self.first_completion = self.first_completion or time.monotonic()
+                self.misbehave(sock, head, body, path)
+            else:
+                self.forward(sock, head, body)
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+    def misbehave(self, sock, head: bytes, body: bytes, path: str) -> None:
+        mode = self.mode
+        if mode == "refuse_for" and time.monotonic() - self.first_completion < self.refuse_s:
+            sock.sendall(answer(503, b"Service Unavailable", b"overloaded, come back later", ["Retry-After: 1"]))
+        elif mode == "redirect":
+            where = f"{self.upstream.scheme}://{self.upstream.netloc}{path}"
+            sock.sendall(answer(307, b"Temporary Redirect", b"", [f"Location: {where}"]))
+        elif mode == "json":
+            request = json.loads(body)
+            n = int(request.get("max_tokens", 16))
+            whole = {
+                "id": "cmpl-whole",
+                "object": "text_completion",
+                "choices": [{"index": 0, "text": "".join(f" w{k}" for k in range(n)), "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n},
+            }
+            sock.sendall(answer(200, b"OK", json.dumps(whole).encode(), ["Content-Type: application/json"]))
+        elif mode == "close_after_head":
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            sock.shutdown(socket.SHUT_WR)  # a clean close: FIN, no body
+            sock.recv(1)
+        elif mode == "hang":
+            with gevent.Timeout(HOLD_S, False):
+                sock.recv(1)  # until the client gives up and closes
+        else:
+            if mode == "continue":
+                sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n" + b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n")
+            self.forward(sock, head, body)
+
+    def forward(self, sock, head: bytes, body: bytes) -> None:
+        """The request to the reference server with ``Connection: close``; its answer piped back as it comes."""
+        lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")]
+        upstream = socket.create_connection((self.upstream.hostname, self.upstream.port))
+        try:
+            upstream.sendall(b"\r\n".join([*lines, b"Connection: close"]) + b"\r\n\r\n" + body)
+            while data := upstream.recv(65536):
+                sock.sendall(data)
+        finally:
+            upstream.close()
+
+
+def streaming(body: bytes) -> bool:
+    """A streaming completion (the load's); the consistency prompts' whole answers are forwarded as they are."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(request, dict) and request.get("stream") is True
+
+
+def answer(status: int, reason: bytes, body: bytes, headers: list[str]) -> bytes:
+    extra = "".join(f"{h}\r\n" for h in headers).encode()
+    return (
+        b"HTTP/1.1 %d %s\r\n" % (status, reason)
+        + extra
+        + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+        + body
+    )
+
+
+def make_certs(folder: Path) -> dict:
+    """A private CA (``ca``) and a certificate for 127.0.0.1 it signed (``cert``, ``key``), with openssl."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ca, ca_key = folder / "ca.pem", folder / "ca.key"
+    cert, key, csr, ext = folder / "server.pem", folder / "server.key", folder / "server.csr", folder / "server.ext"
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    openssl(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=locust-llm test CA",
+        "-keyout", str(ca_key), "-out", str(ca),
+        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+    )  # fmt: skip
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(csr))
+    ext.write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    openssl(
+        "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+        "-days", "2", "-extfile", str(ext), "-out", str(cert),
+    )  # fmt: skip
+    return {"ca": str(ca), "cert": str(cert), "key": str(key)}
