@@ -124,6 +124,14 @@ class RequestRecord:
     cached_tokens: int | None = None
     # A 63-bit fingerprint of the prompt text sent: which requests repeated a prompt their server had been sent.
     prompt_hash: int | None = None
+    # A conversation's turn (``load.conversation``): the worker's k-th conversation in the step, the turn (from 1)
+    # and the turns the conversation was to send; -1 / 0 / 0 outside conversations.
+    conversation: int = -1
+    turn: int = 0
+    turns: int = 0
+    # A hash of the assistant answers the request carried back to the server (from turn 2 on): two variants' turns
+    # with the same hash had the same history.
+    history: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -101,6 +101,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--metrics-style", choices=METRIC_STYLES, default="vllm", help="the engine whose names /metrics uses"
     )
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=0,
+        help="state this context (tokens per request) in /v1/models, as vLLM does; 0: state none",
+    )
+    parser.add_argument(
+        "--unique-answers",
+        action="store_true",
+        help="token k of the n-th completion is ' w<k>s<n>': every answer its own",
+    )
     parser.add_argument("--exit-on", default="", help="exit at once (a crash) when a request body holds this text")
     parser.add_argument("--access-log", action="store_true")
     args = parser.parse_args(argv)
@@ -127,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "reasoning_tokens": args.reasoning_tokens,
         "reasoning_format": args.reasoning_format,
         "reasoning_details": args.reasoning_details,
+        "unique_answers": args.unique_answers,
         "usage_factor": args.usage_factor,
     }
     try:
@@ -140,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             args.bind,
             slots=args.slots,
             cache=cache,
+            max_model_len=args.max_model_len or None,
         )
     except (BadRequest, ValueError) as exc:
         parser.error(str(exc))

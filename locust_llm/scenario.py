@@ -18,6 +18,7 @@ from .qualityspec import QualitySpec, read_tasks
 from .scalespec import ScaleOutSpec
 from .soakspec import SoakSpec
 from .speculative import SPECULATIVE_MODELS, Strict, Sweep, expand_sweeps
+from .trafficspec import ConversationSpec, TraceSpec
 
 __all__ = [
     "Bucket",
@@ -244,6 +245,19 @@ class LoadSpec(Strict):
             return "shared"
         return "cold" if self.unique_prefix else "replayed"
 
+    conversation: ConversationSpec | None = None  # multi-turn chat (``trafficspec``)
+    trace: TraceSpec | None = None  # replay of a trace's arrivals and lengths (``trafficspec``)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_defaults(cls, data: Any) -> Any:
+        """A trace is replayed in the open loop, at ``trace.speed`` unless a ladder of speeds is given."""
+        trace = data.get("trace") if isinstance(data, dict) else None
+        if not isinstance(trace, dict):
+            return data
+        defaults = {"mode": "open", "ladder": [trace.get("speed", 1.0)]}
+        return {**defaults, **data}
+
     @property
     def interleaved(self) -> bool:
         return self.order == "interleaved" or (self.order is None and self.repeats >= 2)
@@ -267,6 +281,7 @@ class LoadSpec(Strict):
             )
         if self.context_levels is not None and not self.context_tokens:
             raise ValueError("context_levels without context_tokens: add the prompt lengths to measure")
+        self._check_traffic()
         for name, bucket in self.buckets.items():
             if bucket.images and self.api != "chat":
                 raise ValueError(
@@ -278,6 +293,35 @@ class LoadSpec(Strict):
                     "would never be sent; remove 'dataset' or 'images'"
                 )
         return self
+
+    def _check_traffic(self) -> None:
+        """Conversations and trace replay combine with nothing that would change what they send."""
+        if self.conversation is not None:
+            if self.api != "chat":
+                raise ValueError("conversation: a conversation sends chat messages; set 'api: chat'")
+            if self.context_tokens or any(b.images for b in self.buckets.values()):
+                raise ValueError(
+                    "conversation: the context axis and image buckets send single prompts; remove "
+                    "'context_tokens' and 'images', or the conversation"
+                )
+        if self.trace is None:
+            return
+        others = [
+            key
+            for key, given in (
+                ("conversation", self.conversation is not None),
+                ("dataset", bool(self.dataset)),
+                ("buckets", bool(self.buckets)),
+                ("context_tokens", bool(self.context_tokens)),
+            )
+            if given
+        ]
+        if others:
+            raise ValueError(
+                f"trace: a trace gives every request's prompt and output length; remove {', '.join(others)}"
+            )
+        if self.mode != "open":
+            raise ValueError("trace: a trace is replayed at its own arrival times, in the open loop; set 'mode: open'")
 
     @field_validator("ladder", "context_levels")
     @classmethod

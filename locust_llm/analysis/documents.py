@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .conversations import ConversationSummary, StepConversations, TurnFigures
 from .cost_documents import CostSummary
 from .detected_documents import Detected
 from .images import ImageOverhead
@@ -22,6 +23,7 @@ from .server_documents import AcceptancePoint, Doc, Interval, MemoryTrend, Serve
 from .soak_documents import SoakSummary
 from .speedup_documents import ContextLevel, LevelBreakdown, Ratio, SweepSchedule
 from .split_documents import CategoryComparison, PositionBin, PositionsSummary
+from .traces import TraceStep
 
 __all__ = ["Distribution", "RunComparison", "StepFigures", "Summary", "Verdict", "summary_schema"]
 
@@ -378,6 +380,13 @@ class StepFigures(Doc):
     """Every reason that applies, the status's first."""
     anomaly: str | None = None
     """Closed loop: set when throughput fell by more than half from the level below."""
+    by_turn: list[TurnFigures] | None = None
+    """Conversations (``load.conversation``): the steady window's requests per turn (null: no conversations)."""
+    conversations: StepConversations | None = None
+    """Conversations: what became of those that started in the step (null: no conversations)."""
+    trace: TraceStep | None = None
+    """Trace replay (``load.trace``): the window's records replayed, skipped and dropped, and the arrival error
+    (null: no trace)."""
 
 
 class Rules(Doc):
@@ -536,6 +545,9 @@ class Summary(Doc):
     """Cost per million tokens and capacity at the scenario's prices (null: the scenario has no ``cost:``)."""
     images: ImageOverhead | None = None
     """What a bucket's images add to TTFT at the same text length (null: no bucket has ``images``)."""
+    conversations: ConversationSummary | None = None
+    """Conversations by turn: figures and speed-ups per variant, level and turn, diverged histories (null: the
+    scenario has no ``load.conversation``)."""
     soak: SoakSummary | None = None
     """A soak's windows, trends and gates (null: not a soak, ``--soak``)."""
     probes: ProbeSummary | None = None

@@ -19,6 +19,7 @@ from .agreement import agreement
 from .breakdown import add_breakdowns, level_acceptance
 from .categories import category_comparisons
 from .comparison import comparison, latency_keys
+from .conversations import TURN_COLUMNS, by_turn, conversation_summary, step_conversations
 from .cost import cost_summary
 from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
 from .detected import detected
@@ -48,6 +49,7 @@ from .soak import soak_summary
 from .stats import mean_of, occupancy_samples, percentile_of, rate_samples, summarize
 from .status import flag_anomalies, host_load, step_status
 from .steady import drift
+from .traces import trace_step
 from .validity import Requests, client_validity, in_flight_spans
 from .values import json_safe, to_float
 
@@ -206,6 +208,11 @@ def step_summary(
     requests = pd.concat([sent[keys].reset_index(drop=True), derived.reset_index(drop=True)], axis=1)
     if "seq" not in requests:
         requests["seq"] = -1
+    for column in (c for c in TURN_COLUMNS if c in sent and "turn" in sent):
+        requests[column] = sent[column].where(~failed).to_numpy(dtype=float)
+    summary["by_turn"] = by_turn(sent, derived, mode)
+    summary["conversations"] = step_conversations(frame[frame["step"] == step["step"]])
+    summary["trace"] = trace_step(frame[frame["step"] == step["step"]], step["level"], run.env)
     return summary, (rates, good_rates, requests)
 
 
@@ -495,6 +502,7 @@ def build_summary(run: RunData) -> Summary:
                 "categories": category_comparisons(comparisons, samples, modes),
                 "positions": positions_summary(analysed.positioned, baseline, modes, positions_spec(run).bin_tokens),
                 "images": image_overhead(run, variants),
+                "conversations": conversation_summary(frame, samples, baseline, run.env.get("load") or {}, modes),
                 "probes": probe_summary(run, variants),
                 "detected": detected(run, variants),
                 "checks_skipped": run.env.get("checks_skipped") or {},

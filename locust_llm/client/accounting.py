@@ -38,6 +38,7 @@ __all__ = [
     "Split",
     "above_max_tokens",
     "account",
+    "answer_text",
     "apportion",
     "cached_tokens",
     "choice_text",
@@ -142,6 +143,20 @@ def _completion_tokens(data: dict) -> int | None:
 
 def event_text(event: Event) -> str:
     return "".join(choice_text(c) for c in _choices(event.data))
+
+
+def answer_text(events: list[Event]) -> str:
+    """The answer as a chat history carries it: the content of the first choice (completions: its text), without
+    any reasoning the server streamed beside it."""
+    parts = []
+    for event in events:
+        choices = _choices(event.data)
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        delta = choice.get("delta")
+        text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+        if isinstance(text, str):
+            parts.append(text)
+    return "".join(parts)
 
 
 def count_tokens(

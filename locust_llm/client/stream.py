@@ -20,7 +20,7 @@ from ..records import ErrorClass, RequestRecord, now
 from ..scenario import LoadSpec, Timeouts
 from ..workload.items import PromptItem
 from . import ledger
-from .accounting import Event, Split, account
+from .accounting import Event, Split, account, answer_text
 from .engines import OMITS_ZERO_CACHED, PATHS, auth_headers
 from .sse import EventTooLarge, SSEParser
 from .transport import Body, Connection, ResponseHead, Target, TransportError, build_request, tls_context
@@ -47,11 +47,24 @@ class RequestSpec:
     seed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     images: tuple[str, ...] = ()  # data URLs sent after the text, as OpenAI image_url parts (chat only)
+    # A conversation's whole history (chat only): sent as the messages instead of one user message of ``prompt``.
+    messages: tuple[dict[str, str], ...] | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # per-request headers (a conversation's session header)
 
     @classmethod
-    def of_item(cls, item: PromptItem, load: LoadSpec, model: str | None, extra: dict, seed: int | None = None):
+    def of_item(
+        cls,
+        item: PromptItem,
+        load: LoadSpec,
+        model: str | None,
+        extra: dict,
+        seed: int | None = None,
+        messages: tuple[dict[str, str], ...] | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
+    ):
         """The request the load sends for a workload item: its prompt, images and output length, the load's API and
-        sampling, the engine's ``extra`` body fields."""
+        sampling, the engine's ``extra`` body fields; in a conversation, its history (``messages``) and session
+        ``headers``."""
         return cls(
             prompt=item.prompt,
             max_tokens=item.max_tokens,
@@ -62,6 +75,8 @@ class RequestSpec:
             seed=seed,
             extra=extra,
             images=tuple(i.url for i in item.images or ()),
+            messages=messages,
+            headers=headers,
         )
 
     def body(self) -> dict[str, Any]:
@@ -86,6 +101,8 @@ class RequestSpec:
                     + [{"type": "image_url", "image_url": {"url": url}} for url in self.images],
                 }
             ]
+        elif self.api == "chat" and self.messages is not None:
+            body["messages"] = list(self.messages)
         elif self.api == "chat":
             body["messages"] = [{"role": "user", "content": self.prompt}]
         else:
@@ -252,7 +269,11 @@ class StreamingClient:
         return self.idle.pop() if self.idle else Connection(self.target, self.timeouts.connect_s, self.tls)
 
     def prepare(self, spec: RequestSpec) -> bytes:
-        """The request's bytes, built once per distinct request and kept for the next time it is sent."""
+        """The request's bytes, built once per distinct request and kept for the next time it is sent (a
+        conversation's request, whose history is its own, is built each time)."""
+        if spec.messages is not None or spec.headers:
+            body = json.dumps(spec.body(), separators=(",", ":")).encode()
+            return build_request(self.target, PATHS[spec.api], body, {**self.headers, **dict(spec.headers)})
         key = spec.key()
         data = self.prepared.get(key)
         if data is None:
@@ -264,8 +285,9 @@ class StreamingClient:
             self.prepared_bytes += len(data)
         return data
 
-    def stream(self, spec: RequestSpec, record: RequestRecord) -> Split | None:
-        """Send ``spec``, fill ``record`` in place. Never raises for request failures.
+    def stream(self, spec: RequestSpec, record: RequestRecord, answer: list[str] | None = None) -> Split | None:
+        """Send ``spec``, fill ``record`` in place. Never raises for request failures. ``answer``, when given,
+        receives the answer's text (its content, as a conversation's history sends it back), after the stream.
 
         Returns a ``Split`` when a tokenizer can still make the per-chunk counts exact (see ``accounting``)."""
         record.api, record.max_tokens = spec.api, spec.max_tokens
@@ -323,6 +345,8 @@ class StreamingClient:
                 conn.close()
             if conn.sock is not None:
                 self.idle.append(conn)
+        if answer is not None:
+            answer.append(answer_text(events))
         for fact in seen_in([e.data for e in events[-FINAL_EVENTS:]]):
             ledger.see(self.base_url, fact)
         return account(record, events, done, self.llamacpp, self.cache_zero, self.think_tags)

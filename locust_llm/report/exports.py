@@ -25,6 +25,7 @@ from .probes import probe_lines
 from .scaleout import scale_out_lines
 from .soak import soak_lines
 from .splits import split_lines
+from .traffic import traffic_lines
 from .view import RunView
 
 __all__ = ["steps_csv", "summary_markdown"]
@@ -203,6 +204,7 @@ def summary_markdown(view: RunView) -> str:
     lines += [f"- {md(line)}" for line in probe_lines(view.summary)]
     lines += [f"- {md(line)}" for line in scale_out_lines(view.summary)]
     lines += [f"- {md(line)}" for line in split_lines(view.summary)]
+    lines += [f"- {md(line)}" for line in traffic_lines(view)]
     verdict = view.inp.verdict
     if verdict is not None:
         lines.append(f"- Exit code {verdict.exit_code}" + ("" if verdict.exit_code else " (every gate holds)"))

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import jinja2
 
-from . import experiments, sections, tables
+from . import experiments, sections, tables, traffic
 from .cache import cache_section
 from .figures import ladder_charts, timeline_charts
 from .probes import probes_section
@@ -90,6 +90,8 @@ def build_context(view: RunView) -> dict:
         "positions": guard("positions", lambda: positions_section(view)),
         "cost": guard("cost", lambda: experiments.cost(view)),
         "images": guard("images", lambda: experiments.images(view)),
+        "conversations": guard("conversations", lambda: traffic.conversations_section(view)),
+        "trace": guard("trace", lambda: traffic.trace_section(view)),
         "consistency": guard("consistency", lambda: sections.consistency(view)),
         "quality": guard("quality", lambda: quality(view)),
         "validity": guard("client validity", lambda: sections.validity(view)),

@@ -150,12 +150,18 @@ class RunView:
     def lengths_text(self) -> str:
         load = self.load
         workload = self.env.get("workload") or {}
-        if load.get("dataset"):
+        trace = load.get("trace") or {}
+        if trace:
+            text = f"{trace.get('format')} trace {trace.get('path')}"
+        elif load.get("dataset"):
             text = f"dataset {load['dataset']}"
         elif load.get("buckets"):
             text = "buckets " + ", ".join(map(str, load["buckets"]))
         else:
             text = f"{load.get('prompt_tokens', '?')}\u2192{load.get('max_tokens', '?')} tokens"
+        conversation = load.get("conversation") or {}
+        if conversation:
+            text += f", {conversation.get('turns')}-turn conversations ({conversation.get('think_s'):g} s think time)"
         if workload and workload.get("exact") is False:
             text += " (prompt lengths approximate)"
         return text
@@ -171,7 +177,9 @@ class RunView:
         engine = self.engine()
         parts.append(re.sub(r"\s*\(.*$", "", engine) if engine else "engine not recorded")
         parts.append(f"{self.mode} loop, {load.get('api', 'completions')} {self.lengths_text()}")
-        if ok(load.get("step_duration_s")):
+        if load.get("trace"):
+            parts.append(f"each level replays the trace window, its first {load.get('warmup_s', 0) or 0:g} s warm-up")
+        elif ok(load.get("step_duration_s")):
             parts.append(f"{load['step_duration_s']:g} s steady + {load.get('warmup_s', 0) or 0:g} s warm-up per level")
         parts.append(f"host {self.host_text()}")
         parts.append(f"run {self.run_id}")

@@ -1,10 +1,17 @@
-"""Open-loop arrival times: an absolute clock per step, so responses never change when requests are sent. Pure."""
+"""Open-loop arrival times: an absolute clock per step, so responses never change when requests are sent. Pure.
+
+Both clocks answer ``arrival()`` with ``(number, t)``: the request's number when the clock decides it (a trace's
+record), else None (the dispatcher numbers its arrivals), and the absolute time it is due; None when no arrival is
+left in the step.
+"""
 
 from __future__ import annotations
 
 import random
 
-__all__ = ["ArrivalClock"]
+from ..workload.replay import TracePrompts
+
+__all__ = ["ArrivalClock", "TraceClock"]
 
 
 class ArrivalClock:
@@ -25,3 +32,22 @@ class ArrivalClock:
     def next(self) -> float:
         self.t_next += self.gap()
         return self.t_next
+
+    def arrival(self) -> tuple[None, float]:
+        return None, self.next()
+
+
+class TraceClock:
+    """One process's share of a trace's records, at their own times: record i (counted in the replayed window) goes
+    to process ``i mod processes``, due at ``t0 + t_i / speed``; records that do not fit the server are skipped
+    (``TracePrompts.fits``), never sent."""
+
+    def __init__(self, prompts: TracePrompts, t0: float, speed: float, process: int, processes: int):
+        records = prompts.trace.records
+        self.t0, self.speed = t0, speed
+        self.times = [r.t_s for r in records]
+        self.pending = iter([i for i in range(process, len(records), processes) if prompts.fits(i)])
+
+    def arrival(self) -> tuple[int, float] | None:
+        index = next(self.pending, None)
+        return None if index is None else (index, self.t0 + self.times[index] / self.speed)

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Experiment"]
 
 DRAIN_GRACE_S = 30.0
+WORKLOAD_WAIT_S = 300.0  # the longest an open loop waits for the load processes to build their prompts
 
 
 # After SIGTERM or Ctrl-C, streams in flight get this long to finish before they are cancelled (and recorded
@@ -107,6 +108,7 @@ class Experiment:
         self.clocks = clocks
         self.t_begin = now()
         self.workers = WorkerWatch(environment.runner)
+        self.ready: dict[str, set[int]] = {}  # base URL -> load processes whose workload for it is built
         self.faults = Faults(self)  # the probe suite after each ladder, faults while a step holds its level
 
     def interrupt(self, signal_name: str) -> None:
@@ -271,6 +273,7 @@ class Experiment:
         users = self.users_for(level)
         tick = (users, max(users, self.environment.runner.user_count, 1), self.classes)
         yield from self.settle(tick)
+        yield from self.await_workloads(variant, tick)
         row = {
             "variant": variant,
             "step": step,
@@ -298,7 +301,7 @@ class Experiment:
         row["t_steady"] = now()
         self.run.write_steps()
         self.broadcast(variant, step, level, Phase.STEADY, t_start=row["t_start"], context=context, base_urls=sent_to)
-        yield from self.hold(row["t_steady"] + load.step_duration_s, tick)
+        yield from self.hold(row["t_steady"] + self.plan.steady_s(level), tick)
         row["extended_s"] = 0.0
         while row["extended_s"] < load.max_extend_s and not self.interrupted and self.session.alive():
             why = self.short_of(variant, step, users) or (
@@ -317,6 +320,25 @@ class Experiment:
             yield from self.hold(now() + extra, tick)
         row["t_end"] = now()
         self.run.write_steps()
+
+    def await_workloads(self, variant: str, tick: tuple) -> Iterator[tuple]:
+        """Open loop: before a server's first step, wait until every load process has built its prompts for it
+        (tokenized; a trace's blocks), so that the step's clock does not start while they still do and its first
+        arrivals do not go late for it."""
+        url = self.session.server.base_url if self.session.server else ""
+        if self.plan.load.mode != "open" or not url:
+            return
+        deadline = now() + WORKLOAD_WAIT_S
+        if len(self.ready.get(url, ())) < max(self.worker_count(), 1):
+            self.broadcast(variant, -1, math.nan, Phase.STARTING)  # the load processes start building
+        while len(self.ready.get(url, ())) < max(self.worker_count(), 1):
+            if now() > deadline or self.interrupted or not self.session.alive():
+                log.warning(
+                    "variant %s: the load processes' prompts were not ready after %gs", variant, WORKLOAD_WAIT_S
+                )
+                return
+            self.send_state()
+            yield tick
 
     def short_of(self, variant: str, step: int, users: int) -> str:
         """Why the steady window has too few completed requests (or tokens) so far; empty when it has enough.
@@ -352,7 +374,8 @@ class Experiment:
         step_left = 0.0
         if row is not None and math.isnan(row["t_end"]):
             steady_from = row["t_steady"] if math.isfinite(row["t_steady"]) else row["t_start"] + load.warmup_s
-            step_left = max(steady_from + load.step_duration_s + row.get("extended_s", 0.0) - now(), 0.0)
+            steady = self.plan.steady_s(row["level"])
+            step_left = max(steady_from + steady + row.get("extended_s", 0.0) - now(), 0.0)
         steps_left = max(total - len(self.run.steps), 0)
         return {
             "variant": self.state.variant,
@@ -383,6 +406,7 @@ class Experiment:
         unit = "req/s" if load.mode == "open" else "users"
         where = f", {context}-token prompts" if context else ""
         where += f", spread over {servers} servers" if servers > 1 else ", one server of a scale-out" if servers else ""
+        where += f", the trace at {level / self.plan.trace.rate:g}x its speed" if self.plan.trace else ""
         log.info(
             "variant %s, level %g %s%s (step %d/%d of the run): warm-up %gs + steady %gs; about %ds left",
             variant,
@@ -392,7 +416,7 @@ class Experiment:
             progress["step"],
             progress["steps"],
             load.warmup_s,
-            load.step_duration_s,
+            self.plan.steady_s(level),
             progress["run_left_s"],
         )
 

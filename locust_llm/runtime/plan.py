@@ -34,6 +34,7 @@ from ..scenario import (
 )
 from ..soakspec import SoakPlan, soak_plan
 from ..workload import WorkloadError, read_dataset
+from ..workload.traces import Trace, read_trace
 from .options import DEFAULT_SCENARIO, given
 
 __all__ = [
@@ -48,6 +49,9 @@ __all__ = [
     "recordable_options",
     "run_dir_free",
 ]
+
+
+TRACE_TAIL_S = 0.5  # a trace step lasts this long after its last record is due
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,14 @@ class Plan:
     soak: SoakPlan | None = None  # ``--soak``: one level of one variant held in windows, instead of the ladder
     scale_out: ScaleOutPlan | None = None  # ``--scale-out N``: one server against N after each variant's ladder
     skipped: dict[str, str] = field(default_factory=dict)  # check -> why it is not run, and how to turn it on
+    trace: Trace | None = None  # ``load.trace``: the replayed window; the ladder's levels are its rate x the speeds
+
+    def steady_s(self, level: float) -> float:
+        """The steady window of a step at ``level``: the scenario's, or what is left of a trace's replay at that
+        speed after the warm-up (plus a moment, so its last record is sent inside the window)."""
+        if self.trace is None:
+            return self.load.step_duration_s
+        return self.trace.span_s * self.trace.rate / level + TRACE_TAIL_S - self.load.warmup_s
 
     @property
     def engine(self) -> str:
@@ -129,6 +141,11 @@ def load_plan(options, host: str | None = None) -> Plan:
         raise ScenarioError(
             "command-line/web-form options are invalid: " + "; ".join(format_errors(exc, LoadSpec, ("load",)))
         ) from None
+    trace = check_traffic(scenario, load)
+    if trace is not None:
+        # The ladder gives speeds; each step's level is the trace's mean rate at that speed (req/s offered), and a
+        # step lasts as long as the replay: nothing to extend it with.
+        load = load.model_copy(update={"ladder": [s * trace.rate for s in load.ladder], "max_extend_s": 0.0})
     external = host or (scenario.server.url if scenario.server.engine == "external" else None)
     if external:
         parts = urlsplit(external)
@@ -154,6 +171,11 @@ def load_plan(options, host: str | None = None) -> Plan:
         )
     except ValueError as exc:
         raise ScenarioError(f"{exc} ({scenario.source})") from None
+    if trace is not None and (soak is not None or scale_out is not None):
+        raise ScenarioError(
+            "load.trace replays a window of the trace at the ladder's speeds; --soak and --scale-out hold levels of "
+            "their own: run them separately"
+        )
     if scale_out is not None and soak is not None:
         raise ScenarioError(
             "--soak holds one level, --scale-out follows a ladder: run them separately (turn "
@@ -211,7 +233,27 @@ def load_plan(options, host: str | None = None) -> Plan:
         options=recordable_options(options),
         soak=soak,
         scale_out=scale_out,
+        trace=trace,
     )
+
+
+def check_traffic(scenario: Scenario, load: LoadSpec) -> Trace | None:
+    """Read a trace before anything starts: a malformed file is an error naming the file, the line and the field
+    (a dataset, conversations' too, is read by ``check_dataset``). Returns the trace's replayed window."""
+    if load.trace is None:
+        return None
+    try:
+        trace = read_trace(load.trace, scenario.resolve_path(load.trace.path))
+    except WorkloadError as exc:
+        raise ScenarioError(f"{exc} (load.trace of {scenario.source})") from None
+    for speed in load.ladder:
+        replay = trace.span_s / speed + TRACE_TAIL_S
+        if replay <= load.warmup_s:
+            raise ScenarioError(
+                f"load.warmup_s ({load.warmup_s:g} s) is longer than the trace's replay at speed {speed:g} "
+                f"({replay:.2f} s): nothing would be measured; lower warmup_s or the speed"
+            )
+    return trace
 
 
 # ``--host`` without ``--scenario``: checks that could not be judged there are not run (and so send nothing).

@@ -22,12 +22,12 @@ from ..client import ledger
 from ..records import now
 from ..rundir.redact import mask_log_records, redact_text
 from ..scenario import ScenarioError
-from ..workload import Workload, counter_for
 from . import users, webui
 from .clocksync import CLOCK_PING, CLOCK_PONG, ClockSync, answer_ping
 from .experiment import Experiment
 from .options import OPTIONS
 from .plan import check_dataset, claim_run_dir, load_plan
+from .session import workload_for
 from .shipper import CREATED_MESSAGE, RECORDS_MESSAGE, RecordShipper
 from .steps import STEP_MESSAGE, StepState
 from .webform import check_web_scenario, with_baseline
@@ -81,6 +81,12 @@ def on_records_message(environment, msg, **_kw) -> None:
         experiment.recorder.on_batch(msg.data)
 
 
+def on_workload_ready(environment, msg, **_kw) -> None:
+    experiment = state_of(environment).experiment
+    if experiment is not None:
+        experiment.ready.setdefault(msg.data["base_url"], set()).add(msg.data["worker"])
+
+
 def on_created_message(environment, msg, **_kw) -> None:
     experiment = state_of(environment).experiment
     if experiment is not None:
@@ -120,6 +126,7 @@ def on_init(environment, runner=None, **_kw) -> None:
         handle_signals(environment)
         state_of(environment).cli_scenario = environment.parsed_options.scenario
         runner.register_message(RECORDS_MESSAGE, on_records_message)
+        runner.register_message(users.WORKLOAD_READY, on_workload_ready)
         runner.register_message(CREATED_MESSAGE, on_created_message)
         if isinstance(runner, MasterRunner):
             clocks = state_of(environment).clocks = ClockSync(runner)
@@ -158,9 +165,8 @@ def _setup_load_process(environment) -> None:
         worker=worker,
         engine=plan.engine,
         shipper=shipper,
-        workload_factory=lambda base_url: Workload.from_spec(
-            load, counter_for(base_url, load.tokenizer), plan.base_dir
-        ),
+        workload_factory=lambda base_url: workload_for(load, base_url, plan.base_dir),
+        announce=lambda base_url: runner.send_message(users.WORKLOAD_READY, {"worker": worker, "base_url": base_url}),
     )
     context.shipper.start()
 

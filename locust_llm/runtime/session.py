@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from gevent.event import Event
 
@@ -17,6 +18,7 @@ from ..client.stream import RequestSpec, StreamingClient
 from ..procs import listener_pids
 from ..records import RequestRecord
 from ..rundir import RunDir, layout, write_json
+from ..scenario import LoadSpec
 from ..servers import ServerError, ServerProcess, context_size, launch_variant, served_model
 from ..servers.base import first_model_id, free_port, get_json
 from ..telemetry.poller import TelemetryPoller
@@ -27,11 +29,18 @@ from .quality import QualityProbes
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ActiveServer", "ServerError", "ServerSession"]
+__all__ = ["ActiveServer", "ServerError", "ServerSession", "workload_for"]
 
 CONSISTENCY_PROMPTS = 4
 CONSISTENCY_MAX_TOKENS = 64
 CONSISTENCY_DEADLINE_S = 120.0  # all prompts together: a server that never finishes an answer cannot hold the run
+
+
+def workload_for(load: LoadSpec, base_url: str, base_dir: Path) -> Workload:
+    """The workload of ``base_url``'s server: prompts counted by its tokenizer; conversations and a trace bounded by
+    its context (every process asks the server, so every process skips the same records)."""
+    context = context_size(base_url) if load.conversation is not None or load.trace is not None else None
+    return Workload.from_spec(load, counter_for(base_url, load.tokenizer), base_dir, context=context)
 
 
 @dataclass
@@ -186,8 +195,7 @@ class ServerSession:
         self.replicas = []
 
     def workload(self, base_url: str) -> Workload:
-        load = self.plan.load
-        return Workload.from_spec(load, counter_for(base_url, load.tokenizer), self.plan.base_dir)
+        return workload_for(self.plan.load, base_url, self.plan.base_dir)
 
     def prime(self, base_urls: list[str]) -> None:
         """``load.shared_prefix``: each shared prefix once to each server, unmeasured, so that the step's window

@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass, field
 
 import gevent.event
 
-from ..records import Phase
+from ..records import Phase, now
 
-__all__ = ["STEP_MESSAGE", "StepBoard", "StepState"]
+__all__ = ["STEP_MESSAGE", "StepBoard", "StepState", "step_key"]
 
 STEP_MESSAGE = "llm_step"
 
@@ -41,6 +41,10 @@ class StepState:
         return asdict(self)
 
 
+def step_key(state: StepState) -> tuple:
+    return state.run_id, state.variant, state.step
+
+
 class StepBoard:
     """This process's view of the current step; ``changed`` wakes waiting dispatchers."""
 
@@ -59,3 +63,11 @@ class StepBoard:
         # Waiters hold the old event; setting it for good wakes every one of them exactly once.
         woken, self.changed = self.changed, gevent.event.Event()
         woken.set()
+
+    def wait_until(self, key: tuple, t: float) -> bool:
+        """Sleep until ``t`` (``records.now()`` seconds) unless step ``key`` ends first; True when it still runs."""
+        while (delay := t - now()) > 0:
+            changed = self.changed  # each update replaces the event: wait on the current one
+            if changed.wait(timeout=delay) and step_key(self.state) != key:
+                return False
+        return step_key(self.state) == key and self.state.active

@@ -23,15 +23,26 @@ from ..client.engines import cache_extra, request_extra
 from ..client.stream import RequestSpec, StreamingClient
 from ..records import ErrorClass, Phase, RequestRecord, now
 from ..scenario import LoadSpec
-from ..workload import Workload
+from ..workload import PromptItem, Workload
 from ..workload.items import prompt_hash
-from .arrivals import ArrivalClock
+from .arrivals import ArrivalClock, TraceClock
+from .conversations import Dialogue, converse
 from .shipper import RecordShipper
-from .steps import StepBoard, StepState
+from .steps import StepBoard, StepState, step_key
 
 log = logging.getLogger(__name__)
 
-__all__ = ["USAGE_CHECKS_PER_STEP", "Backoff", "ClosedLoopUser", "OpenLoopUser", "ProcessContext", "context_of"]
+__all__ = [
+    "USAGE_CHECKS_PER_STEP",
+    "WORKLOAD_READY",
+    "Backoff",
+    "ClosedLoopUser",
+    "OpenLoopUser",
+    "ProcessContext",
+    "context_of",
+]
+
+WORKLOAD_READY = "llm_workload_ready"
 
 # Requests per step and load process whose exact server total a tokenizer checks against the text (all of them
 # would call the server's /tokenize once each, between steps).
@@ -50,6 +61,7 @@ class ProcessContext:
     workload_factory: Callable[[str], Workload] | None = None
     workloads: dict[str, Workload] = field(default_factory=dict)
     workload_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
+    announce: Callable[[str], None] = lambda base_url: None  # a workload is built (``WORKLOAD_READY``)
     request_seq: itertools.count = field(default_factory=itertools.count)
     server_seq: itertools.count = field(default_factory=itertools.count)  # round-robin over a step's servers
     step_index: dict[tuple, itertools.count] = field(default_factory=dict)
@@ -62,19 +74,25 @@ class ProcessContext:
         engine: str,
         shipper: RecordShipper,
         workload_factory: Callable[[str], Workload],
+        announce: Callable[[str], None] = lambda base_url: None,
     ) -> None:
-        """New run settings; the step board survives (the shape may have spoken before test_start)."""
+        """New run settings; the step board survives (the shape may have spoken before test_start). ``announce``
+        tells the master that this process's workload for a server is built."""
         self.load, self.worker, self.engine = load, worker, engine
-        self.shipper, self.workload_factory = shipper, workload_factory
+        self.shipper, self.workload_factory, self.announce = shipper, workload_factory, announce
         self.workloads.clear()
         self.step_index.clear()
         self.usage_checks.clear()
 
     def workload(self, base_url: str) -> Workload:
-        """Built once per server (it tokenizes its prompts); concurrent callers wait for that one build."""
+        """Built once per server (it tokenizes its prompts); concurrent callers wait for that one build. The master
+        hears when it is done (``announce``), built or failed, so an open loop's clock starts after it."""
         with self.workload_lock:
             if base_url not in self.workloads:
-                self.workloads[base_url] = self.workload_factory(base_url)
+                try:
+                    self.workloads[base_url] = self.workload_factory(base_url)
+                finally:
+                    self.announce(base_url)
         return self.workloads[base_url]
 
     def prepare(self, base_url: str) -> None:
@@ -101,10 +119,14 @@ class ProcessContext:
 
     def target(self, state: StepState, record: RequestRecord) -> str:
         """Where the request goes: the step's server, or the next of a scale-out step's servers (round-robin in
-        this process, as a load balancer spreads requests; the record says which)."""
+        this process, as a load balancer spreads requests; a conversation's turns to one server; the record says
+        which)."""
         if not state.base_urls:
             return state.base_url
-        record.server = next(self.server_seq) % len(state.base_urls)
+        if record.turn > 0:  # a conversation stays on one server, as a router keeps a session
+            record.server = record.conversation % len(state.base_urls)
+        else:
+            record.server = next(self.server_seq) % len(state.base_urls)
         return state.base_urls[record.server]
 
 
@@ -114,10 +136,6 @@ def context_of(environment) -> ProcessContext:
     if context is None:
         context = environment.llm_context = ProcessContext()
     return context
-
-
-def step_key(state: StepState) -> tuple:
-    return state.run_id, state.variant, state.step
 
 
 BACKOFF_FIRST_S = 0.05
@@ -179,26 +197,55 @@ class LLMUser(User):
             api=self.context.load.api,
         )
 
-    def send(self, state: StepState, record: RequestRecord) -> None:
-        """One request from the workload, timed and recorded whatever happens."""
+    def prompt(
+        self, workload: Workload, state: StepState, record: RequestRecord, dialogue: Dialogue | None
+    ) -> PromptItem:
+        """What request ``record.seq`` sends: a conversation's next user message, a trace record, or the workload's
+        prompt."""
+        if dialogue is not None:
+            return workload.conversations.message(self.context.worker, state.step, dialogue.number, record.turn)
+        if workload.trace is not None:
+            return workload.trace.item(record.seq, state.step)
+        return workload.item(self.context.worker, state.step, record.seq, state.context)
+
+    def send(self, state: StepState, record: RequestRecord, dialogue: Dialogue | None = None) -> None:
+        """One request from the workload (a turn of ``dialogue``, with its history), timed and recorded whatever
+        happens."""
         split, workload = None, None
         try:
             ctx, load = self.context, self.context.load
             workload = ctx.workload(state.base_url)
             if record.seq < 0:  # open loop numbers its arrivals itself, dropped ones included
                 record.seq = ctx.next_index(state)
-            item = workload.item(ctx.worker, state.step, record.seq, state.context)
+            item = self.prompt(workload, state, record, dialogue)
             record.bucket, record.prompt_tokens = item.bucket, item.prompt_tokens
             record.prompt_hash = prompt_hash(item.prompt)
             extra = request_extra(ctx.engine, item.max_tokens, load.ignore_eos, load.positions.acceptance)
-            if workload.lead.mode == "cold":
-                extra.update(cache_extra(ctx.engine, f"{ctx.worker}-{state.step}-{record.seq}"))
+            if workload.lead.mode == "cold" and workload.trace is None:
+                # A conversation's turns share one salt (its history is a cache hit on purpose); a trace's shared
+                # blocks are hits on purpose too, so its records carry none.
+                unit = f"c{dialogue.number}" if dialogue is not None else record.seq
+                extra.update(cache_extra(ctx.engine, f"{ctx.worker}-{state.step}-{unit}"))
             if item.images is not None:
                 record.images, record.image_bytes = len(item.images), sum(i.nbytes for i in item.images)
-            spec = RequestSpec.of_item(item, load, state.model, extra, seed=state.seed)
+            answer = [] if dialogue is not None else None
+            if dialogue is not None:
+                record.prompt_tokens += dialogue.tokens  # the server's count, when it gives one, replaces it
+                record.history = dialogue.history()
+            spec = RequestSpec.of_item(
+                item,
+                load,
+                state.model,
+                extra,
+                seed=state.seed,
+                messages=dialogue.request(item.prompt) if dialogue is not None else None,
+                headers=dialogue.headers if dialogue is not None else (),
+            )
             client = self.client_for(ctx.target(state, record))
-            split = client.stream(spec, record)
+            split = client.stream(spec, record, answer)
             self.backoff.after(record, client.retry_after)
+            if dialogue is not None and record.ok:
+                dialogue.add(item.prompt, item.prompt_tokens, answer[0], record.output_tokens)
         except gevent.GreenletExit:
             record.error_class = ErrorClass.CANCELLED
             record.error_message = "stream cancelled: the load was stopped before it finished"
@@ -265,7 +312,8 @@ def active_state(board: StepBoard) -> StepState | None:
 
 
 class ClosedLoopUser(LLMUser):
-    """Sends its next request when the previous one has finished (plus an optional think time)."""
+    """Sends its next request when the previous one has finished (plus an optional think time); with
+    ``load.conversation``, its next conversation when the previous one has ended."""
 
     def wait_time(self) -> float:
         return self.context.load.think_time_s + self.backoff.delay_s
@@ -273,12 +321,17 @@ class ClosedLoopUser(LLMUser):
     @task
     def one_request(self) -> None:
         state = active_state(self.context.board)
-        if state is not None:
+        if state is None:
+            return
+        if self.context.load.conversation is not None:
+            converse(self, state, self.context.next_index(state))  # a whole conversation, turn by turn
+        else:
             self.send(state, self.new_record(state))
 
 
 class OpenLoopUser(LLMUser):
-    """A dispatcher: arrivals at rate level/workers, independent of responses, each in its own greenlet.
+    """A dispatcher: arrivals at rate level/workers (or a trace's records at their own times), independent of
+    responses, each in its own greenlet (with ``load.conversation``, each arrival a whole conversation).
 
     The shape runs one of these per worker process. Hitting ``max_inflight`` records the arrival
     as dropped (a failure), never silently skips it.
@@ -290,7 +343,7 @@ class OpenLoopUser(LLMUser):
     def on_start(self) -> None:
         super().on_start()
         self.inflight = gevent.pool.Pool(self.context.load.max_inflight)
-        self.clock: ArrivalClock | None = None
+        self.clock: ArrivalClock | TraceClock | None = None
         self.clock_key: tuple | None = None
 
     @task
@@ -309,24 +362,42 @@ class OpenLoopUser(LLMUser):
                 if not math.isnan(state.t_start)
                 else ctx.board.started_at
             )
-            rate = state.level / max(state.workers, 1)
-            self.clock = ArrivalClock(
-                rate, t0 + ctx.worker / state.level, (state.seed, ctx.worker, state.step), load.arrival, load.burstiness
-            )
+            trace = ctx.workload(state.base_url).trace
+            if trace is not None:
+                # Every process replays its share of the trace from the master's step start, at level / trace rate.
+                self.clock = TraceClock(trace, t0, state.level / trace.trace.rate, ctx.worker, max(state.workers, 1))
+            else:
+                rate = state.level / max(state.workers, 1)
+                self.clock = ArrivalClock(
+                    rate,
+                    t0 + ctx.worker / state.level,
+                    (state.seed, ctx.worker, state.step),
+                    load.arrival,
+                    load.burstiness,
+                )
             self.clock_key = key
-        t_intended = self.clock.next()
         board = self.context.board
-        while (delay := t_intended - now()) > 0:
-            changed = board.changed
-            if changed.wait(timeout=delay) and step_key(board.state) != key:
-                return  # a new step starts its own clock; this arrival belonged to the old one
+        arrival = self.clock.arrival()
+        if arrival is None:  # the trace's records of this step are all sent
+            board.changed.wait(timeout=IDLE_WAIT_S)
+            return
+        seq, t_intended = arrival
+        if not board.wait_until(key, t_intended):
+            return  # a new step starts its own clock; this arrival belonged to the old one
         state = board.state
-        if not state.active:
+        # Every arrival takes its number, sent or dropped: request k is the k-th arrival in every variant, so a
+        # drop in one variant does not shift the pairs of every later request. A trace's record is its number; an
+        # arrival of conversations is conversation k, whose turn t is request k * turns + t - 1.
+        number = self.context.next_index(state) if seq is None else seq
+        conversation = self.context.load.conversation
+        if conversation is not None and not self.inflight.full():
+            self.inflight.spawn(converse, self, state, number, t_intended)
             return
         record = self.new_record(state, t_intended)
-        # Every arrival takes its number, sent or dropped: request k is the k-th arrival in every variant, so a
-        # drop in one variant does not shift the pairs of every later request.
-        record.seq = self.context.next_index(state)
+        record.seq = number
+        if conversation is not None:
+            record.conversation, record.turn, record.seq = number, 1, number * conversation.turns
+            record.turns = self.context.workload(state.base_url).conversations.turns(self.context.worker, number)
         if self.inflight.full():
             record.error_class = ErrorClass.DROPPED
             record.error_message = f"{self.context.load.max_inflight} requests already in flight; arrival not sent"

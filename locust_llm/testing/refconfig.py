@@ -24,7 +24,6 @@ __all__ = [
     "patch",
     "REASONING_FORMATS",
     "token_parts",
-    "token_text",
     "validate",
     "word_ids",
 ]
@@ -68,6 +67,7 @@ DEFAULTS: dict[str, Any] = {
     "reasoning_tokens": 0,
     "reasoning_format": "reasoning_content",
     "reasoning_details": False,
+    "unique_answers": False,
     "usage_factor": 1.0,
     "id": None,
 }
@@ -156,22 +156,19 @@ def chunk_sizes(max_tokens: int, pattern: list[int]) -> list[int]:
     return sizes
 
 
-def token_text(start: int, n: int) -> str:
-    return "".join(f" w{k}" for k in range(start, start + n))
-
-
-def token_parts(start: int, n: int, reasoning_tokens: int, think_tags: bool) -> tuple[str, str]:
-    """The reasoning and answer text of tokens ``start .. start + n - 1``: the first ``reasoning_tokens`` tokens of
+def token_parts(start: int, n: int, reasoning_tokens: int, think_tags: bool, tag: str = "") -> tuple[str, str]:
+    """The reasoning and answer text of tokens ``start .. start + n - 1``, one word `` w<k>`` per token (with
+    ``unique_answers``, `` w<k>s<stream>``: each stream's answer its own): the first ``reasoning_tokens`` tokens of
     a stream are reasoning; with ``think_tags`` they open with ``<think>`` and close with ``</think>`` (one token
     each) and travel as answer text, as a server that does not separate them sends them."""
     reasoning, answer = [], []
     for k in range(start, start + n):
         if k >= reasoning_tokens:
-            answer.append(f" w{k}")
+            answer.append(f" w{k}{tag}")
         elif think_tags:
-            answer.append("<think>" if k == 0 else "</think>" if k == reasoning_tokens - 1 else f" w{k}")
+            answer.append("<think>" if k == 0 else "</think>" if k == reasoning_tokens - 1 else f" w{k}{tag}")
         else:
-            reasoning.append(f" w{k}")
+            reasoning.append(f" w{k}{tag}")
     return "".join(reasoning), "".join(answer)
 
 

@@ -13,8 +13,9 @@ is the client's perf_counter). Every stream is also logged by the server and rea
 It binds 127.0.0.1 only.
 
 Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming), ``GET /health``,
-``GET /v1/models``, ``GET /metrics``, ``POST /tokenize`` (``{"content": text}`` -> one token per whitespace-separated
-word), ``GET /ref/log/<id>``, ``POST /ref/logs`` (``{"ids": [...]}`` -> ``{"logs": {id: log or null}}``),
+``GET /v1/models`` (with ``max_model_len`` when ``--max-model-len`` is given), ``GET /metrics``, ``POST /tokenize``
+(``{"content": text}`` -> one token per whitespace-separated word), ``GET /ref/log/<id>``, ``POST /ref/logs``
+(``{"ids": [...]}`` -> ``{"logs": {id: log or null}}``),
 ``GET /ref/logs`` (every logged stream, oldest first), ``GET /ref/received`` (every request this server received but
 those to ``/ref/``, counted by ``"METHOD path"``, as a server's own request count). A stream's log has the server's
 own stamps:
@@ -71,6 +72,8 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   ``t_first_answer``: the server's stamp of the chunk with the first answer token (None when none came: the
   reasoning used all of ``max_tokens``); reasoning chunks are logged as kind ``reasoning``.
 - ``reasoning_details``: the usage also says ``completion_tokens_details.reasoning_tokens`` (OpenAI's shape).
+- ``unique_answers``: token ``k`` of the n-th completion the server receives is `` w<k>s<n>``, so every answer is
+  its own (a conversation's history can then be traced back to the stream that produced each answer).
 - ``id``: a name for the stream's server-side log.
 
 Prompt cache, server-wide (``--cache-block B``, 16 by default, 0 off; ``refcache``): a block prefix cache of whole
@@ -85,6 +88,10 @@ The defaults, the ``ref`` checks and the token schedule live in ``refconfig``.
 
 Output length is the body's ``max_tokens`` (default 16). Token ``k`` of a stream is the text
 ``" w<k>"`` (``<think>``/``</think>`` for the tags), so a whitespace tokenizer counts it exactly.
+
+The log of a stream also holds what the request asked: ``prompt`` (a chat request's texts joined), ``messages``
+(chat: each message's role and text), ``headers`` (the request's ``X-`` headers, names in lower case) and
+``answer`` (the text the stream sent).
 
 It uses gevent primitives directly (``gevent.pywsgi``, ``gevent.sleep``) and never blocks on the
 standard library, so no monkey-patching is needed and one process serves hundreds of streams.
@@ -121,7 +128,7 @@ from .refconfig import (
     validate,
     word_ids,
 )
-from .refimages import BadContent, image_delay_s, request_text
+from .refimages import BadContent, chat_content, image_delay_s, request_text
 
 __all__ = ["make_server"]
 
@@ -218,7 +225,9 @@ class RefServer:
         models_answer: str = "object",
         slots: int = 0,
         cache: PrefixCache | None = None,
+        max_model_len: int | None = None,
     ):
+        self.max_model_len = max_model_len  # the context /v1/models states, as vLLM does (None: not stated)
         self.defaults = dict(DEFAULTS, **(defaults or {}))
         validate(dict(self.defaults))
         self.model = model
@@ -265,6 +274,8 @@ class RefServer:
                 return self._json(start_response, "200 OK", {"status": "ok"})
             if path == "/v1/models" and method == "GET":
                 entry = {"id": self.model, "object": "model", "owned_by": "locust-llm-refserver"}
+                if self.max_model_len:
+                    entry["max_model_len"] = self.max_model_len
                 answer = {"list": [entry, "odd"], "garbage": ["not", {"an": "entry"}, 7]}.get(
                     self.models_answer, {"object": "list", "data": [entry]}
                 )
@@ -314,6 +325,7 @@ class RefServer:
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
             raise BadRequest(f"max_tokens must be an int >= 0, got {max_tokens!r}")
         prompt, images = request_text(api, body)
+        messages = [{"role": str(m.get("role")), "content": chat_content([m])[0]} for m in body.get("messages") or []]
         self.completions_seen += 1
         stall = cfg["stall_once_s"] if self.completions_seen == 1 else 0.0
         if self.completions_seen == 1 and cfg["pause_once_s"]:
@@ -335,6 +347,13 @@ class RefServer:
             "prompt_hash": prompt_hash(prompt),  # as the client's records fingerprint what they sent
             "reasoning_tokens": min(cfg["reasoning_tokens"], max_tokens),
             "t_first_answer": None,
+            "prompt": prompt,
+            "messages": messages if api == "chat" else None,
+            "headers": {
+                key[5:].replace("_", "-").lower(): value for key, value in environ.items() if key.startswith("HTTP_X_")
+            },
+            "answer": "",
+            "tag": f"s{self.completions_seen}" if cfg["unique_answers"] else "",
         }
         entry["client"] = environ.get("REMOTE_ADDR")  # which host sent it (the cluster test's network namespaces)
         self.log[stream_id] = entry
@@ -498,7 +517,8 @@ class _Stream:
             finish = "length" if last and not llamacpp and fault != "truncate_after" else None
             obj = self._base()
             thinking = cfg["reasoning_tokens"]
-            reasoning, answer = token_parts(sent, n, thinking, cfg["reasoning_format"] == "think_tags")
+            reasoning, answer = token_parts(sent, n, thinking, cfg["reasoning_format"] == "think_tags", entry["tag"])
+            entry["answer"] += answer
             obj["choices"] = [self._choice(answer, finish, reasoning=reasoning)]
             answers = sent + n > thinking
             sent += n
@@ -575,10 +595,11 @@ def make_server(
     bind: str = "127.0.0.1",
     slots: int = 0,
     cache: PrefixCache | None = None,
+    max_model_len: int | None = None,
 ) -> WSGIServer:
     return WSGIServer(
         (bind, port),
-        RefServer(defaults, model, models_answer, slots, cache),
+        RefServer(defaults, model, models_answer, slots, cache=cache, max_model_len=max_model_len),
         handler_class=_Handler,
         log=sys.stderr if access_log else None,
         backlog=1024,

@@ -28,6 +28,8 @@ class DatasetRecord:
     answer: str | None
     bucket: str | None
     where: str  # "file:line"
+    # ShareGPT: every human turn with the answer recorded after it (None: none), for multi-turn conversations.
+    turns: tuple[tuple[str, str | None], ...] = ()
 
 
 def _positive_int(value: Any) -> bool:
@@ -62,7 +64,8 @@ def _jsonl_record(obj: Any, where: str) -> DatasetRecord | None:
 
 
 def _sharegpt_record(obj: Any, where: str) -> DatasetRecord | None:
-    """First human turn = prompt, the next answer turn = reference output; None if no prompt."""
+    """First human turn = prompt, the next answer turn = reference output; None if no prompt. Every human turn
+    with its answer is kept in ``turns`` (conversations send them one per turn)."""
     if not isinstance(obj, dict):
         raise WorkloadError(
             f"{where}: expected a conversation object with a 'conversations' list, found "
@@ -74,7 +77,8 @@ def _sharegpt_record(obj: Any, where: str) -> DatasetRecord | None:
             f"{where}: 'conversations' must be a list of {{'from': ..., 'value': ...}} turns, "
             f"found {describe_value(turns)}"
         )
-    prompt = answer = None
+    pairs: list[list] = []  # [human text, the answer after it]
+    first_blank = None  # the first human turn is empty: no prompt (the conversation is skipped)
     for i, turn in enumerate(turns):
         if not (isinstance(turn, dict) and isinstance(turn.get("from"), str) and isinstance(turn.get("value"), str)):
             raise WorkloadError(
@@ -82,14 +86,16 @@ def _sharegpt_record(obj: Any, where: str) -> DatasetRecord | None:
                 f"found {describe_value(turn)}"
             )
         role = turn["from"].lower()
-        if prompt is None and role in HUMAN_ROLES:
-            prompt = turn["value"]
-        elif prompt is not None and role in ANSWER_ROLES:
-            answer = turn["value"]
-            break
-    if prompt is None or not prompt.strip():
+        if role in HUMAN_ROLES:
+            first_blank = not turn["value"].strip() if first_blank is None else first_blank
+            if turn["value"].strip():
+                pairs.append([turn["value"], None])
+        elif pairs and role in ANSWER_ROLES and pairs[-1][1] is None:
+            pairs[-1][1] = turn["value"]
+    if not pairs or first_blank:
         return None
-    return DatasetRecord(prompt, None, answer, None, where)
+    prompt, answer = pairs[0]
+    return DatasetRecord(prompt, None, answer, None, where, tuple(map(tuple, pairs)))
 
 
 def _skip_ws(text: str, i: int) -> int:

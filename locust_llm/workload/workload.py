@@ -66,10 +66,13 @@ from typing import Any
 
 from ..images import Image, ImagesSpec, as_image, image_files, synthetic_png
 from ..scenario import LoadSpec
+from .conversations import Conversations, dialogue_items
 from .datasets import read_dataset
 from .generate import Generator, Measure, Prefixer
 from .items import PromptItem, WorkloadError, hash64, unit
+from .replay import TracePrompts
 from .tokenizers import ApproxCounter, TokenCounter
+from .traces import read_trace
 
 __all__ = ["ImageSet", "Lead", "Workload"]
 
@@ -189,6 +192,9 @@ class Workload:
         self.counter: TokenCounter | None = None  # the exact counter it was built with (None: lengths estimated)
         self.contexts: dict[int, list[PromptItem]] = {}  # context-axis pools by prompt length, never mixed in
         self.images: dict[str, ImageSet] = {}  # buckets whose requests carry images (half of them)
+        self.conversations: Conversations | None = None  # load.conversation: the user messages of each turn
+        self.trace: TracePrompts | None = None  # load.trace: the replayed records' prompts
+        self.dialogues: list[tuple[PromptItem, ...]] | None = None  # a dataset's conversations, turn by turn
         self._names = list(self.pools)
         total = sum(self.weights[n] for n in self._names)
         acc, self._cum = 0.0, []
@@ -206,10 +212,12 @@ class Workload:
         base_dir: Path,
         pool_size: int = DEFAULT_POOL_SIZE,
         max_dataset_items: int = DEFAULT_MAX_DATASET_ITEMS,
+        context: int | None = None,
     ) -> Workload:
         """Build the workload a scenario's ``load`` section describes. ``counter`` None means no
         tokenizer: lengths are estimated and every item has ``exact=False``. ``base_dir`` resolves a
-        relative ``load.dataset`` (the scenario file's folder)."""
+        relative ``load.dataset`` (the scenario file's folder). ``context``: the server's tokens per request, which
+        bounds conversations and skips trace records that do not fit (None: unknown)."""
         exact = counter is not None
         counter = counter if counter is not None else ApproxCounter()
         # The word-cost table (one count per word) is needed for generated prompts and prefixes only.
@@ -247,6 +255,11 @@ class Workload:
         if prefixer and exact:
             workload.prefix_exact = workload._check_prefixes(counter)
         workload.counter = counter if exact else None
+        if load.conversation is not None:
+            workload.conversations = Conversations(workload, load.conversation, workload.dialogues, context)
+        if load.trace is not None:
+            trace = read_trace(load.trace, Path(base_dir) / Path(load.trace.path).expanduser())
+            workload.trace = TracePrompts(trace, gen, counter, exact, load.seed, context)
         return workload
 
     @staticmethod
@@ -323,7 +336,12 @@ class Workload:
             items.append(
                 PromptItem(rec.bucket or "dataset", rec.prompt, measure(rec.prompt), max_tokens, exact, rec.where)
             )
-        return cls({"dataset": items}, {"dataset": 1.0}, load.seed, lead, source=str(path), skipped=skipped)
+        workload = cls({"dataset": items}, {"dataset": 1.0}, load.seed, lead, source=str(path), skipped=skipped)
+        if load.conversation is not None:
+            workload.dialogues = dialogue_items(
+                records, load.conversation.turns, load.max_tokens, counter, exact, measure
+            )
+        return workload
 
     def _check_prefixes(self, counter: TokenCounter, per_bucket: int = 16) -> bool:
         """Re-count a sample of prefixed prompts; False (and a warning) if the total is not exact."""
@@ -449,6 +467,8 @@ class Workload:
                 }
                 for n, items in self.contexts.items()
             },
+            **({"conversation": self.conversations.describe()} if self.conversations else {}),
+            **({"trace": self.trace.describe()} if self.trace else {}),
         }
 
     def __iter__(self) -> Iterator[PromptItem]:

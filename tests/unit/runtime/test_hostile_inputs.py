@@ -73,6 +73,7 @@ class Shipper:
 
 class Unbuildable:
     counter = None
+    trace = None
 
     def item(self, worker: int, step: int, index: int, context: int = 0):
         raise OSError("images/cat.png: No such file or directory")

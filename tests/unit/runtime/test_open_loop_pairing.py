@@ -21,6 +21,7 @@ class HeldWorkload:
 
     counter = None
     lead = Lead(0)  # prompts as given: this test is about their numbering
+    trace = conversations = None  # generated prompts: neither a trace nor conversations
 
     def __init__(self):
         self.release = gevent.event.Event()
