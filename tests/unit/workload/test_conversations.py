@@ -31,7 +31,8 @@ def build(tmp_path, conversation: dict, context: int | None = None, **load) -> W
 
 def dataset_workload(tmp_path, turns: int, context: int | None = None) -> Workload:
     (tmp_path / "chats.json").write_text(json.dumps(SHAREGPT))
-    return build(tmp_path, {"turns": turns}, context, dataset="chats.json", max_tokens=7)
+    # Replayed prompts: the texts and counts below are the dataset's own (a cold run puts a marker before each).
+    return build(tmp_path, {"turns": turns}, context, dataset="chats.json", max_tokens=7, unique_prefix=False)
 
 
 def messages_of(workload: Workload, worker: int, k: int) -> list:
