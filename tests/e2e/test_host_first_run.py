@@ -25,9 +25,11 @@ def received(url: str) -> dict[str, int]:
         return json.loads(answer.read())
 
 
-@pytest.mark.parametrize(("api", "processes"), [("completions", 1), ("chat", 2)])
-def test_every_request_the_server_received_is_accounted_for(tmp_path, refserver_factory, api, processes):
-    server = refserver_factory()
+@pytest.mark.parametrize(("api", "processes", "cache"), [("completions", 1, False), ("chat", 2, True)])
+def test_every_request_the_server_received_is_accounted_for(tmp_path, refserver_factory, api, processes, cache):
+    # With its prompt cache the reference server reports cached tokens and serves /metrics; without it, neither
+    # (its /metrics answers 404, and the scrapes are counted all the same).
+    server = refserver_factory() if cache else refserver_factory("--cache-block", "0")
     args = ["--host", server.url, "--api", api, "--ladder", "2", "--repeats", "1", "--step-duration", "2"]
     args += ["--warmup", "0.5", "--run-id", "host"]
     if processes > 1:  # the workers' token counting reaches the master with their records
@@ -56,9 +58,10 @@ def test_every_request_the_server_received_is_accounted_for(tmp_path, refserver_
     summary = json.loads((run / "summary.json").read_text())
     facts = summary["detected"]["external"]
     assert facts["accounted"] == counted and facts["launched"] is False
-    assert facts["cached_prompt_tokens"] is False and "cumulative usage on every chunk" in facts["usage"]
+    assert facts["cached_prompt_tokens"] is cache and "cumulative usage on every chunk" in facts["usage"]
     assert f"server of external: {server.url}, already running (--host)" in done.stderr
-    assert "owned_by locust-llm-refserver" in done.stderr and "/metrics not found" in done.stderr
+    metrics = "/metrics found" if cache else "/metrics not found"
+    assert "owned_by locust-llm-refserver" in done.stderr and metrics in done.stderr
 
 
 def test_a_quality_section_that_cannot_be_compared_is_not_judged(tmp_path, refserver):

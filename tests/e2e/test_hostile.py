@@ -32,7 +32,7 @@ load:
   ladder: [2]
   step_duration_s: 2
   warmup_s: 0.5
-  prompt_tokens: 8
+  prompt_tokens: 16
   max_tokens: 8
 """
 USERS = 2  # the SCENARIO's ladder
