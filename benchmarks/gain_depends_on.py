@@ -70,9 +70,11 @@ def categories(summary: Summary) -> None:
             for level in levels:
                 e = next(x for x in comp.levels if x.level == level and x.category == category)
                 rate = e.acceptance.rate if e.acceptance and e.acceptance.rate is not None else None
+                value = e.decode_tps_speedup.value
+                speedup = "n/m" if value is None else f"{value:.2f}x {interval(e.decode_tps_speedup.ci95)}"
                 cells.append(
-                    f"{e.decode_tps_speedup.value:.2f}x {interval(e.decode_tps_speedup.ci95)} "
-                    f"acc {'n/m' if rate is None else f'{rate:.0%}'} share {e.output_share or 0:.0%} n={e.pairs}"
+                    f"{speedup} acc {'n/m' if rate is None else f'{rate:.0%}'} share {e.output_share or 0:.0%} "
+                    f"pairs={e.pairs}"
                 )
             print(f"{category:<10} " + " | ".join(c.ljust(46) for c in cells))
         print(comp.text)
