@@ -35,6 +35,7 @@ __all__ = [
     "SUSPECT_FACTOR",
     "SUSPECT_SLACK",
     "Event",
+    "Malformed",
     "Split",
     "above_max_tokens",
     "account",

@@ -24,7 +24,7 @@ from .accounting import Event, Split, account, answer_text
 from .engines import OMITS_ZERO_CACHED, PATHS, auth_headers
 from .sse import EventTooLarge, SSEParser
 from .transport import Body, Connection, ResponseHead, Target, TransportError, build_request, tls_context
-from .usage import FINAL_EVENTS, seen_in
+from .usage import seen_in
 
 __all__ = ["RequestSpec", "StreamingClient"]
 
@@ -347,7 +347,7 @@ class StreamingClient:
                 self.idle.append(conn)
         if answer is not None:
             answer.append(answer_text(events))
-        for fact in seen_in([e.data for e in events[-FINAL_EVENTS:]]):
+        for fact in seen_in(events):
             ledger.see(self.base_url, fact)
         return account(record, events, done, self.llamacpp, self.cache_zero, self.think_tags)
 
