@@ -424,7 +424,7 @@ class Experiment:
         while now() < until:
             if not self.session.alive() or self.interrupted:
                 return
-            self.faults.tick(self.run.steps[-1])
+            until += self.faults.tick(self.run.steps[-1])
             self.send_state()
             yield tick
 

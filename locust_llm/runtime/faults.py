@@ -65,8 +65,10 @@ class Faults:
             self.pending = []
 
     # -- faults under load ----------------------------------------------------------------------------------------
-    def tick(self, row: dict) -> None:
-        """Inject the next fault once the step at ``fault_level`` reaches the middle of its steady window."""
+    def tick(self, row: dict) -> float:
+        """Inject the next fault once the step at ``fault_level`` reaches the middle of its steady window; returns
+        the seconds a restart kept the server down (0 otherwise), by which the window is extended so that it keeps
+        the half it was to have after the fault (a pause's length is planned into the window)."""
         if (
             not self.pending
             or row.get("faults")
@@ -75,12 +77,12 @@ class Faults:
             or row["level"] != self.level
             or not math.isfinite(row["t_steady"])
         ):
-            return
+            return 0.0
         kind = self.pending[0]
         duration = self.experiment.plan.load.step_duration_s
         offset = (duration - self.spec.pause_s) / 2 if kind == "pause" else duration / 2
         if now() < row["t_steady"] + max(offset, 0.0):
-            return
+            return 0.0
         server = self.experiment.session.server
         if server is None or server.process is None or server.process.proc is None:
             log.warning("faults need a server locust-llm launched (a process to pause or restart); none injected")
@@ -91,7 +93,7 @@ class Faults:
                 reason="the server was not launched by locust-llm",
             )
             self.pending = []
-            return
+            return 0.0
         self.pending.pop(0)
         row["faults"] = []
         self.experiment.warn(
@@ -99,8 +101,10 @@ class Faults:
         )
         if kind == "pause":
             self.pause(row, server)
-        else:
-            self.restart(row, server)
+            return 0.0
+        t_start = now()
+        self.restart(row, server)
+        return now() - t_start
 
     def pause(self, row: dict, server: ActiveServer) -> None:
         pid, pause_s = server.process.proc.pid, self.spec.pause_s

@@ -94,7 +94,7 @@ class TracePrompts:
         return [full] * (blocks - 1) + [record.input_tokens - full * (blocks - 1)]
 
     def _short(self, n: int, first: bool) -> tuple[int, int]:
-        """A block no longer than its prefix is the prefix's first words (they spell the block's number, so short
+        """A block no longer than its prefix is some of the prefix's words (they spell the block's number, so short
         blocks differ too): how many fit in ``n`` tokens, and the tokens a filler text adds to make ``n``."""
         lead = self.prefixer.start_tokens if first else self.prefixer.word_tokens
         if n < lead:
@@ -111,7 +111,11 @@ class TracePrompts:
             return f"{prefix} {texts[number % len(texts)]}"
         words, rest = self._short(n, first)
         filler = [self.fillers[rest, first and not words]] if rest else []
-        return " ".join(prefix.split()[:words] + filler)
+        # The prefix's last words first: they hold its scrambled number's high digits, which every bit of the
+        # block's number moves (the low ones see only its low bits); a block's first word keeps its start cost.
+        spelled = prefix.split()
+        kept = [spelled[0], *spelled[:0:-1]] if first else spelled[::-1]
+        return " ".join(kept[:words] + filler)
 
     def fits(self, index: int) -> bool:
         """Whether record ``index``'s prompt and output fit the server's context (unknown: they do)."""

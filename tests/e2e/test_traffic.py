@@ -191,6 +191,21 @@ load:
                     words = [received[x]["prompt"].split() for x in (a, b)]
                     common = len(os.path.commonprefix(words))
                     assert shared * BLOCK <= common < (shared + 1) * BLOCK, (a, b, shared, common)
+        # The server's prefix cache (blocks of BLOCK words, filled as each prefill begins) holds what the trace's
+        # hash ids say it should: a request's cached tokens are the whole blocks it shares with a record whose
+        # prefill began before its own (a block is cached once its record held it whole), never its last token.
+        order = sorted(fits, key=lambda i: received[i]["t_slot"])
+        for n, i in enumerate(order):
+            held = [
+                min(
+                    len(os.path.commonprefix([trace[i]["hash_ids"], trace[j]["hash_ids"]])),
+                    trace[j]["input_length"] // BLOCK,
+                )
+                for j in order[:n]
+            ]
+            expected = BLOCK * min(max(held, default=0), (trace[i]["input_length"] - 1) // BLOCK)
+            assert received[i]["cached_tokens"] == expected, (i, received[i]["cached_tokens"], expected)
+            assert sent.loc[i, "cached_tokens"] == expected  # what the client recorded from the stream
     p50, p99 = np.percentile(np.abs(errors_ms), [50, 99])
     print(f"arrival error vs the trace, server receipt after the first: |P50| {p50:.2f} ms, |P99| {p99:.2f} ms")
     # A wrong speed or origin would be off by hundreds of ms to seconds; a loaded 2-core host adds tens.
@@ -282,7 +297,7 @@ load:
   step_duration_s: 4
   warmup_s: 1
   min_requests: 4
-  prompt_tokens: 16
+  prompt_tokens: 24
   max_tokens: 16
   conversation: {turns: 2}
 """
@@ -303,7 +318,7 @@ def test_greedy_variants_carry_the_same_histories_on_llamacpp(tmp_path):
     for (variant, worker, number, turn), row in by_turn.iterrows():
         if turn == 2 and (variant, worker, number, 1) in by_turn.index:
             first = by_turn.loc[(variant, worker, number, 1)]
-            assert row["prompt_tokens"] > first["prompt_tokens"] + first["output_tokens"] + 16
+            assert row["prompt_tokens"] > first["prompt_tokens"] + first["output_tokens"] + 24
     (histories,) = json.loads((tmp_path / "llama" / "summary.json").read_text())["conversations"]["histories"]
     assert histories["variant"] == "spec-k4" and histories["compared"] > 0
     assert histories["diverged"] == 0, histories  # lossless speculation answers alike, so histories stay alike
