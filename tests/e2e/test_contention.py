@@ -10,12 +10,22 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from locust_llm.analysis.gates import EXIT_INVALID
 from tests.helpers import REPO, require_llama_server, run_locust
 
 # The default scenario (interleaved, both servers up), one level, short windows.
 SHORT = ("--ladder", "1", "--step-duration", "6", "--warmup", "1")
+
+
+def default_without_quality(tmp_path):
+    """The default scenario without its quality check (about 40 s a run, and not what this test is about)."""
+    doc = yaml.safe_load((REPO / "scenarios" / "tiny-cpu.yaml").read_text())
+    doc.pop("quality", None)
+    path = tmp_path / "tiny-cpu-no-quality.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return ("--scenario", str(path))
 
 
 def level_one(run_dir):
@@ -27,12 +37,13 @@ def level_one(run_dir):
 @pytest.mark.server
 def test_a_neighbour_burning_cpu_next_to_the_baseline_is_named_and_leaves_no_verdict(tmp_path):
     require_llama_server()
-    quiet = run_locust(tmp_path, *SHORT, "--run-id", "quiet")
+    scenario = default_without_quality(tmp_path)
+    quiet = run_locust(tmp_path, *scenario, *SHORT, "--run-id", "quiet")
     burner = subprocess.Popen(
         [sys.executable, "-m", "locust_llm.testing.burner", "--max-s", "300"], cwd=REPO, start_new_session=True
     )  # another job on the machine: not in our process tree
     try:
-        busy = run_locust(tmp_path, *SHORT, "--run-id", "busy")
+        busy = run_locust(tmp_path, *scenario, *SHORT, "--run-id", "busy")
     finally:
         burner.kill()
         burner.wait(timeout=10)
