@@ -6,6 +6,8 @@ every module of the package that needs requests imports it from here.
 
 from __future__ import annotations
 
+import os
+
 import locust  # noqa: F401, I001  (gevent must patch sockets before requests is imported)
 import requests
 
@@ -32,6 +34,10 @@ def session(purpose: str, pool_size: int = 16, verify_tls: bool = True) -> reque
     adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
     s.mount("http://", adapter)
     s.mount("https://", adapter)
-    s.verify = verify_tls
+    # The CAs the streams trust (``SSL_CERT_FILE``, read by OpenSSL) are trusted here too; requests alone would
+    # read only REQUESTS_CA_BUNDLE, so a private CA would pass the streams and fail /tokenize and /metrics.
+    s.verify = (
+        (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE") or True) if verify_tls else False
+    )
     s.headers.update({"Accept-Encoding": "identity"})
     return s
