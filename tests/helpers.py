@@ -33,6 +33,15 @@ REPO = Path(__file__).resolve().parents[1]
 REFSERVER_START_TIMEOUT_S = 30.0
 
 
+def pair_scenario(name: str, load: dict) -> str:
+    """The test-suite's llama.cpp pair (``scenarios/tiny-cpu-test.yaml``: its server and variants) under ``name``,
+    with ``load`` as its whole load section."""
+    import yaml
+
+    doc = yaml.safe_load((REPO / "scenarios" / "tiny-cpu-test.yaml").read_text())
+    return yaml.safe_dump({**doc, "name": name, "load": load}, sort_keys=False)
+
+
 def terminate(proc: subprocess.Popen, timeout_s: float) -> None:
     """SIGTERM, then SIGKILL if it has not ended within ``timeout_s``."""
     if proc.poll() is None:

@@ -10,7 +10,7 @@ import pytest
 
 from locust_llm.analysis.metrics import Chunks
 from locust_llm.analysis.positions import bin_columns, request_positions
-from tests.helpers import assert_run_completed, require_llama_server, run_locust
+from tests.helpers import assert_run_completed, pair_scenario, require_llama_server, run_locust
 
 REASONING = 30  # the reference server thinks for 30 tokens before it answers
 
@@ -76,27 +76,18 @@ def test_reasoning_streams_match_the_reference_servers_stamps_and_counts(tmp_pat
     assert "requests gave no answer after reasoning" in done.stdout + done.stderr
 
 
-LLAMACPP_SCENARIO = """
-name: splits
-server:
-  engine: llamacpp
-  tiny_model: {preset: test, seed: 0}
-  served_model_name: tiny-test
-  args: ["-c", "2048", "-np", "4"]
-  startup_timeout_s: 60
-variants:
-  baseline: {}
-  spec-k4:
-    speculative: {type: draft-simple, n_max: 4, p_min: 0.0}
-load:
-  ladder: [1]
-  step_duration_s: 5
-  warmup_s: 1
-  min_requests: 5
-  dataset: prompts.jsonl
-  unique_prefix: true
-  positions: {bin_tokens: 8, acceptance: true}
-"""
+LLAMACPP_SCENARIO = pair_scenario(
+    "splits",
+    {
+        "ladder": [1],
+        "step_duration_s": 5,
+        "warmup_s": 1,
+        "min_requests": 5,
+        "dataset": "prompts.jsonl",
+        "unique_prefix": True,
+        "positions": {"bin_tokens": 8, "acceptance": True},
+    },
+)
 TOKENS, BIN = 40, 8  # five whole bins a request
 
 

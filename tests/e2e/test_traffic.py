@@ -14,7 +14,7 @@ import pytest
 
 from locust_llm.runtime.session import workload_for
 from locust_llm.scenario import load_scenario
-from tests.helpers import assert_run_completed, require_llama_server, run_locust
+from tests.helpers import assert_run_completed, pair_scenario, require_llama_server, run_locust
 
 CONVERSATION = """
 name: conversation
@@ -279,28 +279,19 @@ load: {trace: {path: bad.jsonl, format: mooncake}}
     assert server.all_logs() == []
 
 
-LLAMA_CONVERSATION = """
-name: conversation-llamacpp
-server:
-  engine: llamacpp
-  tiny_model: {preset: test, seed: 0}
-  served_model_name: tiny-test
-  args: ["-c", "2048", "-np", "4"]
-  startup_timeout_s: 60
-variants:
-  baseline: {}
-  spec-k4:
-    speculative: {type: draft-simple, n_max: 4, p_min: 0.0}
-load:
-  api: chat
-  ladder: [2]
-  step_duration_s: 4
-  warmup_s: 1
-  min_requests: 4
-  prompt_tokens: 24
-  max_tokens: 16
-  conversation: {turns: 2}
-"""
+LLAMA_CONVERSATION = pair_scenario(
+    "conversation-llamacpp",
+    {
+        "api": "chat",
+        "ladder": [2],
+        "step_duration_s": 4,
+        "warmup_s": 1,
+        "min_requests": 4,
+        "prompt_tokens": 24,
+        "max_tokens": 16,
+        "conversation": {"turns": 2},
+    },
+)
 
 
 @pytest.mark.server
