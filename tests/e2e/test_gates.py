@@ -10,6 +10,7 @@ from locust_llm.analysis.gates import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_SLO
 from tests.helpers import REPO, assert_run_completed, require_llama_server, run_locust
 
 SHORT = ("--ladder", "1", "--step-duration", "3", "--warmup", "1")
+FAST = ("--scenario", "scenarios/tiny-cpu-test.yaml")  # the test pair, no quality check: for what is not the default
 
 
 @pytest.mark.server
@@ -18,7 +19,9 @@ def test_default_scenario_passes_and_an_impossible_slo_fails(tmp_path):
     done = run_locust(tmp_path, *SHORT, "--run-id", "default")
     assert_run_completed(done)
     assert "verdict" in done.stderr and f"exit code {done.returncode}" in done.stderr
-    strict = run_locust(tmp_path, *SHORT, "--variant", "baseline", "--run-id", "strict", "--slo-tpot-p99-ms", "0.001")
+    strict = run_locust(
+        tmp_path, *FAST, *SHORT, "--variant", "baseline", "--run-id", "strict", "--slo-tpot-p99-ms", "0.001"
+    )
     verdict = json.loads((tmp_path / "strict" / "verdict.json").read_text())
     assert str(EXIT_SLO) in verdict["reasons"], verdict
     # On a loaded 2-core box the client may also be judged the bottleneck: exit 5 outranks 3 then.
@@ -29,7 +32,7 @@ def test_default_scenario_passes_and_an_impossible_slo_fails(tmp_path):
 @pytest.mark.server
 def test_nightly_compares_with_a_saved_baseline(tmp_path):
     require_llama_server()
-    args = ("--scenario", "scenarios/tiny-cpu-test.yaml", "--variant", "baseline", *SHORT)
+    args = (*FAST, "--variant", "baseline", *SHORT)
     first = run_locust(tmp_path, *args, "--run-id", "first")
     assert_run_completed(first)
     library = tmp_path / "library"

@@ -25,6 +25,7 @@ load:
   warmup_s: 1.5
   prompt_tokens: 16
   max_tokens: {TOKENS}
+  contention_cores: 100  # judged against the servers' own stamps below, not by what else the machine does
 scale_out: {{level: 4, pairs: 2}}
 """
 
