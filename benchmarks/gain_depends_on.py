@@ -5,12 +5,17 @@ in a long answer. Each part is a real headless run of its scenario, then prints 
   task-category prompt set, about 12 minutes on 2 cores): the category x level table of paired decode tok/s
   speed-ups with 95% intervals, acceptance and output share, each category's advice, and whether any category's
   gain clearly differs from another's.
+* ``--part conversation`` (``scenarios/tiny-cpu-conversation.yaml``: 3-turn chats at 1 and 4 users, about 6
+  minutes): per variant, level and turn the prompt tokens, cached prompt tokens, TTFT and decode tok/s, and the
+  paired speed-ups by turn.
+* ``--part trace`` (``scenarios/tiny-cpu-trace.yaml``: a bursty Mooncake trace at 0.5x, 1x and 2x, about 6
+  minutes): per speed the replay's arrival error, TTFT from the trace's time, output tok/s and the speed-up.
 * ``--part long`` (``scenarios/tiny-cpu-long.yaml``: 2,048 output tokens per request at 4 streams, about 10
   minutes): decode tok/s per 256 output tokens per variant with intervals over requests, the speed-up and
   acceptance by position, and the one-line answer ("decode speed at tokens 1,792-2,048 is 0.93x of tokens
   0-256, 95% CI ...").
 
-    python benchmarks/gain_depends_on.py --part categories|long [--scenario FILE] [--run-dir DIR]
+    python benchmarks/gain_depends_on.py --part categories|conversation|trace|long [--scenario FILE] [--run-dir DIR]
 
 ``--run-dir`` prints the figures of a run that exists already (no new run).
 """
@@ -30,7 +35,12 @@ sys.path.insert(0, str(REPO))
 from locust_llm.analysis.documents import Summary  # noqa: E402
 from tests.helpers import run_locust  # noqa: E402
 
-SCENARIOS = {"categories": "scenarios/tiny-cpu-categories.yaml", "long": "scenarios/tiny-cpu-long.yaml"}
+SCENARIOS = {
+    "categories": "scenarios/tiny-cpu-categories.yaml",
+    "long": "scenarios/tiny-cpu-long.yaml",
+    "conversation": "scenarios/tiny-cpu-conversation.yaml",
+    "trace": "scenarios/tiny-cpu-trace.yaml",
+}
 
 
 def with_contention(scenario: Path, cores: float, folder: Path) -> Path:
@@ -101,6 +111,52 @@ def long_answer(summary: Summary) -> None:
         print(f"  {curve.text}")
 
 
+def ratio(r) -> str:
+    return "n/m" if r.value is None else f"{r.value:.2f}x {interval(r.ci95)}"
+
+
+def ms(value) -> str:
+    return "n/m" if value is None else f"{value:.1f} ms"
+
+
+def conversation(summary: Summary) -> None:
+    turns = summary.conversations
+    if turns is None or not turns.levels:
+        print("no turn table: no level was measured cleanly (see the statuses above)")
+        return
+    print("\nvariant   level turn  req  prompt tok  cached tok  TTFT P50   TPOT P50   decode tok/s")
+    for t in turns.levels:
+        cached = "n/r" if t.cached_tokens is None else f"{t.cached_tokens:.0f}"
+        print(
+            f"{t.variant:<9} {t.level:>5g} {t.turn:>4} {t.requests:>4} {t.prompt_tokens or 0:>11.0f} {cached:>11} "
+            f"{ms(t.ttft_p50_ms):>10} {ms(t.tpot_p50_ms):>10} {t.decode_tps or 0:>10.1f}"
+        )
+    print("\nspeed-ups by turn (paired: the same conversation's turn), 95% CI")
+    for c in turns.comparisons:
+        print(
+            f"  {c.variant} at {c.level:g}, turn {c.turn}: decode tok/s {ratio(c.decode_tps_speedup)}; "
+            f"TTFT P50 {ratio(c.ttft_p50_speedup)}; TPOT P50 {ratio(c.tpot_p50_speedup)}"
+        )
+    for h in turns.histories:
+        print(f"  {h.text}")
+
+
+def trace(summary: Summary) -> None:
+    for name, entry in summary.variants.items():
+        for s in entry.steps:
+            if s.trace is not None:
+                sched = s.ttft_sched_ms
+                print(
+                    f"{name} at {s.level:g} req/s: {s.trace.text}; TTFT from the trace's time P50 "
+                    f"{ms(sched and sched.p50)} P95 {ms(sched and sched.p95)}; {s.output_tps or 0:.1f} out tok/s; "
+                    f"{s.status}"
+                )
+    for comp in summary.comparisons:
+        for step in comp.steps:
+            speedup = ratio(step.output_tps_speedup)
+            print(f"{comp.variant} at {step.level:g}: {comp.metric_name} {speedup} ({step.status})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=sorted(SCENARIOS), required=True)
@@ -130,7 +186,7 @@ def main() -> None:
     summary = Summary.model_validate_json((run_dir / "summary.json").read_text())
     print(f"run {run_dir}")
     statuses(summary)
-    (categories if args.part == "categories" else long_answer)(summary)
+    {"categories": categories, "long": long_answer, "conversation": conversation, "trace": trace}[args.part](summary)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import pandas as pd
 from ..records import FAST_FAIL_S, NEVER_REACHED, NOT_SENT, ErrorClass
 from ..rundir.load import RunData
 from ..scenario import CostSpec, PositionsSpec, ReasoningSpec
+from ..trafficspec import ConversationSpec
 from .acceptance import request_acceptance
 from .agreement import agreement
 from .breakdown import add_breakdowns, level_acceptance
@@ -50,7 +51,7 @@ from .stats import mean_of, occupancy_samples, percentile_of, rate_samples, summ
 from .status import flag_anomalies, host_load, step_status
 from .steady import drift
 from .traces import trace_step
-from .validity import Requests, client_validity, in_flight_spans
+from .validity import Requests, Think, client_validity, in_flight_spans, intended_waits_s
 from .values import json_safe, to_float
 
 __all__ = ["KNEE_THRESHOLD", "analyse", "build_summary"]
@@ -192,12 +193,11 @@ def step_summary(
         }
     in_flight = occupancy_samples(*in_flight_spans(overlapping), start, end, RATE_BIN_S)
     summary.update(steadiness(mode, rates, in_flight, start, ok_rows, derived.loc[ok_rows.index]))
-    think_s = to_float((run.env.get("load") or {}).get("think_time_s"))
     # Without an SLO goodput is every success: no delay of the client's can move it.
     slo_set = any(v is not None for v in slo.values())
     good = (lambda metrics: int(good_requests(sent, metrics, slo, mode).sum())) if slo_set else None
-    requests = Requests(sent, derived, overlapping, good)
-    summary.update(client_validity(run.client, summary, start, end, requests, think_s if think_s > 0 else 0.0))
+    requests = Requests(sent, derived, overlapping, good, intended_waits_s(frame, start, end, think_of(run)))
+    summary.update(client_validity(run.client, summary, start, end, requests))
     extended = to_float(step.get("extended_s"))
     summary["extended_s"] = extended if math.isfinite(extended) else 0.0
     summary["host"] = host_load(run.host, start, end)
@@ -220,6 +220,15 @@ def headline_ttft(run: RunData) -> str:
     """``ttft`` or ``ttfot``: which time to first token the run's headline reads (``load.reasoning.headline_ttft``)."""
     reasoning = ReasoningSpec.model_validate((run.env.get("load") or {}).get("reasoning") or {})
     return "ttfot" if reasoning.headline_ttft == "first_output" else "ttft"
+
+
+def think_of(run: RunData) -> Think:
+    """The waits the run's scenario asked of its users (never the client's time)."""
+    load = run.env.get("load") or {}
+    think_s = to_float(load.get("think_time_s"))
+    conversation = load.get("conversation")
+    turn_s = ConversationSpec.model_validate(conversation).think_s if conversation else 0.0
+    return Think(think_s if think_s > 0 else 0.0, turn_s)
 
 
 def positions_spec(run: RunData) -> PositionsSpec:

@@ -11,10 +11,11 @@ spoil a 20 s window's output tok/s. So each figure carries its own bound (README
   percentile of the shifted values (a percentile never falls when a value rises). ``bounds`` holds, per figure and
   statistic, how far below and above the figure the client-free value can lie, as fractions of the figure.
 * **Throughput.** Closed loop: the share of the users' time spent outside a request (the in-flight count short of the
-  users, think time aside) plus the expected stall before each request's last stamp (the mean loop lag of its
-  second) is the share of each request cycle the users waited on the client; the server could have delivered up to
-  ``output tok/s / (1 - share)``. Open loop: the offered rate sets throughput; arrivals dropped at the in-flight cap
-  or not sent spoil it. A process at the end of its core spoils everything.
+  users, the waits the scenario asks for aside: its think time, and a conversation's think time between turns) plus
+  the expected stall before each request's last stamp (the mean loop lag of its second) is the share of each request
+  cycle the users waited on the client; the server could have delivered up to ``output tok/s / (1 - share)``. Open
+  loop: the offered rate sets throughput; arrivals dropped at the in-flight cap or not sent spoil it. A process at
+  the end of its core spoils everything.
 
 The rules:
 
@@ -44,9 +45,11 @@ from .stats import occupancy_samples
 __all__ = [
     "CLIENT_SHARE_MAX",
     "Requests",
+    "Think",
     "FIGURE_STATS",
     "client_validity",
     "figure_bound",
+    "intended_waits_s",
     "in_flight_spans",
     "request_shifts",
     "widened",
@@ -145,34 +148,60 @@ def in_flight_spans(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return begin.to_numpy(dtype=float), finish.to_numpy(dtype=float)
 
 
-def _client_share(client: pd.DataFrame, rows: pd.DataFrame, step: dict, start: float, end: float, think_s: float):
+def intended_waits_s(rows: pd.DataFrame, start: float, end: float, think: Think) -> float:
+    """Seconds of ``[start, end)`` the users spent in the waits the scenario asks for: after each of the variant's
+    ``rows``, the wait before the user's next request (``think.turn_s`` after an answered turn that is not its
+    conversation's last, ``think.request_s`` otherwise), each clipped to the window."""
+    if not len(rows) or not (think.request_s or think.turn_s):
+        return 0.0
+    done = (rows["t_done"].fillna(rows["t_end"]) if "t_done" in rows else rows["t_end"]).to_numpy(dtype=float)
+    if "turn" in rows:
+        mid = (rows["error_class"].isna() & (rows["turn"] > 0) & (rows["turn"] < rows["turns"])).to_numpy()
+    else:
+        mid = np.zeros(len(rows), dtype=bool)
+    wait = np.where(mid, think.turn_s, think.request_s)
+    return float(np.nansum(np.clip(np.minimum(done + wait, end) - np.maximum(done, start), 0.0, None)))
+
+
+def _client_share(client: pd.DataFrame, rows: pd.DataFrame, step: dict, start: float, end: float, waited_s: float):
     """Closed loop: the share of the users' time in the window spent waiting on the client, or None."""
     users = step.get("users")
     if not users or not len(rows) or not end > start:
         return None
     window = end - start
-    started = int(rows["t_send"].between(start, end).sum())
     occupancy = occupancy_samples(*in_flight_spans(rows), start, end, bin_s=window)
-    idle = 1.0 - float(occupancy.mean()) / users - think_s * started / (users * window)
+    idle = 1.0 - float(occupancy.mean()) / users - waited_s / (users * window)
     ending = rows[rows["t_done"].between(start, end)] if "t_done" in rows else rows.iloc[0:0]
     stall_s = np.nansum(_stamp_lag(client, ending, "t_done", "loop_lag_ms_mean")) / 1000.0 if len(client) else 0.0
     return max(idle, 0.0) + stall_s / (users * window)
+
+
+@dataclass(frozen=True)
+class Think:
+    """The waits the scenario asks for, which are the users' own and not the client's: ``request_s`` before each
+    request (``load.think_time_s``; in a conversation, before its first turn), ``turn_s`` before each later turn of
+    a conversation (``load.conversation.think_s``)."""
+
+    request_s: float = 0.0
+    turn_s: float = 0.0
 
 
 @dataclass
 class Requests:
     """A step's requests as the rules read them: those sent in its window (``rows``) with their metrics
     (``derived``, ``analysis.metrics``), every request of the variant in flight during the window (``overlapping``),
-    and how many of a set of metrics meet every SLO (``good``; goodput)."""
+    how many of a set of metrics meet every SLO (``good``; goodput), and the seconds of the window the users spent
+    in the waits the scenario asks for (``waited_s``, ``intended_waits_s``)."""
 
     rows: pd.DataFrame
     derived: pd.DataFrame
     overlapping: pd.DataFrame
     good: Callable[[pd.DataFrame], int] | None = None
+    waited_s: float = 0.0
 
 
 def client_validity(
-    client: pd.DataFrame, step: dict, start: float, end: float, requests: Requests | None = None, think_s: float = 0.0
+    client: pd.DataFrame, step: dict, start: float, end: float, requests: Requests | None = None
 ) -> dict:
     """``client_valid`` (the step's verdict figures could not be the client's) and ``client_validity`` with the
     figures behind it, from the load processes' samples (``client``) and the step's ``requests``."""
@@ -198,7 +227,7 @@ def client_validity(
         if details["loop_lag_ms_p95"] > LOOP_LAG_MS_MAX:
             latency.append(f"event-loop lag P95 {details['loop_lag_ms_p95']:.1f} ms (limit {LOOP_LAG_MS_MAX:.0f} ms)")
         if not open_loop and requests is not None:
-            share = _client_share(client, requests.overlapping, step, start, end, think_s)
+            share = _client_share(client, requests.overlapping, step, start, end, requests.waited_s)
             details["client_share"] = share
             # Requests that fail at once make the client's own fraction of a millisecond a large share of a short
             # cycle: when most failed, the error rate says what went wrong, not the client.

@@ -12,7 +12,7 @@ import pytest
 from locust_llm.analysis.validity import figure_bound, widened
 from locust_llm.pipeline import finish_run
 from locust_llm.records import RequestRecord
-from tests.synthetic import window, write_client, write_run
+from tests.synthetic import patch_env, window, write_client, write_run
 
 START = 1_700_000_000.0
 SECONDS = 30
@@ -26,8 +26,12 @@ def stamped(t, stalls):
     return t
 
 
-def closed_loop(variant, step, ttft, tpot, tokens=20, gap=0.001, stalls=(), worker=0, start=START, level=1):
-    """One closed-loop user over the window: its requests as recorded, and their true TTFTs (ms)."""
+def closed_loop(
+    variant, step, ttft, tpot, tokens=20, gap=0.001, stalls=(), worker=0, start=START, level=1, turns=0, think_s=0.0
+):
+    """One closed-loop user over the window: its requests as recorded, and their true TTFTs (ms). With ``turns``,
+    the user holds conversations of that many turns, waiting ``think_s`` after each answer before the next turn
+    (and ``gap`` between conversations)."""
     rows, truth, send, seq = [], [], start, 0
     while send < start + SECONDS:
         true_times = send + ttft + tpot * np.arange(tokens)
@@ -53,10 +57,12 @@ def closed_loop(variant, step, ttft, tpot, tokens=20, gap=0.001, stalls=(), work
                 chunk_tokens=[1] * tokens,
                 finish_reason="length",
                 http_status=200,
+                **({"conversation": seq // turns, "turn": seq % turns + 1, "turns": turns} if turns else {}),
             ).to_dict()
         )
         truth.append((true_times[0] - send) * 1000)
-        send, seq = done + gap, seq + 1
+        mid_conversation = turns and seq % turns < turns - 1
+        send, seq = done + (think_s if mid_conversation else gap), seq + 1
     return rows, np.array(truth)
 
 
@@ -132,6 +138,25 @@ def test_users_waiting_on_the_client_are_measured_as_their_share_of_the_cycle(tm
     assert fast.client_validity.bounds["output_tps"].mean[1] == pytest.approx(
         fast.client_validity.client_share / (1 - fast.client_validity.client_share)
     )
+
+
+def test_a_conversation_s_think_time_is_the_user_s_wait_not_the_client_s(tmp_path):
+    """3-turn conversations that wait 0.5 s after each answer before the next turn, 1 ms between conversations:
+    the client took 1 ms of each conversation, so the step is clean. Read without the conversation's think time,
+    the same requests would give the waits to the client (about 0.5 s of each 0.63 s turn after the first)."""
+    rows, _ = closed_loop("baseline", 0, 0.030, 0.005, turns=3, think_s=0.5)
+    run = write_run(tmp_path, rows, [window("baseline", 0, 1, START, SECONDS)])
+    write_client(run, START, SECONDS)
+    cycle = 0.030 + 0.005 * 19 + 0.0005
+    waits = 2 * 0.5 + 0.001  # per conversation of 3 turns
+    patch_env(run, "load", conversation={"turns": 3, "think_s": 0.5})
+    (step,) = finish_run(run).summary.variants["baseline"].steps
+    assert step.client_validity.client_share == pytest.approx(0.001 / (3 * cycle + waits), abs=0.005)
+    assert step.status == "clean", step.status_reasons
+    patch_env(run, "load", conversation=None)
+    (unaware,) = finish_run(run).summary.variants["baseline"].steps
+    assert unaware.client_validity.client_share == pytest.approx(waits / (3 * cycle + waits), abs=0.02)
+    assert unaware.status == "client-invalid"
 
 
 def open_loop_pair(rate, e2e_s, lag_s):
