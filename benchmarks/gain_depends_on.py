@@ -153,8 +153,11 @@ def trace(summary: Summary) -> None:
                 )
     for comp in summary.comparisons:
         for step in comp.steps:
-            speedup = ratio(step.output_tps_speedup)
-            print(f"{comp.variant} at {step.level:g}: {comp.metric_name} {speedup} ({step.status})")
+            verdict = ratio(getattr(step, f"{comp.metric}_speedup"))
+            print(
+                f"{comp.variant} at {step.level:g} req/s: {comp.metric_name} {verdict}, decode tok/s "
+                f"{ratio(step.decode_tps_speedup)} ({step.status}: {step.verdict_basis})"
+            )
 
 
 def main() -> None:

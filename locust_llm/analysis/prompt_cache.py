@@ -61,8 +61,9 @@ class PromptCache(Doc):
 
     mode: str
     """What the prompts asked of the cache: ``cold`` (every prompt unique), ``replayed`` (the pool's prompts again
-    and again: ``load.unique_prefix`` off), ``shared`` (``load.shared_prefix``: hits on purpose), or ``unknown``
-    (the run directory does not say)."""
+    and again: ``load.unique_prefix`` off), ``shared`` (``load.shared_prefix``: hits on purpose), ``conversation``
+    (each turn carries its conversation's history: hits on purpose), ``trace`` (a trace whose records share prompt
+    blocks: hits on purpose), or ``unknown`` (the run directory does not say)."""
     cached_fraction: float | None = None
     """Share of the window's prompt tokens the server took from its cache (``requests`` when a request reported it,
     else ``server``); null: not measured."""
@@ -102,9 +103,15 @@ class LevelCache(Doc):
 
 
 def cache_mode(env: dict) -> str:
-    """The run's prompt-cache mode: the workload's own word, else the scenario's switches (runs recorded before the
-    unique prefix was on by default have ``unique_prefix: false``: they replayed their prompts)."""
-    mode = (env.get("workload") or {}).get("prompt_cache")
+    """The run's prompt-cache mode: a conversation's history and a trace's shared blocks are hits on purpose; else
+    the workload's own word, else the scenario's switches (runs recorded before the unique prefix was on by default
+    have ``unique_prefix: false``: they replayed their prompts)."""
+    workload = env.get("workload") or {}
+    if workload.get("conversation"):
+        return "conversation"
+    if (workload.get("trace") or {}).get("shared_blocks"):
+        return "trace"
+    mode = workload.get("prompt_cache")
     if mode:
         return str(mode)
     load = env.get("load") or {}

@@ -86,6 +86,23 @@ def test_a_cold_step_with_cache_hits_is_measured_flagged_and_its_level_flagged(t
     assert "step(s) whose TTFT may be prompt-cache hits" in html
 
 
+@pytest.mark.parametrize(
+    "workload, mode",
+    [({"conversation": {"turns": 3, "think_s": 0.5}}, "conversation"), ({"trace": {"shared_blocks": 50}}, "trace")],
+)
+def test_hits_a_conversation_or_a_trace_asks_for_are_measured_and_not_flagged_as_a_cold_run_s(tmp_path, workload, mode):
+    """A conversation's history and a trace's shared blocks are cache hits on purpose: the cached share is measured
+    as in a cold run, without the cold run's warning that TTFT is partly cache hits."""
+    rows, _ = cache_run(tmp_path, {("baseline", 1): 4})
+    patch_env(tmp_path, "workload", **workload)
+    finish_run(tmp_path)
+    base = json.loads((tmp_path / "summary.json").read_text())["variants"]["baseline"]["steps"][0]["prompt_cache"]
+    sent = steady(rows, "baseline", 0)
+    truth = sum(r["cached_tokens"] for r in sent) / (PROMPT * len(sent))
+    assert base["mode"] == mode and base["cached_fraction"] == pytest.approx(truth) and truth > 0.05
+    assert base["flag"] is None
+
+
 def test_a_replayed_prompt_run_is_flagged_with_how_many_requests_repeated_a_prompt(tmp_path):
     """The old behaviour, asked for explicitly (unique_prefix: false): 8 prompts cycled, no cached-token reports."""
     rows, _ = cache_run(tmp_path, {})
