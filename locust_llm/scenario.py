@@ -71,7 +71,8 @@ class ScenarioError(ValueError):
 DAY_S = 86_400.0
 MAX_LEVEL = 100_000  # users (closed loop) or requests/s (open loop)
 MAX_TOKENS = 10_000_000
-DEFAULT_NICE = 10  # launched servers yield the CPU to the load generator (README, "Client validity")
+# Launched servers yield the CPU to the load generator (docs/verdicts-and-gates.md, "Client validity").
+DEFAULT_NICE = 10
 
 
 class TinyModelSpec(Strict):

@@ -1,6 +1,6 @@
 """A misbehaving front on loopback, in the test's own process: a raw HTTP/1.1 server that forwards every request
-to a reference server and answers its streaming completions the bad way a test names (README, "Faults and bad
-input"); a private CA and a server certificate made with the openssl command, for the TLS cases.
+to a reference server and answers its streaming completions the bad way a test names (docs/faults-and-probes.md,
+"Faults and bad input"); a private CA and a server certificate made with the openssl command, for the TLS cases.
 
 Modes (streaming completions only; every other request, the consistency prompts' included, is forwarded as it is):
 

@@ -103,7 +103,7 @@ def level_comparison(
 def client_check(step: dict, v: LevelSamples, b: LevelSamples, mode: str) -> None:
     """Each speed-up's interval widened by how far the load generator could have moved the figure on either side
     (``client_ci95``); a level whose verdict would change within those intervals is client-invalid, any other keeps
-    its verdict (README, "Client validity")."""
+    its verdict (docs/verdicts-and-gates.md, "Client validity")."""
     ttft = latency_keys(mode)["ttft"]
     figures = {
         "output_tps_speedup": ("output_tps", "mean", True),

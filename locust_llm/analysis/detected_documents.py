@@ -37,7 +37,7 @@ class Detected(Doc):
     api: str | None = None
     """completions or chat."""
     token_sources: dict[str, int] = {}
-    """Requests per token-count source (README, "Token counts and their source")."""
+    """Requests per token-count source (docs/metrics.md, "Token counts and their source")."""
     usage: str = ""
     """How the server reports token counts, in words (per chunk, a final total only, none)."""
     cached_prompt_tokens: bool | None = None

@@ -1,15 +1,8 @@
 """The run's verdict for nightly jobs: SLO gates, regression, validity, server health -> one exit code. Pure.
 
-Exit codes (most severe first when several apply):
-  0 all good; 2 bad input (scenario, options, a named baseline run that does not exist); 7 interrupted (SIGTERM
-  or Ctrl-C: what was measured until then is written and reported); 6 a server failed to
-  start or died during the run; 5 invalid run (records lost, no request succeeded, a comparison with no level
-  measured cleanly on both sides -- the host was busy, the client was the bottleneck, the steps saw too few
-  requests or drifted -- or, without a comparison, every step contended or client-invalid); 4 regression
-  beyond the threshold against the baseline run; 3 an SLO gate or the quality gate failed (a variant's pass rate on
-  the scenario's task set dropped from the baseline's beyond ``quality.max_drop_pct``, or was not measured), or
-  N servers scaled below ``scale_out.min_efficiency``. A scale-out with no pair measured cleanly is invalid (5);
-  one whose further servers would not start or answer is a server failure (6).
+The exit codes are the ``EXIT_*`` constants below, their meanings ``EXIT_MEANINGS`` (shown by the report and the
+web UI), the most severe first when several apply (``SEVERITY``); docs/verdicts-and-gates.md ("Nightly gates and
+exit codes") says in full when each applies, in a table ``tests/unit/test_docs.py`` checks against these.
 
 SLO gates judge every step except the contended ones: their latencies say more about the other jobs on the
 machine than about the server. (A client-invalid step is still judged: in an open loop a late client's lag is
@@ -28,6 +21,7 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_INTERRUPTED",
     "EXIT_INVALID",
+    "EXIT_MEANINGS",
     "EXIT_OK",
     "EXIT_REGRESSION",
     "EXIT_SERVER",
@@ -44,6 +38,15 @@ EXIT_REGRESSION = 4
 EXIT_INVALID = 5
 EXIT_SERVER = 6
 EXIT_INTERRUPTED = 7
+EXIT_MEANINGS = {
+    EXIT_OK: "all gates hold",
+    EXIT_BAD_INPUT: "bad input",
+    EXIT_SLO: "an SLO or quality gate failed",
+    EXIT_REGRESSION: "regression beyond the threshold",
+    EXIT_INVALID: "invalid run",
+    EXIT_SERVER: "a server failed",
+    EXIT_INTERRUPTED: "interrupted (SIGTERM or Ctrl-C), or not finished",
+}
 SEVERITY = (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, EXIT_INVALID, EXIT_REGRESSION, EXIT_SLO)
 SERVER_EVENTS = (
     "server_start_failed",

@@ -1,4 +1,4 @@
-"""Per-request and per-chunk metrics (README, "Metric definitions"), vectorised over a frame. Pure.
+"""Per-request and per-chunk metrics (docs/metrics.md, "Metric definitions"), vectorised over a frame. Pure.
 
 Two forms of every latency: over successful requests (``ttft_ms``, ...), and over all requests
 (``ttft_all_ms``, ...), where a failed request counts at the time it failed (``t_done``: a timeout at its

@@ -1,7 +1,7 @@
 """Reasoning streams per request and per step: time to first output token, reasoning and answer tokens, the
 decode speed over each part, and the requests that thought without answering. Pure.
 
-Per request (README, "Reasoning streams"):
+Per request (docs/experiments.md, "Reasoning streams"):
 
 * TTFOT = ``t_first_output - t_send`` (open loop also from ``t_intended``): the first answer token, after any
   reasoning; TTFT stays the first token of any kind. Over all requests (``ttfot_all_ms``, what the TTFOT gate

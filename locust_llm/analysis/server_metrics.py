@@ -3,7 +3,7 @@
 Pure (pandas/numpy; no Locust). For every variant and step window ``[t_steady, t_end]``:
 
 * **acceptance** (``source: "server"``) from counter deltas: rate = Δaccepted / Δdraft_tokens, mean acceptance
-  length = 1 + Δaccepted / Δdrafts, per position i = Δaccepted_pos_i / Δdrafts (README, "Metric definitions").
+  length = 1 + Δaccepted / Δdrafts, per position i = Δaccepted_pos_i / Δdrafts (docs/metrics.md, "Metric definitions").
   A delta uses, per series, the samples nearest the window edges (each must lie within ``edge_tolerance_s`` of its edge)
   and sums the increments between them, so a counter reset (server restart) does not go negative. SGLang
   has no counters for this, only *interval gauges*: their mean over the window is reported, flagged as such,

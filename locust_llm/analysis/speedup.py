@@ -1,9 +1,10 @@
 """Variant-vs-baseline speed-ups with bootstrap CIs, the crossover level, and a plain-language recommendation.
 
 Speed-up of variant V at level L = metric(V, L) / metric(baseline, L), with a 95% CI; the crossover
-is the first level whose CI's upper bound is below 1 (README, "The experiment"). A speed-up is always oriented
-so that **> 1 means the variant is better**: ``variant / baseline`` for higher-is-better metrics (decode tok/s, output
-tok/s, goodput) and ``baseline / variant`` for lower-is-better ones (TPOT, TTFT, ITL, E2E).
+is the first level whose CI's upper bound is below 1 (docs/verdicts-and-gates.md, "Speed-up" and "Crossover").
+A speed-up is always oriented so that **> 1 means the variant is better**: ``variant / baseline`` for
+higher-is-better metrics (decode tok/s, output tok/s, goodput) and ``baseline / variant`` for lower-is-better ones
+(TPOT, TTFT, ITL, E2E).
 
 A step, as used by :func:`crossover_level` and :func:`recommendation`, is a dict with ``level`` and a speed-up
 ``{"value": float, "ci95": [lo, hi] | None}``, either under the key ``speedup`` or at the top level

@@ -254,7 +254,7 @@ def rate_samples(event_times, event_counts, start: float, end: float, bin_s: flo
     over-weighted); bin ``j`` is ``[start + j*w, start + (j+1)*w)``. ``event_counts`` gives each event's weight
     (e.g. tokens in a chunk); ``None`` counts each event once. The mean of the returned rates is exactly the
     aggregate rate ``sum(counts in window) / (end - start)``; ``rates.series_mean_ci`` gives its interval with the
-    bins' time correlation accounted for (README, "Metric definitions").
+    bins' time correlation accounted for (docs/verdicts-and-gates.md, "Speed-up").
     An empty array when the window is empty or not finite.
     """
     if not (math.isfinite(start) and math.isfinite(end)) or end <= start or bin_s <= 0:

@@ -1,9 +1,9 @@
 """What each step's figures may be used for: ``clean``, or why not. Pure.
 
-A step is, in this order of precedence (README, "What a verdict rests on"):
+A step is, in this order of precedence (docs/verdicts-and-gates.md, "What a verdict rests on"):
 
 * ``suspect-usage``: the server's token counts disagree with what it was asked for or what it sent
-  (``suspect_usage`` requests: README, "Faults and bad input"), so its throughput cannot be trusted;
+  (``suspect_usage`` requests: docs/faults-and-probes.md, "Faults and bad input"), so its throughput cannot be trusted;
 * ``failed-fast``: most requests were refused (connection, TLS) or failed within ``FAST_FAIL_S`` of their start
   (reset, an error status), before any token:
   the server refused or failed fast, so neither its speed nor the client's load is measured;

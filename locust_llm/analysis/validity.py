@@ -1,7 +1,8 @@
 """What the load generator could have done to a step's figures, figure by figure. Pure.
 
 A client stall of L ms delays every stamp taken during it by up to L ms: it can spoil a TTFT P99 of 30 ms and cannot
-spoil a 20 s window's output tok/s. So each figure carries its own bound (README, "Client validity"):
+spoil a 20 s window's output tok/s. So each figure carries its own bound (docs/verdicts-and-gates.md, "Client
+validity"):
 
 * **Latency figures.** Each load process samples its event loop ten times a second (``runtime.clientmon``); the
   worst lag of the second in which a request's first or last chunk was stamped bounds how late that stamp is, and

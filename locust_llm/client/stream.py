@@ -1,6 +1,6 @@
 """One streaming OpenAI-compatible request -> one ``RequestRecord``: sending and stamping only.
 
-What the times include (README, "What TTFT includes"): ``t_send`` is taken immediately before the request's
+What the times include (docs/metrics.md, "What TTFT includes"): ``t_send`` is taken immediately before the request's
 bytes are written to a connected socket (building them and connecting come before it; a new connection's
 start is ``t_connect``); each chunk's time is taken immediately after the socket read that returned its last
 byte. JSON decoding happens after the stamp; token accounting (``accounting``) after the stream has ended.

@@ -19,8 +19,8 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
     head = summary.headline_ttft.upper()  # TTFT, or TTFOT: the first answer token (load.reasoning.headline_ttft)
     ttft_head, width = (f"{head}_sched p50", 14) if sched else (f"{head} p50", 9)
     lines = [f"locust-llm verdict for run {summary.run_id}: exit code {verdict.exit_code}"]
-    # A server the run did not start: what the numbers rest on, first (README, "Against a server that is already
-    # running").
+    # A server the run did not start: what the numbers rest on, first (docs/gpu-servers.md, "Against a server that
+    # is already running").
     lines += [facts.text for facts in summary.detected.values() if facts.launched is False]
     lines += [f"skipped: {why}" for why in summary.checks_skipped.values()]
     lines += [

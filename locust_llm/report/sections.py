@@ -8,11 +8,11 @@ import json
 import time
 
 from ..analysis.errors import MESSAGE_MAX, clip
+from ..analysis.gates import EXIT_MEANINGS
 from ..analysis.quality import not_eligible
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, num, ok, pct, points, times
 from .cache import cache_warnings, mode_text
-from .texts import EXIT_MEANINGS
 from .view import RunView, command_text, flags_text, level_name, unit_of
 
 __all__ = [
@@ -236,7 +236,7 @@ def gates(view: RunView) -> dict | None:
     ]
     return {
         "code": verdict.exit_code,
-        "meaning": EXIT_MEANINGS.get(verdict.exit_code, "see the README"),
+        "meaning": EXIT_MEANINGS.get(verdict.exit_code, "see docs/verdicts-and-gates.md"),
         "ok": verdict.exit_code == 0,
         "reasons": reasons,
         "failed": failed,

@@ -1,6 +1,8 @@
-"""The report's fixed prose: metric definitions, the rules behind each mark, the exit codes in words.
+"""The report's fixed prose: metric definitions and the rules behind each mark (the exit codes in words are
+``analysis.gates.EXIT_MEANINGS``).
 
-Thresholds are the analysis's own constants, so the words cannot drift from what is computed.
+Thresholds are the analysis's own constants, so the words cannot drift from what is computed. docs/metrics.md
+("Metric definitions") shows ``DEFINITIONS`` word for word; ``tests/unit/test_docs.py`` checks it.
 """
 
 from __future__ import annotations
@@ -17,17 +19,7 @@ from ..analysis.validity import (
     SCHEDULE_LAG_MS_MAX,
 )
 
-__all__ = ["DEFINITIONS", "EXIT_MEANINGS", "RULES"]
-
-EXIT_MEANINGS = {
-    0: "all gates hold",
-    2: "bad input",
-    3: "an SLO or quality gate failed",
-    4: "regression beyond the threshold",
-    5: "invalid run",
-    6: "a server failed",
-    7: "interrupted (SIGTERM or Ctrl-C), or not finished",
-}
+__all__ = ["DEFINITIONS", "RULES"]
 
 DEFINITIONS: list[tuple[str, str]] = [
     (

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..analysis.gates import EXIT_MEANINGS
 from ..analysis.status import busy_text, host_load
 from ..analysis.validity import CPU_PERCENT_MAX, LOOP_LAG_MS_MAX
 from ..records import now
 from ..report import RunView, render_verdict
 from ..report.charts import variant_colors
-from ..report.texts import EXIT_MEANINGS
 
 __all__ = ["HOST_WINDOW_S", "live_view", "run_files", "verdict_view"]
 

@@ -47,7 +47,7 @@ class Canonical:
 
 
 CANONICAL: dict[str, Canonical] = {
-    # speculative decoding (counters; deltas over a window give the README's acceptance formulas)
+    # speculative decoding (counters; deltas over a window give the acceptance formulas of docs/metrics.md)
     "spec_drafts": Canonical(COUNTER, "drafts", note="verify steps that had draft tokens"),
     "spec_draft_tokens": Canonical(COUNTER, "tokens"),
     "spec_accepted_tokens": Canonical(COUNTER, "tokens"),

@@ -1,5 +1,6 @@
 """Misbehaving servers and bad input, each as a real headless run: the documented exit code, a clear message,
-and ``requests.parquet`` holding exactly the requests Locust counted (README, "Faults and bad input")."""
+and ``requests.parquet`` holding exactly the requests Locust counted (docs/faults-and-probes.md, "Faults and bad
+input")."""
 
 import json
 

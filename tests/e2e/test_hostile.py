@@ -1,6 +1,7 @@
 """Hostile inputs, round two, each as a real headless run against a small misbehaving server on loopback (the
 reference server, or a misbehaving front of it: ``tests.misbehaving``): the documented exit code, the message,
-and ``requests.parquet`` holding exactly the requests Locust counted (README, "Faults and bad input").
+and ``requests.parquet`` holding exactly the requests Locust counted (docs/faults-and-probes.md, "Faults and bad
+input").
 
 A refusing server must not be asked thousands of times a second: where every request fails at once, the rows are
 bounded by the backoff schedule over the run's own measured duration (``backoff_bound``), not by a tuned number.

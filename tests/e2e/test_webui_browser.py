@@ -2,7 +2,7 @@
 the command line's words, a typed value reaches the run (env.json), the LLM tab shows the run live and its
 verdict, links work, and the page loads nothing from anywhere but the Locust server.
 
-``LOCUST_LLM_SCREENSHOTS=docs`` saves the three screenshots the README shows (form, live tab, verdict).
+``LOCUST_LLM_SCREENSHOTS=docs`` saves the three screenshots docs/web-ui.md shows (form, live tab, verdict).
 """
 
 import json

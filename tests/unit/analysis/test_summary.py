@@ -99,7 +99,7 @@ def test_report_rejects_a_folder_that_is_not_a_run(tmp_path):
 
 
 def test_multi_token_chunks_follow_the_definitions():
-    """One request, chunks of 1, 3 and 2 tokens: every per-token figure by the README's definitions, by hand."""
+    """One request, chunks of 1, 3 and 2 tokens: every per-token figure by docs/metrics.md's definitions, by hand."""
     t0 = 100.0
     record = RequestRecord(
         run_id="r",
