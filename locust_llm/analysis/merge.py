@@ -57,9 +57,10 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
     for key in ("interval_s", "timeout_s", "gpu"):
         if key in first.telemetry_meta:
             meta[key] = first.telemetry_meta[key]
+    present = [t for t in lists if t is not None]  # the lists are read only when every run kept its own
     return RunData(
         requests=pd.concat(frames, ignore_index=True) if frames else first.requests.iloc[0:0],
-        lists=ChunkLists.concat(lists) if lists and all(t is not None for t in lists) else None,
+        lists=ChunkLists.concat(present) if lists and len(present) == len(lists) else None,
         steps=steps,
         events=events,
         env=env,

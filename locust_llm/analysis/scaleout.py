@@ -28,7 +28,7 @@ from .values import json_safe
 
 __all__ = ["ScaleBlock", "scale_out_summary", "scaling_verdict"]
 
-UNJUDGED = {"value": None, "ci95": None, "blocks": 0, "blocks_agree": None}
+UNJUDGED: dict = {"value": None, "ci95": None, "blocks": 0, "blocks_agree": None}
 METHOD = (
     "Per variant, pairs of steps in ABBA order: one server at the level, N servers at N x the level with the "
     "requests spread round-robin. Slope: N servers' goodput (good requests/s, every request counted) over one "

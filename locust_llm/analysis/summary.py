@@ -195,8 +195,8 @@ def step_summary(
     think_s = to_float((run.env.get("load") or {}).get("think_time_s"))
     # Without an SLO goodput is every success: no delay of the client's can move it.
     slo_set = any(v is not None for v in slo.values())
-    good = (lambda metrics: int(good_requests(sent, metrics, slo, mode).sum())) if slo_set else None
-    requests = Requests(sent, derived, overlapping, good)
+    count_good = (lambda metrics: int(good_requests(sent, metrics, slo, mode).sum())) if slo_set else None
+    requests = Requests(sent, derived, overlapping, count_good)
     summary.update(client_validity(run.client, summary, start, end, requests, think_s if think_s > 0 else 0.0))
     extended = to_float(step.get("extended_s"))
     summary["extended_s"] = extended if math.isfinite(extended) else 0.0
@@ -249,7 +249,7 @@ def steadiness(
         check["latency"] = _request_drift(ok_rows, derived["e2e_sched_ms"])
         check["in_flight"] = _binned_drift(in_flight, start)
         deciding = ["latency", "in_flight"]
-    verdicts = [check[k]["steady"] for k in deciding if check.get(k) is not None and check[k]["steady"] is not None]
+    verdicts = [c["steady"] for k in deciding if (c := check.get(k)) is not None and c["steady"] is not None]
     return {"steady": all(verdicts) if verdicts else None, "steady_check": check}
 
 
@@ -389,7 +389,7 @@ def context_comparisons(
     """Per context length: each variant's figures per level and the comparisons with the baseline. ``ladder``
     (its prompt length, samples and comparisons) puts the ladder's levels first, as the shortest length."""
     out = []
-    points = [(context, contexts[context], None) for context in sorted(contexts)]
+    points: list[tuple[int, Samples, list[dict] | None]] = [(c, contexts[c], None) for c in sorted(contexts)]
     if contexts and ladder is not None and ladder[0] not in contexts:
         points.insert(0, ladder)
     for context, by_variant, comparisons in points:

@@ -137,7 +137,7 @@ def build_timeline(run: RunData, variants: list[str]) -> Timeline:
                     start - t0,
                     end - t0,
                     steady - t0 if math.isfinite(steady) else None,
-                    float(s.get("level")),
+                    float(s["level"]),
                     str(s.get("variant")),
                 )
             )
@@ -147,9 +147,9 @@ def build_timeline(run: RunData, variants: list[str]) -> Timeline:
         present = set(frame["metric"].unique())
         if "requests_running" in present:
             series = _gauge(frame, "requests_running", variants, t0)
-            for s in _gauge(frame, "requests_waiting", variants, t0) if "requests_waiting" in present else []:
-                s.name, s.dashed = f"{s.name} waiting", True
-                series.append(s)
+            for waiting in _gauge(frame, "requests_waiting", variants, t0) if "requests_waiting" in present else []:
+                waiting.name, waiting.dashed = f"{waiting.name} waiting", True
+                series.append(waiting)
             panels.append(
                 Panel(
                     "requests",

@@ -66,7 +66,8 @@ class ChunkLists:
 
     @classmethod
     def of_files(cls, files: list[Path]) -> ChunkLists:
-        blocks, first = [], 0
+        blocks: list[tuple[int, int, Callable[[], pa.Table]]] = []
+        first = 0
         for path in files:
             meta = pq.ParquetFile(path).metadata
             for group in range(meta.num_row_groups):
