@@ -1,0 +1,67 @@
+"""``steps.json``'s rows against their model (``rundir.steps.StepRow``): the files the previous release wrote fit
+it field for field, the published schema is the model's, and a row the model does not describe is refused."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from locust_llm.rundir.steps import StepRow, steps_schema
+from tests.helpers import REPO
+from tests.unit.test_pipeline import undescribed
+
+# Written by 7db6fe5 (the release before the model): a real ladder run (two CPU llama.cpp servers), and the
+# scale-out, soak and lost-worker programs of its tests (tests/unit/runtime, tests/e2e/test_cluster.py), trimmed.
+PREVIOUS = sorted((REPO / "tests" / "data" / "steps-7db6fe5").glob("*.json"))
+
+
+def rows_of(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["steps"]
+
+
+def test_the_previous_release_wrote_every_kind_of_row():
+    names = {p.stem for p in PREVIOUS}
+    assert names == {"ladder", "scale-out", "soak", "worker-lost"}
+    keys = {key for path in PREVIOUS for row in rows_of(path) for key in row}
+    assert {"context", "extended_s", "servers", "server_level", "pair", "window", "workers_lost"} <= keys
+
+
+@pytest.mark.parametrize("path", PREVIOUS, ids=lambda p: p.stem)
+def test_each_row_of_the_previous_release_fits_the_model_field_for_field(path):
+    for row in rows_of(path):
+        typed = StepRow.model_validate(row)
+        again = typed.model_dump(exclude_unset=True)
+        # Nothing lost, nothing added, the same types, in the order the runtime writes them (the file's bytes).
+        assert json.dumps(again) == json.dumps(row)
+        assert math.isfinite(typed.t_end) and typed.t_end >= typed.t_steady >= typed.t_start
+
+
+def test_a_row_from_before_the_context_axis_and_step_extensions_fits():
+    # Runs before those fields existed (and tests/synthetic's runs) carry neither.
+    row = {k: v for k, v in rows_of(PREVIOUS[0])[0].items() if k not in ("context", "extended_s")}
+    typed = StepRow.model_validate(row)
+    assert typed.context is None and typed.extended_s is None and typed.workers_lost is None
+
+
+def test_a_row_the_model_does_not_describe_is_refused_naming_the_key():
+    row = rows_of(PREVIOUS[0])[0]
+    with pytest.raises(ValidationError, match="speed_up"):
+        StepRow.model_validate({**row, "speed_up": 2.0})
+    with pytest.raises(ValidationError, match="t_end"):
+        StepRow.model_validate({k: v for k, v in row.items() if k != "t_end"})
+    with pytest.raises(ValidationError, match="mode"):
+        StepRow.model_validate({**row, "mode": "burst"})
+
+
+def test_a_step_still_running_has_nan_times_and_fits():
+    row = {**rows_of(PREVIOUS[0])[0], "t_steady": math.nan, "t_end": math.nan}
+    typed = StepRow.model_validate(row)
+    assert math.isnan(typed.t_steady) and math.isnan(typed.t_end)
+
+
+def test_the_published_schema_is_the_row_model_and_says_what_each_field_means():
+    published = json.loads((REPO / "docs" / "steps.schema.json").read_text())
+    assert published == steps_schema(), "regenerate it: locust-llm schema steps > docs/steps.schema.json"
+    assert not undescribed(published), "give each field an attribute docstring (its unit too)"
