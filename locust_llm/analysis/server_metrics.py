@@ -29,6 +29,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from ..rundir.steps import StepRow
 from ..telemetry.maps import CANONICAL, COUNTER, HISTOGRAM, canonical_of, histogram_parts
 from .steady import drift
 from .values import json_safe, to_float
@@ -459,11 +460,11 @@ def hardware(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> tuple
     return gpu, process
 
 
-def step_figures(vt: VariantTelemetry, window: dict) -> dict:
-    t0, t1 = to_float(window.get("t_steady")), to_float(window.get("t_end"))
+def step_figures(vt: VariantTelemetry, window: StepRow) -> dict:
+    t0, t1 = window.t_steady, window.t_end
     base = {
-        "step": window.get("step"),
-        "level": window.get("level"),
+        "step": window.step,
+        "level": window.level,
         "window": [_clean(t0), _clean(t1)],
         "source": "server",
         "sources": sorted(set(vt.source_of.values())),
@@ -542,16 +543,14 @@ def memory_trend(vt: VariantTelemetry) -> dict | None:
     return None
 
 
-def server_figures(frame: pd.DataFrame, meta: dict, windows: list[dict]) -> dict:
+def server_figures(frame: pd.DataFrame, meta: dict, windows: list[StepRow]) -> dict:
     variants: dict[str, dict] = {}
-    names = list(
-        dict.fromkeys([w.get("variant") for w in windows] + [a.get("variant") for a in meta.get("attachments", [])])
-    )
+    names = list(dict.fromkeys([w.variant for w in windows] + [a.get("variant") for a in meta.get("attachments", [])]))
     for variant in names:
         if variant is None:
             continue
         vt = VariantTelemetry(frame, meta, variant)
-        steps = [step_figures(vt, w) for w in windows if w.get("variant") == variant]
+        steps = [step_figures(vt, w) for w in windows if w.variant == variant]
         variants[variant] = {
             "engine": vt.engine,
             "sources": sorted(set(vt.source_of.values())),

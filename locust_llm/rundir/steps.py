@@ -2,17 +2,18 @@
 
 The runtime still builds these rows as dicts (``runtime.experiment.measure``, ``runtime.soak.window``; the
 scale-out adds its fields through ``measure``, ``runtime.faults`` its injected faults, ``watch_workers`` the
-load processes it lost) and the analysis still reads them by key; this model is the file's contract, published
-as ``docs/steps.schema.json`` (``locust-llm schema steps``), and the tests hold the rows the runtime writes and
-the files of the previous release to it. Fields that came later are optional, so an older run directory fits.
-Times are seconds on the master's clock (epoch); NaN where the step has not reached that point.
+load processes it lost); ``rundir.load`` reads them into this model and the analysis reads its attributes. It is
+the file's contract, published as ``docs/steps.schema.json`` (``locust-llm schema steps``); the tests hold the
+rows the runtime writes and the files of the previous release to it. Fields that came later are optional, so an
+older run directory fits. Times are seconds on the master's clock (epoch); NaN where the step has not reached
+that point.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 __all__ = ["InjectedFault", "StepRow", "steps_schema"]
 
@@ -71,6 +72,18 @@ class StepRow(_Row):
     extended_s: float | None = None
     """Seconds the steady window was extended (still drifting, too few requests); absent when the run stopped
     before the steady window ended."""
+
+    # Set by the loader, never in the file: the run left the step open and the loader ended it at the last record.
+    _closed_at_last_record: bool = PrivateAttr(default=False)
+
+    @property
+    def closed_at_last_record(self) -> bool:
+        return self._closed_at_last_record
+
+    def close_at(self, t_end: float) -> None:
+        """End a step the run left open (``rundir.load.close_open_steps``)."""
+        self.t_end = t_end
+        self._closed_at_last_record = True
 
 
 def steps_schema() -> dict:

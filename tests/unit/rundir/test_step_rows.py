@@ -1,5 +1,6 @@
 """``steps.json``'s rows against their model (``rundir.steps.StepRow``): the files the previous release wrote fit
-it field for field, the published schema is the model's, and a row the model does not describe is refused."""
+it field for field, the published schema is the model's, the loader reads typed rows, and a row the model does
+not describe is refused, naming it."""
 
 import json
 import math
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from locust_llm.rundir import UnreadableFile, load_run
 from locust_llm.rundir.steps import StepRow, steps_schema
 from tests.helpers import REPO
 from tests.unit.test_pipeline import undescribed
@@ -65,3 +67,16 @@ def test_the_published_schema_is_the_row_model_and_says_what_each_field_means():
     published = json.loads((REPO / "docs" / "steps.schema.json").read_text())
     assert published == steps_schema(), "regenerate it: locust-llm schema steps > docs/steps.schema.json"
     assert not undescribed(published), "give each field an attribute docstring (its unit too)"
+
+
+def test_the_loader_reads_typed_rows_and_names_a_row_that_does_not_fit(tmp_path):
+    rows = rows_of(REPO / "tests" / "data" / "steps-7db6fe5" / "ladder.json")
+    (tmp_path / "steps.json").write_text(json.dumps({"steps": rows, "events": []}))
+    loaded = load_run(tmp_path).steps
+    assert [(s.variant, s.step, s.level, s.t_end) for s in loaded] == [
+        (r["variant"], r["step"], r["level"], r["t_end"]) for r in rows
+    ]
+    bad = [rows[0], {**rows[1], "mode": None}]
+    (tmp_path / "steps.json").write_text(json.dumps({"steps": bad, "events": []}))
+    with pytest.raises(UnreadableFile, match=r"steps\.json: steps\[1\] is not a step row \(mode: "):
+        load_run(tmp_path)
