@@ -1,17 +1,16 @@
 """One row of ``steps.json``'s ``steps``, typed: what the runtime writes for each step and the analysis reads.
 
-The runtime still builds these rows as dicts (``runtime.experiment.measure``, ``runtime.soak.window``; the
-scale-out adds its fields through ``measure``, ``runtime.faults`` its injected faults, ``watch_workers`` the
-load processes it lost); ``rundir.load`` reads them into this model and the analysis reads its attributes. It is
-the file's contract, published as ``docs/steps.schema.json`` (``locust-llm schema steps``); the tests hold the
-rows the runtime writes and the files of the previous release to it. Fields that came later are optional, so an
-older run directory fits. Times are seconds on the master's clock (epoch); NaN where the step has not reached
-that point.
+The runtime builds the rows (``runtime.experiment.measure``, ``runtime.soak.window``; the scale-out sets its
+fields through ``measure``, ``runtime.faults`` its injected faults, ``watch_workers`` the load processes it lost)
+and ``RunDir`` writes them (``StepRow.written``); ``rundir.load`` reads them back and the analysis reads their
+attributes. The schema is published as ``docs/steps.schema.json`` (``locust-llm schema steps``); the tests hold
+the files of the previous release to it. Fields that came later are optional, so an older run directory fits.
+Times are seconds on the master's clock (epoch); NaN where the step has not reached that point.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -75,6 +74,20 @@ class StepRow(_Row):
 
     # Set by the loader, never in the file: the run left the step open and the loader ended it at the last record.
     _closed_at_last_record: bool = PrivateAttr(default=False)
+    # Fields first set after the row was made, in the order they were set (a worker lost during an extension comes
+    # after ``extended_s``): the file keeps the order in which the step went, as it did when rows were dicts.
+    _set_later: list[str] = PrivateAttr(default_factory=list)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in StepRow.model_fields and name not in self.model_fields_set:
+            self._set_later.append(name)
+        super().__setattr__(name, value)
+
+    def written(self) -> dict[str, Any]:
+        """The row as ``steps.json`` holds it: the fields it was made with, then those set later, in that order."""
+        data = self.model_dump(exclude_unset=True)
+        order = [name for name in data if name not in self._set_later] + self._set_later
+        return {name: data[name] for name in order}
 
     @property
     def closed_at_last_record(self) -> bool:

@@ -80,3 +80,18 @@ def test_the_loader_reads_typed_rows_and_names_a_row_that_does_not_fit(tmp_path)
     (tmp_path / "steps.json").write_text(json.dumps({"steps": bad, "events": []}))
     with pytest.raises(UnreadableFile, match=r"steps\.json: steps\[1\] is not a step row \(mode: "):
         load_run(tmp_path)
+
+
+@pytest.mark.parametrize("later", [("extended_s", "workers_lost"), ("workers_lost", "extended_s")])
+def test_fields_set_during_the_step_are_written_in_the_order_they_were_set(later):
+    # A worker lost during the steady window comes before extended_s, one lost during an extension after it (the
+    # runtime's rows were dicts: the file's bytes keep that order).
+    made = {"variant": "v", "step": 0, "level": 2, "mode": "closed", "users": 2, "context": None, "t_start": 1.0}
+    row = StepRow(**made, t_steady=math.nan, t_end=math.nan)
+    row.t_steady = 2.0
+    values = {"extended_s": 0.0, "workers_lost": [1]}
+    for name in later:
+        setattr(row, name, values[name])
+    row.t_end = 9.0
+    assert list(row.written()) == [*made, "t_steady", "t_end", *later]
+    assert row.written() == row.model_dump(exclude_unset=True)
