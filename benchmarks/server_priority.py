@@ -103,9 +103,9 @@ def every_step_rates(run_dir: Path) -> dict[str, dict[float, dict[int, object]]]
     data = load_run(run_dir)
     out: dict[str, dict[float, dict[int, object]]] = {}
     for step in data.steps:
-        frame = data.requests[data.requests["variant"] == step["variant"]]
+        frame = data.requests[data.requests["variant"] == step.variant]
         _, (rates, _, _) = step_summary(data, frame, step, {})
-        out.setdefault(step["variant"], {}).setdefault(float(step["level"]), {})[step["step"]] = rates
+        out.setdefault(step.variant, {}).setdefault(float(step.level), {})[step.step] = rates
     return out
 
 

@@ -125,8 +125,9 @@ def cmd_schema(args: argparse.Namespace) -> int:
     import json
 
     from .analysis.documents import summary_schema
+    from .rundir.steps import steps_schema
 
-    print(json.dumps(summary_schema(), indent=2))
+    print(json.dumps(steps_schema() if args.document == "steps" else summary_schema(), indent=2))
     return 0
 
 
@@ -247,7 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", type=Path, default=None, help="where compare.json goes (default: NEW)")
     compare.set_defaults(func=cmd_compare)
 
-    schema = sub.add_parser("schema", help="print the JSON Schema of summary.json")
+    schema = sub.add_parser("schema", help="print the JSON Schema of summary.json (or of a steps.json row)")
+    schema.add_argument(
+        "document",
+        nargs="?",
+        choices=("summary", "steps"),
+        default="summary",
+        help="summary: summary.json (default); steps: one row of steps.json's steps",
+    )
     schema.set_defaults(func=cmd_schema)
 
     baseline = sub.add_parser("baseline", help="the library of saved baseline runs for nightly comparisons")

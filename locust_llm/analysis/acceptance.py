@@ -38,7 +38,7 @@ def ratio_of_sums(num: np.ndarray, den: np.ndarray, n_boot: int = N_BOOT, seed: 
     num, den = num[keep], den[keep]
     if not den.size or den.sum() <= 0:
         return None
-    out = {"value": float(num.sum() / den.sum()), "ci95": None, "requests": int(den.size)}
+    out: dict[str, object] = {"value": float(num.sum() / den.sum()), "ci95": None, "requests": int(den.size)}
     if den.size >= 2:
         parts = []
         for idx in resample_indices(den.size, n_boot, np.random.default_rng(seed)):

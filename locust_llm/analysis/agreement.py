@@ -9,7 +9,7 @@ __all__ = ["agreement", "first_divergence"]
 TEXT_MAX = 240
 
 
-def first_divergence(reference: list | str | None, other: list | str | None) -> int | None:
+def first_divergence(reference: list | str, other: list | str) -> int | None:
     """Index of the first differing element (token or character); None when identical."""
     if reference == other:
         return None

@@ -54,8 +54,9 @@ def level_breakdown(samples: LevelSamples, steps: list[dict]) -> dict | None:
     client = finite(samples.values("e2e_ms"))
     client_mean = mean_of(client)
     server = phases["e2e_ms"]
-    if server is None and all(phases[p] is not None for p in ("queue_ms", "prefill_ms", "decode_ms")):
-        server = phases["queue_ms"] + phases["prefill_ms"] + phases["decode_ms"]
+    queue_ms, prefill_ms, decode_ms = phases["queue_ms"], phases["prefill_ms"], phases["decode_ms"]
+    if server is None and queue_ms is not None and prefill_ms is not None and decode_ms is not None:
+        server = queue_ms + prefill_ms + decode_ms
     outside = client_mean - server if client_mean is not None and server is not None else None
     if outside is None:
         notes.append("the server exports no E2E time: outside_ms unknown")

@@ -28,7 +28,7 @@ __all__ = ["category_comparisons", "category_names"]
 
 def category_names(samples: dict[str, dict[float, LevelSamples]]) -> list[str]:
     """The categories the clean requests carry, sorted; fewer than two means there is nothing to split."""
-    names = set()
+    names: set[str] = set()
     for by_level in samples.values():
         for level in by_level.values():
             if "bucket" in level.requests:

@@ -58,7 +58,7 @@ def level_comparison(
     worst, excluded = not_judged((baseline, b), (variant, v))
     if not (b.clean and v.clean):
         empty = {"value": None, "ci95": None}
-        step = {
+        step: dict = {
             "level": level,
             "status": worst or "insufficient",
             "excluded": excluded,

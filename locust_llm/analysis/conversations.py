@@ -262,7 +262,7 @@ def conversation_summary(
                         "cached_tokens": mean_of(cached) if cached.size else None,
                     }
                 )
-                base = samples.get(baseline, {}).get(level)
+                base = samples[baseline].get(level) if baseline in samples else None
                 if name == baseline or base is None or "turn" not in base.requests:
                     continue
                 other = _turn(base, turn)
@@ -276,11 +276,12 @@ def conversation_summary(
                         "decode_tps_speedup": _speedup(mine, other, "decode_tps", np.mean, True),
                     }
                 )
-    names = [n for n in dict.fromkeys(frame["variant"]) if n != baseline] if baseline else []
     return {
         "turns": spec["turns"],
         "think_s": spec["think_s"],
         "levels": levels,
         "comparisons": comparisons,
-        "histories": [histories(frame, baseline, name) for name in names],
+        "histories": [histories(frame, baseline, n) for n in dict.fromkeys(frame["variant"]) if n != baseline]
+        if baseline
+        else [],
     }

@@ -27,6 +27,7 @@ the measured efficiency (``ceil(target / (goodput x efficiency))``, efficiency c
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..fmt import ci_text, lvl, num, ok, text
@@ -69,6 +70,10 @@ def usd_per_mtok(hourly_usd: float, tps: float | None) -> float | None:
     """USD per million tokens at ``tps`` tokens/s; None without a positive rate."""
     if not ok(tps) or tps <= 0:
         return None
+    return _usd(hourly_usd, tps)
+
+
+def _usd(hourly_usd: float, tps: float) -> float:
     return hourly_usd / (tps * HOUR_S) * MILLION
 
 
@@ -77,18 +82,22 @@ def usd_per_mtok_ci(hourly_usd: float, tps_ci95: list[float] | None) -> list[flo
     is not above 0 (the cost is then unbounded)."""
     if not tps_ci95 or not ok(tps_ci95[0]) or tps_ci95[0] <= 0:
         return None
-    return [usd_per_mtok(hourly_usd, tps_ci95[1]), usd_per_mtok(hourly_usd, tps_ci95[0])]
+    return [_usd(hourly_usd, tps_ci95[1]), _usd(hourly_usd, tps_ci95[0])]
 
 
 def servers_needed(target_rps: float, goodput_rps: float | None) -> int | None:
     """ceil(target / goodput per server); None without a positive goodput."""
     if not ok(goodput_rps) or goodput_rps <= 0:
         return None
+    return _servers(target_rps, goodput_rps)
+
+
+def _servers(target_rps: float, goodput_rps: float) -> int:
     # Rounded first: 1.1 / 0.1 is 11.000000000000002 in floating point, and 11 servers are enough.
     return math.ceil(round(target_rps / goodput_rps, 9))
 
 
-def _scaled(ci: list[float] | None, factor: float) -> list[float] | None:
+def _scaled(ci: Sequence[float] | None, factor: float) -> list[float] | None:
     return [bound * factor for bound in ci] if ci else None
 
 
@@ -99,6 +108,7 @@ def level_rates(
     rest of the analysis uses, and the mean output tokens of a successful request sent in their windows."""
     worst, excluded = not_judged((variant, samples))
     if not samples.clean:  # every step of the level was left out: the most serious status
+        assert worst is not None  # a level's samples hold its clean steps or say why each one was left out
         return LevelRates(level, worst, excluded, gate_failures=gate_failures)
     clean = [s for s in steps if s.status == CLEAN]
     completed = sum(s.requests - s.errors for s in clean)
@@ -155,6 +165,7 @@ def measured_servers(
     efficiency)), efficiency capped at 1 (a measurement above linear is noise, never fewer servers than linear).
     The interval takes both bounds together (the high goodput with the high efficiency)."""
     eff_ci = scaling.efficiency_ci95
+    assert scaling.efficiency is not None  # capacity() asks only with a measured efficiency
     capped = min(scaling.efficiency, 1.0)
     servers = servers_needed(target_rps, goodput_rps * capped)
     servers_ci = (
@@ -195,11 +206,10 @@ def capacity(
         }
     best = max(candidates, key=lambda row: row["goodput_rps"])
     ci = best["goodput_rps_ci95"]
-    servers = servers_needed(target_rps, best["goodput_rps"])
+    servers = _servers(target_rps, best["goodput_rps"])  # a candidate's goodput is above 0
     servers_ci = (
-        [servers_needed(target_rps, ci[1]), servers_needed(target_rps, ci[0])]
-        if ci and ok(ci[0]) and ci[0] > 0
-        else None
+        # A goodput interval is symmetric about a finite mean: its high end is finite when its low end is.
+        [_servers(target_rps, ci[1]), _servers(target_rps, ci[0])] if ci and ok(ci[0]) and ci[0] > 0 else None
     )
     gpu_text = f", {servers * gpus} GPUs" if gpus else ""
     measured = (
@@ -279,7 +289,7 @@ def cost_summary(
 ) -> CostSummary:
     """Cost per variant and level of the ladder (context-axis steps are not priced), the cheapest eligible
     level over all variants, and the capacity answer when ``spec.target_rps`` is given."""
-    failures: dict[tuple[str, float], list[str]] = {}
+    failures: dict[tuple[str, float | None], list[str]] = {}
     for check in slo_checks(summary, gates):
         if check.context is None and not check.ok:
             failures.setdefault((check.variant, check.level), []).append(

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import pairwise
+from typing import TypeGuard
 
 __all__ = ["knee_level", "saturation_level"]
 
 
-def _ok(x) -> bool:
+def _ok(x: object) -> TypeGuard[float]:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
 
@@ -59,7 +60,7 @@ def saturation_level(
     return None
 
 
-def knee_level(levels: Sequence[float], latency_p95: Sequence[float], threshold: float = 1.0) -> float | None:
+def knee_level(levels: Sequence[float], latency_p95: Sequence[float | None], threshold: float = 1.0) -> float | None:
     """The last level before P95 latency starts growing faster than load; None if it never does.
 
     Rule. With levels sorted ascending (levels and latencies must be > 0; others are skipped), the elasticity

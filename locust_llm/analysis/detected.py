@@ -79,7 +79,7 @@ def _spec_words(steps: list[dict]) -> str:
 def _usage_words(sources: dict[str, int]) -> str:
     if not sources:
         return "no stream answered"
-    main = max(sources, key=sources.get)
+    main = max(sources, key=lambda source: sources[source])
     return USAGE.get(main, main) + (f" ({', '.join(sorted(sources))})" if len(sources) > 1 else "")
 
 
@@ -115,7 +115,7 @@ def detected(run: RunData, variants: dict[str, dict]) -> dict[str, dict]:
         requests = [
             {k: e[k] for k in ("purpose", "method", "path", "count")} for e in counted if e.get("server") == key
         ]
-        streams = _streams(run.requests, by_url.get(key, [name]))
+        streams = _streams(run.requests, by_url.get(key, [name]) if key is not None else [name])
         accounted: Counter[str] = Counter(streams)
         for e in requests:
             accounted[f"{e['method']} {e['path']}"] += e["count"]

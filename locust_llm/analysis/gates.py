@@ -12,6 +12,7 @@ part of what users would have seen.)
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from ..fmt import lvl
 from ..scenario import GatesSpec
@@ -150,7 +151,7 @@ def scale_out_checks(summary: Summary) -> list[GateCheck]:
 
 
 def evaluate(
-    summary: Summary, gates: GatesSpec, regression: RunComparison | None = None, bad_input: list[str] = ()
+    summary: Summary, gates: GatesSpec, regression: RunComparison | None = None, bad_input: Sequence[str] = ()
 ) -> Verdict:
     """The exit code and its reasons for a summary (and a comparison with a baseline run, if made)."""
     reasons: dict[int, list[str]] = {}
@@ -194,11 +195,13 @@ def evaluate(
         reasons.setdefault(EXIT_INVALID, []).append("no variant was measured")
     elif succeeded == 0:
         reasons.setdefault(EXIT_INVALID, []).append("no request sent in a steady window succeeded")
-    for row in regression.regressions if regression else []:
-        reasons.setdefault(EXIT_REGRESSION, []).append(
-            f"{row.variant} @ {lvl(row.level)}: {row.metric} x{row.ratio:.3f} (CI {row.ci95[0]:.3f}"
-            f"-{row.ci95[1]:.3f}) vs {regression.old}"
-        )
+    if regression is not None:
+        for row in regression.regressions:
+            assert row.ci95 is not None  # a regression is a row whose whole interval lies below 1
+            reasons.setdefault(EXIT_REGRESSION, []).append(
+                f"{row.variant} @ {lvl(row.level)}: {row.metric} x{row.ratio:.3f} (CI {row.ci95[0]:.3f}"
+                f"-{row.ci95[1]:.3f}) vs {regression.old}"
+            )
     if summary.quality is not None:  # a variant whose answers got worse than the baseline's beyond the gate
         for name, quality in summary.quality.variants.items():
             if not quality.eligible:
@@ -212,19 +215,20 @@ def evaluate(
                 f"{check.variant} @ {where}: {check.gate} {value} > {check.limit:g}"
             )
     soak = summary.soak
-    for soak_check in soak.checks if soak is not None else []:
-        checks.append(
-            GateCheck(
-                gate=f"{soak_check.gate}:{soak_check.figure}",
-                variant=soak.variant,
-                level=soak.level,
-                value=soak_check.value,
-                limit=soak_check.limit,
-                ok=soak_check.ok,
+    if soak is not None:
+        for soak_check in soak.checks:
+            checks.append(
+                GateCheck(
+                    gate=f"{soak_check.gate}:{soak_check.figure}",
+                    variant=soak.variant,
+                    level=soak.level,
+                    value=soak_check.value,
+                    limit=soak_check.limit,
+                    ok=soak_check.ok,
+                )
             )
-        )
-        if not soak_check.ok:
-            reasons.setdefault(EXIT_SLO, []).append(f"soak {soak.variant} @ {lvl(soak.level)}: {soak_check.text}")
+            if not soak_check.ok:
+                reasons.setdefault(EXIT_SLO, []).append(f"soak {soak.variant} @ {lvl(soak.level)}: {soak_check.text}")
     for check in scale_out_checks(summary):
         checks.append(check)
         if not check.ok:

@@ -17,7 +17,7 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
     """
     seen: dict[str, int] = {}
     for run in runs:
-        for name in {step["variant"] for step in run.steps}:
+        for name in {step.variant for step in run.steps}:
             seen[name] = seen.get(name, 0) + 1
 
     def rename(run_id: str, name: str) -> str:
@@ -31,7 +31,7 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
             frame["variant"] = frame["variant"].map(lambda v, r=run_id: rename(r, v))
             frames.append(frame)
             lists.append(run.lists)
-        steps += [{**step, "variant": rename(run_id, step["variant"])} for step in run.steps]
+        steps += [step.model_copy(update={"variant": rename(run_id, step.variant)}) for step in run.steps]
         events += [{**event, "run_id": run_id} for event in run.events]
         if len(run.client):
             clients.append(run.client)
@@ -57,9 +57,10 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
     for key in ("interval_s", "timeout_s", "gpu"):
         if key in first.telemetry_meta:
             meta[key] = first.telemetry_meta[key]
+    present = [t for t in lists if t is not None]  # the lists are read only when every run kept its own
     return RunData(
         requests=pd.concat(frames, ignore_index=True) if frames else first.requests.iloc[0:0],
-        lists=ChunkLists.concat(lists) if lists and all(t is not None for t in lists) else None,
+        lists=ChunkLists.concat(present) if lists and len(present) == len(lists) else None,
         steps=steps,
         events=events,
         env=env,

@@ -86,6 +86,7 @@ def request_positions(n_rows: int, chunks: Chunks, bin_tokens: int) -> pd.DataFr
         column[rows[at]] = speed[at]
         out[tps] = column
         if chunks.drafted is not None:
+            assert chunks.accepted is not None  # the runtime writes both lists or neither
             for name, values in ((drafted, chunks.drafted), (accepted, chunks.accepted)):
                 # growth over the bin; bin 0 from the request's start (nothing drafted before its first token)
                 end, begin = values[stop[at]], np.where(j == 0, 0, values[start[at]])
@@ -192,7 +193,7 @@ def positions_summary(
     if not curves:
         return None
     compared = []
-    base = samples.get(baseline, {})
+    base = samples.get(baseline, {}) if baseline is not None else {}
     for variant, other in samples.items():
         if variant == baseline:
             continue

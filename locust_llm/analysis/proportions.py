@@ -43,8 +43,10 @@ def paired_difference_interval(
         return None
     first, second = both + first_only, both + second_only
     p1, p2 = first / n, second / n
-    l1, u1 = wilson_interval(first, n, alpha)
-    l2, u2 = wilson_interval(second, n, alpha)
+    first_ci, second_ci = wilson_interval(first, n, alpha), wilson_interval(second, n, alpha)
+    assert first_ci is not None and second_ci is not None  # n > 0
+    l1, u1 = first_ci
+    l2, u2 = second_ci
     margins = first * (n - first) * second * (n - second)
     phi = 0.0
     if margins > 0:

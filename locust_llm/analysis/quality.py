@@ -57,7 +57,7 @@ def pass_rate(own: Scores, base: Scores | None, limit_pct: float) -> dict:
     """One variant's rate over ``own``, and (``base`` given) its difference from the baseline over the pairs."""
     passed = sum(ok for ok, _ in own.values())
     n = len(own)
-    out = {
+    out: dict[str, object] = {
         "answers": n,
         "passed": passed,
         "errors": sum(bool(a.get("error")) for _, a in own.values()),
@@ -163,7 +163,7 @@ def variant_quality(
             "text": "quality not measured: no answers from its server",
         }
     items = doc["items"]
-    own, base = scores[name], scores.get(baseline) if name != baseline else None
+    own, base = scores[name], scores.get(baseline) if baseline is not None and name != baseline else None
     rates = {
         kind: pass_rate(own[kind], base[kind] if base else None, limit)
         for kind in ("greedy", "sampled")
@@ -232,7 +232,7 @@ def quality_summary(doc: dict, baseline: str | None, measured: list[str]) -> Qua
         }
         for name, answers in doc["variants"].items()
     }
-    names = [n for n in [baseline] if n in scores or n in measured]
+    names = [n for n in [baseline] if n is not None and (n in scores or n in measured)]
     names += [n for n in list(scores) + list(measured) if n not in names]
     # Without the baseline there is nothing to compare with (a one-variant run against --host): shown, not judged.
     judged = baseline in names

@@ -151,7 +151,7 @@ def block_ratio_ci(
         pairs = [(joined[0], joined[1])]
     variant_all = np.concatenate([v for v, _ in pairs])
     baseline_all = np.concatenate([b for _, b in pairs])
-    out = {"value": None, "ci95": None, "blocks": 0, "blocks_agree": None, "block_values": []}
+    out: dict[str, object] = {"value": None, "ci95": None, "blocks": 0, "blocks_agree": None, "block_values": []}
     if not variant_all.size or not baseline_all.size:
         return out
     with np.errstate(divide="ignore", invalid="ignore"):

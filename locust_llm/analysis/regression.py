@@ -9,20 +9,23 @@ number. Pure: reads RunData only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..rundir.load import RunData
 from .documents import RunComparison
 from .prompt_cache import cache_mode
 from .rates import block_ratio_ci
+from .samples import LevelSamples
 from .speedup import ratio_ci
-from .stats import percentile_stat
+from .stats import Statistic, percentile_stat
 from .summary import analyse
 
 __all__ = ["compare_runs"]
 
 # per-request metric -> (how to get the samples, statistic, higher is better); output_tps goes by blocks
-METRICS = {
+METRICS: dict[str, tuple[Callable[[LevelSamples], np.ndarray], Statistic, bool]] = {
     "decode_tps": (lambda s: s.values("decode_tps"), np.mean, True),
     "tpot_p50": (lambda s: s.values("tpot_ms"), percentile_stat(50), False),
     "tpot_p95": (lambda s: s.values("tpot_ms"), percentile_stat(95), False),

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..fmt import ci_text, lvl, num
+from ..rundir.steps import StepRow
 from .rates import block_ratio_ci, series_mean_ci
 from .scaleout_documents import ScaleOutSummary
 from .status import CLEAN
@@ -28,7 +29,7 @@ from .values import json_safe
 
 __all__ = ["ScaleBlock", "scale_out_summary", "scaling_verdict"]
 
-UNJUDGED = {"value": None, "ci95": None, "blocks": 0, "blocks_agree": None}
+UNJUDGED: dict = {"value": None, "ci95": None, "blocks": 0, "blocks_agree": None}
 METHOD = (
     "Per variant, pairs of steps in ABBA order: one server at the level, N servers at N x the level with the "
     "requests spread round-robin. Slope: N servers' goodput (good requests/s, every request counted) over one "
@@ -41,10 +42,15 @@ METHOD = (
 class ScaleBlock:
     """One scale-out step of a variant: its ``steps.json`` row, its figures and its per-second bins."""
 
-    row: dict
+    row: StepRow
     figures: dict
     token_rates: np.ndarray
     good_rates: np.ndarray
+
+    @property
+    def pair(self) -> int:
+        assert self.row.pair is not None  # the runtime writes a scale-out step's servers, level and pair together
+        return self.row.pair
 
 
 def scaling_verdict(servers: int, ci95: list[float] | None) -> str:
@@ -82,11 +88,11 @@ def _step(block: ScaleBlock, frame: pd.DataFrame) -> dict:
     row, figures = block.row, block.figures
     ttft = "ttft_sched_all_ms" if figures["mode"] == "open" else "ttft_all_ms"
     return {
-        "step": row["step"],
-        "pair": row["pair"],
-        "servers": row["servers"],
-        "level": row["level"],
-        "server_level": row["server_level"],
+        "step": row.step,
+        "pair": row.pair,
+        "servers": row.servers,
+        "level": row.level,
+        "server_level": row.server_level,
         "status": figures["status"],
         "status_reasons": figures["status_reasons"],
         "requests": figures["requests"],
@@ -100,7 +106,7 @@ def _step(block: ScaleBlock, frame: pd.DataFrame) -> dict:
         # The responses' count (a scale-out step's telemetry follows only its first server).
         "cached_fraction": ((figures.get("prompt_cache") or {}).get("requests") or {}).get("cached_fraction"),
         "tpot_p50_ms": _p(figures, "tpot_all_ms", "p50"),
-        "per_server": _shares(frame, row["step"]),
+        "per_server": _shares(frame, row.step),
     }
 
 
@@ -113,11 +119,11 @@ def _pooled(blocks: dict[int, np.ndarray]) -> tuple[float | None, list[float] | 
 
 def variant_scale_out(variant: str, blocks: list[ScaleBlock], servers: int, level: float, frame: pd.DataFrame) -> dict:
     """One variant's scale-out: its steps, the slope of goodput and tokens with their intervals, the verdict."""
-    mode = blocks[0].row["mode"] if blocks else "closed"
+    mode = blocks[0].row.mode if blocks else "closed"
     unit = "req/s" if mode == "open" else "concurrent streams"
     clean = [b for b in blocks if b.figures["status"] == CLEAN]
-    one = {b.row["pair"]: b for b in clean if b.row["servers"] == 1}
-    many = {b.row["pair"]: b for b in clean if b.row["servers"] == servers}
+    one = {b.pair: b for b in clean if b.row.servers == 1}
+    many = {b.pair: b for b in clean if b.row.servers == servers}
 
     def ratio(rates: str) -> dict:
         return block_ratio_ci(
@@ -135,7 +141,7 @@ def variant_scale_out(variant: str, blocks: list[ScaleBlock], servers: int, leve
     if slope is None:
         why = next((reason for b in blocks for reason in b.figures["status_reasons"]), "no step was measured")
         text = f"{head}: not judged, no pair of steps measured cleanly ({why})"
-        if one and not many and any(b.row["servers"] == servers for b in blocks):
+        if one and not many and any(b.row.servers == servers for b in blocks):
             text += (
                 f"; one server was measured cleanly and {servers} were not: they may have slowed each other "
                 "down (servers on one host share its cores: give each fewer threads, e.g. llama.cpp -t)"
@@ -171,7 +177,7 @@ def variant_scale_out(variant: str, blocks: list[ScaleBlock], servers: int, leve
         "tokens_slope_ci95": tokens["ci95"],
         "scaling": verdict,
         "excluded": [
-            f"{variant} step {b.row['step']} ({b.row['servers']} server(s)): {reason}"
+            f"{variant} step {b.row.step} ({b.row.servers} server(s)): {reason}"
             for b in blocks
             if b.figures["status"] != CLEAN
             for reason in b.figures["status_reasons"]

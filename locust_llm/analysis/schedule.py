@@ -10,6 +10,9 @@ the schedule; a setting that failed the quality gate is shown, never chosen.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+
 from ..fmt import lvl
 from .speedup import speedup_state
 
@@ -160,8 +163,8 @@ def sweep_schedule(
     sweep: dict,
     comparisons: list[dict],
     acceptance: dict[str, dict[float, dict | None]],
-    blocked: set[str] = frozenset(),
-    events: list[dict] = (),
+    blocked: AbstractSet[str] = frozenset(),
+    events: Sequence[dict] = (),
 ) -> dict:
     """``sweep``: ``{"name", "setting", "label", "values": [...], "variants": [...]}`` (variants in value order);
     ``comparisons``: the summary's comparisons; ``acceptance``: per variant and level the server's pooled

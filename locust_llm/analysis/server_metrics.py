@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
+from ..rundir.steps import StepRow
 from ..telemetry.maps import CANONICAL, COUNTER, HISTOGRAM, canonical_of, histogram_parts
 from .steady import drift
 from .values import json_safe, to_float
@@ -132,7 +134,8 @@ class VariantTelemetry:
         self._source_times: dict[str, np.ndarray] = {}
         self.by_metric: dict[str, pd.DataFrame] = {}
         self.source_of: dict[str, str] = {}
-        for metric, group in rows.groupby("metric", sort=False):
+        for key, group in rows.groupby("metric", sort=False):
+            metric = cast(str, key)  # the metric column holds names
             sources = list(group["source"].unique())
             ranked = sorted(sources, key=lambda s: SOURCE_PRIORITY.index(s) if s in SOURCE_PRIORITY else 99)
             chosen = ranked[0]
@@ -191,7 +194,7 @@ class VariantTelemetry:
             if i1 <= i0:
                 return None, "the same sample is nearest both window edges (window shorter than the poll interval)"
             increments = counter_increments(v[i0 : i1 + 1])
-            key = _group_key(labels, group_by)
+            key = _group_key(cast(str, labels), group_by)  # the labels column holds JSON text
             out[key] = out.get(key, 0.0) + float(increments.sum())
             span.extend([t[i0], t[i1]])
         self.spans[metric] = (min(span), max(span))
@@ -382,7 +385,9 @@ def _position_key(position: str):
         return (1, str(position))
 
 
-def _stage_delta(vt: VariantTelemetry, stage: str, t0: float, t1: float) -> tuple[float | None, float | None, str]:
+def _stage_delta(
+    vt: VariantTelemetry, stage: str, t0: float, t1: float
+) -> tuple[float | None, float | None, str | None]:
     """Δsum and Δcount of one stage of SGLang's per-stage histogram (the other stages left out)."""
     sums, r_sum = vt.counter_delta("stage_seconds_sum", t0, t1)
     counts, r_count = vt.counter_delta("stage_seconds_count", t0, t1)
@@ -394,13 +399,13 @@ def _stage_delta(vt: VariantTelemetry, stage: str, t0: float, t1: float) -> tupl
 
 
 def histograms(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dict:
-    out = {}
+    out: dict[str, dict[str, object]] = {}
     for figure, metric in HISTOGRAM_FIGURES.items():
         sum_name, count_name = histogram_parts(metric)
         if figure in STAGE_FIGURES and not vt.has(sum_name) and vt.has("stage_seconds_sum"):
             stage, note = STAGE_FIGURES[figure]
             total, count, reason = _stage_delta(vt, stage, t0, t1)
-            if total is None:
+            if total is None or count is None:  # both or neither
                 missing.append({"figure": f"server_latency.{figure}", "reason": reason})
             elif count <= 0:
                 missing.append({"figure": f"server_latency.{figure}", "reason": "no observations in the window"})
@@ -415,7 +420,7 @@ def histograms(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dic
         if count <= 0:
             missing.append({"figure": f"server_latency.{figure}", "reason": "no observations in the window"})
             continue
-        entry = {"mean": 1000.0 * total / count, "n": round(count)}
+        entry: dict[str, object] = {"mean": 1000.0 * total / count, "n": round(count)}
         if figure == "itl_ms":
             entry["note"] = ITL_NOTE
         out[figure] = entry
@@ -423,10 +428,10 @@ def histograms(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dic
 
 
 def hardware(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> tuple[dict | None, dict | None]:
-    gpu = None
+    gpu: dict[str, Any] | None = None  # a GpuFigures document's fields
     if any(vt.has(m) for m in GPU_FIGURES.values()):
         gpu = {"source": next(vt.source_of[m] for m in GPU_FIGURES.values() if vt.has(m))}
-        devices = set()
+        devices: set[str | None] = set()
         for figure, metric in GPU_FIGURES.items():
             stat, reason = vt.gauge_stat(metric, t0, t1)
             if stat is None:
@@ -439,7 +444,7 @@ def hardware(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> tuple
         if "mem_used_mib" in gpu:
             gpu["mem_peak_mib"] = gpu["mem_used_mib"]["max"]
         gpu["devices"] = len(devices)
-    process = None
+    process: dict[str, Any] | None = None
     if vt.has("process_rss_mib") or vt.has("process_cpu_cores"):
         process = {"source": "process"}
         for figure, metric in (("cpu_cores", "process_cpu_cores"), ("rss_mib", "process_rss_mib")):
@@ -455,11 +460,11 @@ def hardware(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> tuple
     return gpu, process
 
 
-def step_figures(vt: VariantTelemetry, window: dict) -> dict:
-    t0, t1 = to_float(window.get("t_steady")), to_float(window.get("t_end"))
+def step_figures(vt: VariantTelemetry, window: StepRow) -> dict:
+    t0, t1 = window.t_steady, window.t_end
     base = {
-        "step": window.get("step"),
-        "level": window.get("level"),
+        "step": window.step,
+        "level": window.level,
         "window": [_clean(t0), _clean(t1)],
         "source": "server",
         "sources": sorted(set(vt.source_of.values())),
@@ -517,7 +522,7 @@ def memory_trend(vt: VariantTelemetry) -> dict | None:
             continue
         rows = vt.by_metric[metric]
         times, values, _ = vt.gauge_values(metric, float(rows["t"].min()), float(rows["t"].max()))
-        if times is None:
+        if times is None or values is None:  # both or neither
             continue
         fit = drift(times, values)
         slope = fit["slope"]
@@ -538,16 +543,14 @@ def memory_trend(vt: VariantTelemetry) -> dict | None:
     return None
 
 
-def server_figures(frame: pd.DataFrame, meta: dict, windows: list[dict]) -> dict:
+def server_figures(frame: pd.DataFrame, meta: dict, windows: list[StepRow]) -> dict:
     variants: dict[str, dict] = {}
-    names = list(
-        dict.fromkeys([w.get("variant") for w in windows] + [a.get("variant") for a in meta.get("attachments", [])])
-    )
+    names = list(dict.fromkeys([w.variant for w in windows] + [a.get("variant") for a in meta.get("attachments", [])]))
     for variant in names:
         if variant is None:
             continue
         vt = VariantTelemetry(frame, meta, variant)
-        steps = [step_figures(vt, w) for w in windows if w.get("variant") == variant]
+        steps = [step_figures(vt, w) for w in windows if w.variant == variant]
         variants[variant] = {
             "engine": vt.engine,
             "sources": sorted(set(vt.source_of.values())),

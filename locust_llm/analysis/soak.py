@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from ..rundir.steps import StepRow
 from .documents import StepFigures, Summary
 from .gates import SLO_GATES, UNJUDGED
 from .soak_documents import SoakSummary
@@ -87,17 +88,17 @@ def _stat(figures, name: str, key: str):
     return getattr(stat, key) if stat is not None else None
 
 
-def window_figures(step: StepFigures, row: dict, origin: float, planned_s: float) -> dict:
+def window_figures(step: StepFigures, row: StepRow, origin: float, planned_s: float) -> dict:
     """One window's row of the soak table, from its step's figures and its ``steps.json`` row."""
-    start, end = to_float(row.get("t_steady")), to_float(row.get("t_end"))
+    start, end = row.t_steady, row.t_end
     figure = {gate: SLO_GATES[gate][0].get(step.mode, SLO_GATES[gate][0]["closed"]) for gate in SLO_GATES}
     ttft, tpot = figure["ttft_p99_ms"], figure["tpot_p99_ms"]
     server = step.server
     timeouts = sum(count for kind, count in step.errors_by_class.items() if kind in TIMEOUTS)
-    complete = not row.get("closed_at_last_record")
+    complete = not row.closed_at_last_record
     length = step.window_s
     return {
-        "window": int(row.get("window", step.step)),
+        "window": row.window if row.window is not None else step.step,
         "step": step.step,
         "start_s": start - origin,
         "end_s": end - origin,
@@ -210,7 +211,7 @@ def error_check(requests: int, errors: int, limit: float, windows: list[dict]) -
     }
 
 
-def soak_summary(summary: Summary, steps: list[dict], env: dict) -> SoakSummary | None:
+def soak_summary(summary: Summary, steps: list[StepRow], env: dict) -> SoakSummary | None:
     """The soak section of a run that recorded ``soak`` in env.json; None for a ladder run."""
     spec = env.get("soak")
     if not spec:
@@ -218,10 +219,10 @@ def soak_summary(summary: Summary, steps: list[dict], env: dict) -> SoakSummary 
     variant = spec["variant"]
     entry = summary.variants.get(variant)
     figures = {s.step: s for s in entry.steps} if entry is not None else {}
-    rows = [r for r in steps if r.get("variant") == variant and r.get("step") in figures]
-    starts = [to_float(r.get("t_steady")) for r in rows]
+    rows = [r for r in steps if r.variant == variant and r.step in figures]
+    starts = [r.t_steady for r in rows]
     origin = next((t for t in starts if math.isfinite(t)), math.nan)
-    windows = [window_figures(figures[r["step"]], r, origin, float(spec["window_s"])) for r in rows]
+    windows = [window_figures(figures[r.step], r, origin, float(spec["window_s"])) for r in rows]
     fitted = [w for w in windows if w["in_trend"]]
     hours = [(w["start_s"] + w["end_s"]) / 2 / 3600.0 for w in fitted]
     trends, checks, notes = [], [], []

@@ -16,12 +16,12 @@ its speed-up shows when that is not the headline. Pure functions; no Locust impo
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
 from ..fmt import ci_text, lvl, speedup
-from .stats import DEFAULT_N_BOOT, bootstrap_distribution, finite, percentile_interval, resample_indices
+from .stats import DEFAULT_N_BOOT, Statistic, bootstrap_distribution, finite, percentile_interval, resample_indices
 
 __all__ = ["crossover_level", "paired_ratio_ci", "ratio_ci", "recommendation", "speedup_state"]
 
@@ -29,7 +29,7 @@ __all__ = ["crossover_level", "paired_ratio_ci", "ratio_ci", "recommendation", "
 def ratio_ci(
     variant_values,
     baseline_values,
-    statistic: Callable[[np.ndarray], float] = np.mean,
+    statistic: Statistic = np.mean,
     higher_is_better: bool = True,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
@@ -64,7 +64,7 @@ def ratio_ci(
 def paired_ratio_ci(
     variant_values,
     baseline_values,
-    statistic: Callable[[np.ndarray], float] = np.mean,
+    statistic: Statistic = np.mean,
     higher_is_better: bool = True,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
@@ -246,7 +246,7 @@ def recommendation(variant: str, baseline: str, steps: list[dict], crossover: fl
         parts.append(f"no clear difference at {_levels(unclear)} ({_unclear_why(unclear)})")
         return "; ".join(parts)
 
-    values = [_value(s) for s in steps]
+    values = [value for value in map(_value, steps) if value is not None]  # every step kept has one
     return (
         f"inconclusive: {variant} is neither clearly faster nor slower than {baseline} at any level tested "
         f"({span}; speed-up {speedup(min(values))} to {speedup(max(values))}, {_unclear_why(steps)})"

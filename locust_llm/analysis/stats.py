@@ -19,12 +19,14 @@ import functools
 import math
 from collections.abc import Callable, Iterable
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
 __all__ = [
     "LARGE",
     "SortedSample",
+    "Statistic",
     "bootstrap_distribution",
     "finite",
     "mean_of",
@@ -39,6 +41,10 @@ __all__ = [
     "t_sf",
     "weighted_percentiles",
 ]
+
+# A numpy-style reducer: statistic(values) is one number, statistic(resamples, axis=1) one per row when it
+# accepts ``axis`` (np.mean, np.median, percentile_stat). numpy's overloaded signatures admit no narrower type.
+Statistic = Callable[..., Any]
 
 PERCENTILES = (50, 95, 99)
 DEFAULT_N_BOOT = 2000
@@ -70,7 +76,7 @@ def mean_of(values) -> float | None:
     return float(array.mean()) if array.size else None
 
 
-def percentile_stat(q: float) -> Callable[..., float]:
+def percentile_stat(q: float) -> Statistic:
     """A statistic computing the ``q``-th percentile exactly like ``np.percentile`` (linear), vectorisable.
 
     It accepts ``axis=``, so :func:`bootstrap_distribution` evaluates all resamples in one call.
@@ -88,7 +94,7 @@ def resample_indices(n: int, n_boot: int, rng: np.random.Generator):
         done += rows
 
 
-def _apply(statistic: Callable, samples: np.ndarray) -> np.ndarray:
+def _apply(statistic: Statistic, samples: np.ndarray) -> np.ndarray:
     """``statistic`` of every row of ``samples``: one vectorised call when it takes ``axis``, else a loop."""
     try:
         out = np.asarray(statistic(samples, axis=1), dtype=float)
@@ -101,7 +107,7 @@ def _apply(statistic: Callable, samples: np.ndarray) -> np.ndarray:
 
 def bootstrap_distribution(
     values,
-    statistic: Callable[[np.ndarray], float],
+    statistic: Statistic,
     n_boot: int = DEFAULT_N_BOOT,
     rng: np.random.Generator | int | None = 0,
 ) -> np.ndarray:
@@ -181,10 +187,9 @@ def _large_sample_figures(sample: SortedSample, mean: float, sd: float, n: int, 
         bounds += [100 * max(p - half, 0.0), 100 * min(p + half, 1.0)]
     values = [float(x) for x in sample.percentiles(list(PERCENTILES) + bounds)]
     points, cis = values[: len(PERCENTILES)], values[len(PERCENTILES) :]
-    out = {f"p{q}": point for q, point in zip(PERCENTILES, points, strict=False)}
-    out["ci95"] = {f"p{q}": cis[2 * i : 2 * i + 2] for i, q in enumerate(PERCENTILES)}
-    out["ci95"]["mean"] = [mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)]
-    return out
+    ci95 = {f"p{q}": cis[2 * i : 2 * i + 2] for i, q in enumerate(PERCENTILES)}
+    ci95["mean"] = [mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)]
+    return {**{f"p{q}": point for q, point in zip(PERCENTILES, points, strict=False)}, "ci95": ci95}
 
 
 def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float = 0.05, weights=None) -> dict:
@@ -228,7 +233,7 @@ def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float 
             "ci95": figures["ci95"],
         }
     p50, p95, p99 = (float(x) for x in np.percentile(array, PERCENTILES))
-    out = {"p50": p50, "p95": p95, "p99": p99, "mean": float(array.mean()), "n": int(array.size)}
+    out: dict[str, object] = {"p50": p50, "p95": p95, "p99": p99, "mean": float(array.mean()), "n": int(array.size)}
     if array.size < 2:
         out["ci95"] = {k: None for k in names}
         return out
@@ -239,10 +244,13 @@ def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float 
         pct = np.percentile(samples, PERCENTILES, axis=1)  # shape (3, rows)
         reps.append(np.vstack([pct, samples.mean(axis=1)]))
     replicates = np.concatenate(reps, axis=1)
-    out["ci95"] = {}
+    ci95 = {}
     for name, row in zip(names, replicates, strict=False):
-        lo, hi = percentile_interval(row, alpha)
-        out["ci95"][name] = [lo, hi]
+        interval = percentile_interval(row, alpha)
+        assert interval is not None  # replicates of two or more finite values
+        lo, hi = interval
+        ci95[name] = [lo, hi]
+    out["ci95"] = ci95
     return out
 
 

@@ -58,13 +58,15 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
     keep = np.isfinite(t) & np.isfinite(y)
     t, y = t[keep], y[keep]
     n = int(t.size)
-    out = {
+    window_s = float(t.max() - t.min()) if n else 0.0
+    drift_fraction: float | None = None
+    out: dict[str, object] = {
         "slope": None,
         "ci95": None,
         "relative_slope_per_min": None,
         "steady": None,
         "n": n,
-        "window_s": float(t.max() - t.min()) if n else 0.0,
+        "window_s": window_s,
         "mean": float(y.mean()) if n else None,
         "drift_fraction": None,
         "rho": None,
@@ -80,7 +82,7 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
     out["slope"] = slope
     if mean != 0.0:
         out["relative_slope_per_min"] = 60.0 * slope / mean
-        out["drift_fraction"] = abs(slope) * out["window_s"] / abs(mean)
+        drift_fraction = out["drift_fraction"] = abs(slope) * window_s / abs(mean)
     if n < 3:
         return out
     intercept = mean - slope * float(t.mean())
@@ -92,6 +94,6 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
     half = t_quantile(1.0 - alpha / 2.0, max(n / inflation - 2.0, 1.0)) * se
     lo, hi = slope - half, slope + half
     out["ci95"] = [lo, hi]
-    small = out["drift_fraction"] is not None and out["drift_fraction"] < tolerance
+    small = drift_fraction is not None and drift_fraction < tolerance
     out["steady"] = bool(lo <= 0.0 <= hi or small)
     return out

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..records import FAST_FAIL_S, NEVER_REACHED, NOT_SENT, ErrorClass
 from ..rundir.load import RunData
+from ..rundir.steps import StepRow
 from ..scenario import CostSpec, PositionsSpec, ReasoningSpec
 from ..trafficspec import ConversationSpec
 from .acceptance import request_acceptance
@@ -112,16 +113,16 @@ def window_arrivals(run: RunData, rows: pd.DataFrame) -> tuple[np.ndarray, np.nd
 
 
 def step_summary(
-    run: RunData, frame: pd.DataFrame, step: dict, slo: dict, repeated: pd.Series | None = None
+    run: RunData, frame: pd.DataFrame, step: StepRow, slo: dict, repeated: pd.Series | None = None
 ) -> tuple[dict, tuple]:
     """Figures of one ladder step (requests sent in its steady window, tokens arriving in it), and its raw
     samples ``(token rate bins, good-request rate bins, per-request metrics)``. ``repeated``: per request of the
     variant, whether its prompt had been sent to its server before (``prompt_cache.repeated_prompts``)."""
-    start, end = to_float(step.get("t_steady")), to_float(step.get("t_end"))
+    start, end = step.t_steady, step.t_end
     window = end - start if math.isfinite(start) and math.isfinite(end) and end > start else math.nan
-    mode = step["mode"]
+    mode = step.mode
     timeouts = (run.env.get("load") or {}).get("timeouts") or {}
-    sent = frame[(frame["step"] == step["step"]) & (frame["phase"] == "steady")]
+    sent = frame[(frame["step"] == step.step) & (frame["phase"] == "steady")]
     derived = request_metrics(sent, to_float(timeouts.get("first_token_s")))
     failed = sent["error_class"].notna()
     ok_rows = sent[~failed]
@@ -136,12 +137,12 @@ def step_summary(
     good = good_requests(sent, derived, slo, mode)
     good_rates = rate_samples(sent.loc[good, "t_send"].to_numpy(dtype=float), None, start, end, RATE_BIN_S)
     per_window = (lambda count: count / window) if math.isfinite(window) else (lambda count: None)
-    summary = {
-        "step": step["step"],
-        "level": step["level"],
+    summary: dict = {
+        "step": step.step,
+        "level": step.level,
         "mode": mode,
-        "users": step.get("users"),
-        "context": step.get("context"),
+        "users": step.users,
+        "context": step.context,
         "window_s": window if math.isfinite(window) else None,
         "requests": int(len(sent)),
         "errors": int(failed.sum()),
@@ -173,7 +174,7 @@ def step_summary(
             if math.isfinite(window)
             else pd.Series(False, index=frame.index)
         )
-        summary["offered_rate"] = step["level"]
+        summary["offered_rate"] = step.level
         summary["scheduled_rate"] = per_window(float(scheduled.sum()))
         # Dropped arrivals were never sent: their t_send stays NaN.
         summary["achieved_rate"] = per_window(float(sent["t_send"].notna().sum()))
@@ -195,14 +196,14 @@ def step_summary(
     summary.update(steadiness(mode, rates, in_flight, start, ok_rows, derived.loc[ok_rows.index]))
     # Without an SLO goodput is every success: no delay of the client's can move it.
     slo_set = any(v is not None for v in slo.values())
-    good = (lambda metrics: int(good_requests(sent, metrics, slo, mode).sum())) if slo_set else None
-    requests = Requests(sent, derived, overlapping, good, intended_waits_s(frame, start, end, think_of(run)))
+    count_good = (lambda metrics: int(good_requests(sent, metrics, slo, mode).sum())) if slo_set else None
+    requests = Requests(sent, derived, overlapping, count_good, intended_waits_s(frame, start, end, think_of(run)))
     summary.update(client_validity(run.client, summary, start, end, requests))
-    extended = to_float(step.get("extended_s"))
+    extended = to_float(step.extended_s)
     summary["extended_s"] = extended if math.isfinite(extended) else 0.0
     summary["host"] = host_load(run.host, start, end)
-    summary["workers_lost"] = list(step.get("workers_lost") or [])
-    summary["faults"] = list(step.get("faults") or [])
+    summary["workers_lost"] = list(step.workers_lost or [])
+    summary["faults"] = [fault.model_dump(exclude_unset=True) for fault in step.faults or []]
     summary["status"], summary["status_reasons"] = step_status(summary, summary["host"], run.env.get("load") or {})
     keys = [c for c in [*PAIR_KEY, "bucket"] if c in sent]
     requests = pd.concat([sent[keys].reset_index(drop=True), derived.reset_index(drop=True)], axis=1)
@@ -211,8 +212,8 @@ def step_summary(
     for column in (c for c in TURN_COLUMNS if c in sent and "turn" in sent):
         requests[column] = sent[column].where(~failed).to_numpy(dtype=float)
     summary["by_turn"] = by_turn(sent, derived, mode)
-    summary["conversations"] = step_conversations(frame[frame["step"] == step["step"]])
-    summary["trace"] = trace_step(frame[frame["step"] == step["step"]], step["level"], run.env)
+    summary["conversations"] = step_conversations(frame[frame["step"] == step.step])
+    summary["trace"] = trace_step(frame[frame["step"] == step.step], step.level, run.env)
     return summary, (rates, good_rates, requests)
 
 
@@ -258,7 +259,7 @@ def steadiness(
         check["latency"] = _request_drift(ok_rows, derived["e2e_sched_ms"])
         check["in_flight"] = _binned_drift(in_flight, start)
         deciding = ["latency", "in_flight"]
-    verdicts = [check[k]["steady"] for k in deciding if check.get(k) is not None and check[k]["steady"] is not None]
+    verdicts = [c["steady"] for k in deciding if (c := check.get(k)) is not None and c["steady"] is not None]
     return {"steady": all(verdicts) if verdicts else None, "steady_check": check}
 
 
@@ -338,24 +339,24 @@ def analyse(run: RunData) -> Analysed:
     per_variant: dict[str, pd.DataFrame] = {}
     repeats: dict[str, pd.Series | None] = {}
     for step in run.steps:
-        name = step["variant"]
+        name = step.variant
         if name not in per_variant:
             per_variant[name] = frame[frame["variant"] == name] if len(frame) else frame
             repeats[name] = repeated_prompts(per_variant[name])
-        out.modes[name] = step["mode"]
+        out.modes[name] = step.mode
         figures, (rates, good_rates, requests) = step_summary(run, per_variant[name], step, slo, repeats[name])
-        if step.get("servers"):
+        if step.servers:
             out.scaled.setdefault(name, []).append(ScaleBlock(step, figures, rates, good_rates))
             continue
         out.variants.setdefault(name, {"steps": []})["steps"].append(figures)
-        by_level = out.contexts.setdefault(int(step["context"]), {}) if step.get("context") else out.samples
-        level = by_level.setdefault(name, {}).setdefault(float(step["level"]), LevelSamples())
+        by_level = out.contexts.setdefault(int(step.context), {}) if step.context else out.samples
+        level = by_level.setdefault(name, {}).setdefault(float(step.level), LevelSamples())
         bounds = figures["client_validity"].get("bounds")
-        level.add(step["step"], figures["status"], figures["status_reasons"], rates, good_rates, requests, bounds)
-        if not step.get("context"):
+        level.add(step.step, figures["status"], figures["status_reasons"], rates, good_rates, requests, bounds)
+        if not step.context:
             status = "clean" if figures["status"] in POSITION_STATUSES else figures["status"]
-            positioned = out.positioned.setdefault(name, {}).setdefault(float(step["level"]), LevelSamples())
-            positioned.add(step["step"], status, figures["status_reasons"], rates, good_rates, requests, bounds)
+            positioned = out.positioned.setdefault(name, {}).setdefault(float(step.level), LevelSamples())
+            positioned.add(step.step, status, figures["status_reasons"], rates, good_rates, requests, bounds)
     for entry in out.variants.values():
         flag_anomalies([s for s in entry["steps"] if s.get("context") is None])
     return out
@@ -398,7 +399,7 @@ def context_comparisons(
     """Per context length: each variant's figures per level and the comparisons with the baseline. ``ladder``
     (its prompt length, samples and comparisons) puts the ladder's levels first, as the shortest length."""
     out = []
-    points = [(context, contexts[context], None) for context in sorted(contexts)]
+    points: list[tuple[int, Samples, list[dict] | None]] = [(c, contexts[c], None) for c in sorted(contexts)]
     if contexts and ladder is not None and ladder[0] not in contexts:
         points.insert(0, ladder)
     for context, by_variant, comparisons in points:

@@ -12,7 +12,6 @@ import pandas as pd
 
 from ..rundir.load import RunData
 from .server_metrics import counter_increments
-from .values import to_float
 
 __all__ = ["Panel", "Series", "StepSpan", "Timeline", "build_timeline", "downsample"]
 
@@ -119,7 +118,7 @@ def source_notes(meta: dict) -> list[str]:
 def build_timeline(run: RunData, variants: list[str]) -> Timeline:
     """``variants`` in display order (baseline first)."""
     frame, client = run.telemetry, run.client
-    starts = [to_float(s.get("t_start")) for s in run.steps]
+    starts = [s.t_start for s in run.steps]
     starts = [t for t in starts if math.isfinite(t)]
     t0 = min(starts) if starts else None
     if t0 is None:
@@ -130,15 +129,15 @@ def build_timeline(run: RunData, variants: list[str]) -> Timeline:
         timeline.notes.append("nothing was recorded over time")
         return timeline
     for s in run.steps:
-        start, end, steady = (to_float(s.get(k)) for k in ("t_start", "t_end", "t_steady"))
+        start, end, steady = s.t_start, s.t_end, s.t_steady
         if math.isfinite(start) and math.isfinite(end):
             timeline.spans.append(
                 StepSpan(
                     start - t0,
                     end - t0,
                     steady - t0 if math.isfinite(steady) else None,
-                    float(s.get("level")),
-                    str(s.get("variant")),
+                    float(s.level),
+                    s.variant,
                 )
             )
     panels = timeline.panels
@@ -147,9 +146,9 @@ def build_timeline(run: RunData, variants: list[str]) -> Timeline:
         present = set(frame["metric"].unique())
         if "requests_running" in present:
             series = _gauge(frame, "requests_running", variants, t0)
-            for s in _gauge(frame, "requests_waiting", variants, t0) if "requests_waiting" in present else []:
-                s.name, s.dashed = f"{s.name} waiting", True
-                series.append(s)
+            for waiting in _gauge(frame, "requests_waiting", variants, t0) if "requests_waiting" in present else []:
+                waiting.name, waiting.dashed = f"{waiting.name} waiting", True
+                series.append(waiting)
             panels.append(
                 Panel(
                     "requests",

@@ -78,7 +78,14 @@ def _stamp_lag(client: pd.DataFrame, rows: pd.DataFrame, column: str, lag: str) 
     right = client[["t", "worker", lag]].dropna().sort_values("t")
     right = right.astype({"worker": left["worker"].dtype})
     merged = pd.merge_asof(
-        left.sort_values("t"), right, on="t", by="worker", direction="forward", tolerance=1.5, allow_exact_matches=True
+        left.sort_values("t"),
+        right,
+        on="t",
+        by="worker",
+        direction="forward",
+        # pandas-stubs type no float tolerance; pandas takes one on a float key.
+        tolerance=1.5,  # type: ignore[arg-type]
+        allow_exact_matches=True,
     )
     worst = float(right[lag].max()) if len(right) else 0.0
     out[merged["row"].to_numpy()] = merged[lag].fillna(worst).to_numpy()

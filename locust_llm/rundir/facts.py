@@ -35,7 +35,7 @@ def new_run_id(scenario_name: str) -> str:
 
 
 def package_versions() -> dict[str, str | None]:
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in CLIENT_PACKAGES:
         try:
             versions[name] = metadata.version(name)

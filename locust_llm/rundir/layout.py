@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .redact import redact, redact_text
+from .steps import StepRow
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class RunDir:
         self.path = Path(root) / run_id
         self.path.mkdir(parents=True, exist_ok=True)
         self.env: dict[str, Any] = {}
-        self.steps: list[dict] = []
+        self.steps: list[StepRow] = []
         self.events: list[dict] = []
 
     def file(self, name: str) -> Path:
@@ -138,13 +139,17 @@ class RunDir:
     def write_env(self) -> None:
         self._write(ENV, self.env)
 
+    def steps_doc(self) -> dict:
+        """``steps.json``: each row with the fields the runtime set (a later field is absent until it is set)."""
+        return {"steps": [row.written() for row in self.steps], "events": self.events}
+
     def write_steps(self) -> None:
-        self._write(STEPS, {"steps": self.steps, "events": self.events})
+        self._write(STEPS, self.steps_doc())
 
     def write_all(self) -> None:
         """Both files as they are in memory, for the analysis that reads them next; here a failure raises."""
         write_json(self.file(ENV), self.env)
-        write_json(self.file(STEPS), {"steps": self.steps, "events": self.events})
+        write_json(self.file(STEPS), self.steps_doc())
 
     def _write(self, name: str, data: Any) -> None:
         # While the run goes (a step boundary, an event), a full disk must not end it: the file is kept in memory

@@ -16,11 +16,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 
 from ..analysis.clocks import align, samples_of
 from ..records import REQUESTS_SCHEMA, ErrorClass
 from . import layout
 from .parts import read_parquet, read_table, source_files
+from .steps import StepRow
 
 __all__ = [
     "USAGE_SUSPECT",
@@ -31,6 +33,7 @@ __all__ = [
     "load_requests",
     "load_run",
     "load_telemetry",
+    "read_steps",
     "split_requests",
 ]
 
@@ -44,7 +47,7 @@ class RunData:
     """One run directory's contents (or several merged)."""
 
     requests: pd.DataFrame  # one row per request; index = row position in ``lists``
-    steps: list[dict]
+    steps: list[StepRow]
     events: list[dict] = field(default_factory=list)
     env: dict = field(default_factory=dict)
     client: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -66,7 +69,8 @@ class ChunkLists:
 
     @classmethod
     def of_files(cls, files: list[Path]) -> ChunkLists:
-        blocks, first = [], 0
+        blocks: list[tuple[int, int, Callable[[], pa.Table]]] = []
+        first = 0
         for path in files:
             meta = pq.ParquetFile(path).metadata
             for group in range(meta.num_row_groups):
@@ -122,24 +126,35 @@ def load_telemetry(run_dir: Path) -> pd.DataFrame:
     return table.to_pandas() if table is not None else pd.DataFrame(columns=TELEMETRY_COLUMNS)
 
 
-def close_open_steps(steps: list[dict], requests: pd.DataFrame) -> dict | None:
+def read_steps(path: Path, rows: list) -> list[StepRow]:
+    """``steps.json``'s rows, typed; a row that does not fit names the file, the row and the field."""
+    steps = []
+    for index, row in enumerate(rows):
+        try:
+            steps.append(StepRow.model_validate(row))
+        except ValidationError as exc:
+            why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}" for e in exc.errors())
+            raise layout.UnreadableFile(f"{path}: steps[{index}] is not a step row ({why})") from None
+    return steps
+
+
+def close_open_steps(steps: list[StepRow], requests: pd.DataFrame) -> dict | None:
     """Steps a run left open (no ``t_end``: it is still running, or was killed before it could finish) end at its
     last record; each is marked ``closed_at_last_record``. Returns the ``unfinished`` run event, or None."""
-    open_steps = [step for step in steps if not np.isfinite(float(step.get("t_end") or np.nan))]
+    open_steps = [step for step in steps if not np.isfinite(step.t_end)]
     if not open_steps:
         return None
     times = requests[[c for c in ("t_done", "t_end", "t_send") if c in requests]].to_numpy(dtype=float)
     last = float(np.nanmax(times)) if np.isfinite(times).any() else np.nan
     for step in open_steps:
-        steady = float(step.get("t_steady") or np.nan)
-        step["t_end"] = max(last, steady) if np.isfinite(steady) and np.isfinite(last) else last
-        step["closed_at_last_record"] = True
+        steady = step.t_steady
+        step.close_at(max(last, steady) if np.isfinite(steady) and np.isfinite(last) else last)
     return {
         "kind": "unfinished",
         "t": last if np.isfinite(last) else None,
-        "variant": open_steps[-1].get("variant"),
-        "step": open_steps[-1].get("step"),
-        "steps": [step.get("step") for step in open_steps],
+        "variant": open_steps[-1].variant,
+        "step": open_steps[-1].step,
+        "steps": [step.step for step in open_steps],
     }
 
 
@@ -164,7 +179,7 @@ def load_run(run_dir: Path) -> RunData:
     # Worker stamps onto the master's clock before anything is assigned to the master's step windows.
     clocks = samples_of(layout.read_json(run_dir / layout.CLOCKS).get("samples") or [])
     requests = align(requests, clocks)
-    steps = list(steps_doc.get("steps", []))
+    steps = read_steps(run_dir / layout.STEPS, list(steps_doc.get("steps", [])))
     requests = amend_usage(requests, list(steps_doc.get("events", [])))
     unfinished = close_open_steps(steps, requests)
     return RunData(

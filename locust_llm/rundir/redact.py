@@ -103,5 +103,5 @@ def mask_log_records() -> None:
             record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
         return record
 
-    masked.masks_secrets = True
+    masked.masks_secrets = True  # type: ignore[attr-defined]  # a marker on the factory, for a second install
     logging.setLogRecordFactory(masked)

@@ -56,12 +56,12 @@ def _points(experiment) -> list[dict]:
     windows: dict[tuple[str, float], list[tuple[float, float]]] = {}
     running: set[tuple[str, float]] = set()
     for row in experiment.run.steps:
-        key = (row["variant"], row["level"])
+        key = (row.variant, row.level)
         windows.setdefault(key, [])
-        if math.isnan(row["t_end"]):
+        if math.isnan(row.t_end):
             running.add(key)
-        if math.isfinite(row["t_steady"]):
-            windows[key].append((row["t_steady"], row["t_end"] if math.isfinite(row["t_end"]) else now()))
+        if math.isfinite(row.t_steady):
+            windows[key].append((row.t_steady, row.t_end if math.isfinite(row.t_end) else now()))
     return [
         experiment.recorder.live.point(variant, level, spans, done=(variant, level) not in running)
         for (variant, level), spans in windows.items()

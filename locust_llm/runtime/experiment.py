@@ -28,6 +28,7 @@ from ..rundir import RunDir, layout
 from ..rundir.facts import host_info, package_versions
 from ..rundir.load import USAGE_SUSPECT
 from ..rundir.lock import RunLock
+from ..rundir.steps import StepRow
 from .clocksync import ClockSync, write_clocks
 from .faults import Faults
 from .hostmon import HostMonitor
@@ -200,9 +201,9 @@ class Experiment:
 
         def rates(variant: str) -> dict[int, np.ndarray]:
             return {
-                row["step"]: self.recorder.live.token_rates(variant, row["level"], row["t_steady"], row["t_end"])
+                row.step: self.recorder.live.token_rates(variant, row.level, row.t_steady, row.t_end)
                 for row in self.run.steps
-                if row["variant"] == variant and row["step"] in steps and math.isfinite(row["t_steady"])
+                if row.variant == variant and row.step in steps and math.isfinite(row.t_steady)
             }
 
         lost = set()
@@ -274,51 +275,51 @@ class Experiment:
         tick = (users, max(users, self.environment.runner.user_count, 1), self.classes)
         yield from self.settle(tick)
         yield from self.await_workloads(variant, tick)
-        row = {
-            "variant": variant,
-            "step": step,
-            "level": level,
-            "mode": load.mode,
-            "users": users,
-            "context": context or None,
-            "t_start": now(),
-            "t_steady": math.nan,
-            "t_end": math.nan,
-        }
+        row = StepRow(
+            variant=variant,
+            step=step,
+            level=level,
+            mode=load.mode,
+            users=users,
+            context=context or None,
+            t_start=now(),
+            t_steady=math.nan,
+            t_end=math.nan,
+        )
         if urls:
-            row.update(servers=len(urls), server_level=level / len(urls), pair=block.repeat)
+            row.servers, row.server_level, row.pair = len(urls), level / len(urls), block.repeat
         self.run.steps.append(row)
         self.run.write_steps()  # a run killed now can still be analysed up to here
         sent_to = tuple(urls or ())
         self.session.prime(list(sent_to) or [self.session.server.base_url])  # shared prefixes into the cache
-        self.broadcast(variant, step, level, Phase.WARMUP, t_start=row["t_start"], context=context, base_urls=sent_to)
+        self.broadcast(variant, step, level, Phase.WARMUP, t_start=row.t_start, context=context, base_urls=sent_to)
         self.announce(variant, level, context, len(sent_to))
-        yield from self.hold(row["t_start"] + load.warmup_s, tick)
+        yield from self.hold(row.t_start + load.warmup_s, tick)
         if self.interrupted:
-            row["t_end"] = now()  # no steady window: the step is shown as not measured
+            row.t_end = now()  # no steady window: the step is shown as not measured
             self.run.write_steps()
             return
-        row["t_steady"] = now()
+        row.t_steady = now()
         self.run.write_steps()
-        self.broadcast(variant, step, level, Phase.STEADY, t_start=row["t_start"], context=context, base_urls=sent_to)
-        yield from self.hold(row["t_steady"] + self.plan.steady_s(level), tick)
-        row["extended_s"] = 0.0
-        while row["extended_s"] < load.max_extend_s and not self.interrupted and self.session.alive():
+        self.broadcast(variant, step, level, Phase.STEADY, t_start=row.t_start, context=context, base_urls=sent_to)
+        yield from self.hold(row.t_steady + self.plan.steady_s(level), tick)
+        row.extended_s = 0.0
+        while row.extended_s < load.max_extend_s and not self.interrupted and self.session.alive():
             why = self.short_of(variant, step, users) or (
                 "" if self.looks_steady(variant, level, row) else "throughput still drifting"
             )
             if not why:
                 break
-            extra = min(load.step_duration_s / 2, load.max_extend_s - row["extended_s"])
+            extra = min(load.step_duration_s / 2, load.max_extend_s - row.extended_s)
             log.info("variant %s level %g: %s; extending the step by %gs", variant, level, why, extra)
             self.warn(
                 "step_extended",
                 f"{variant} at level {level:g}: {why}; step extended by {extra:g} s",
-                key=(variant, step, row["extended_s"]),
+                key=(variant, step, row.extended_s),
             )
-            row["extended_s"] += extra
+            row.extended_s += extra
             yield from self.hold(now() + extra, tick)
-        row["t_end"] = now()
+        row.t_end = now()
         self.run.write_steps()
 
     def await_workloads(self, variant: str, tick: tuple) -> Iterator[tuple]:
@@ -353,15 +354,15 @@ class Experiment:
             f"({load.min_output_tokens}) needed"
         )
 
-    def looks_steady(self, variant: str, level: float, row: dict) -> bool:
+    def looks_steady(self, variant: str, level: float, row: StepRow) -> bool:
         """Closed loop: drift of completed tokens per second since the steady window began, from the live figures (an
         open loop's throughput follows its arrivals; its steadiness is judged on latency and in-flight afterwards)."""
         if self.plan.load.mode == "open":
             return True
-        rates = self.recorder.live.token_rates(variant, level, row["t_steady"], now())
+        rates = self.recorder.live.token_rates(variant, level, row.t_steady, now())
         if rates.size < 3:
             return True
-        return drift(row["t_steady"] + np.arange(rates.size) + 0.5, rates)["steady"] is not False
+        return drift(row.t_steady + np.arange(rates.size) + 0.5, rates)["steady"] is not False
 
     def progress(self) -> dict:
         """Where the run is: the step in progress (or the last one), its phase, and the time left in the step
@@ -372,10 +373,10 @@ class Experiment:
         total = (len(self.blocks()) + scale_out_steps(self)) * len(self.plan.variants)
         row = self.run.steps[-1] if self.run.steps else None
         step_left = 0.0
-        if row is not None and math.isnan(row["t_end"]):
-            steady_from = row["t_steady"] if math.isfinite(row["t_steady"]) else row["t_start"] + load.warmup_s
-            steady = self.plan.steady_s(row["level"])
-            step_left = max(steady_from + steady + row.get("extended_s", 0.0) - now(), 0.0)
+        if row is not None and math.isnan(row.t_end):
+            steady_from = row.t_steady if math.isfinite(row.t_steady) else row.t_start + load.warmup_s
+            steady = self.plan.steady_s(row.level)
+            step_left = max(steady_from + steady + (row.extended_s or 0.0) - now(), 0.0)
         steps_left = max(total - len(self.run.steps), 0)
         return {
             "variant": self.state.variant,
@@ -386,7 +387,7 @@ class Experiment:
             "step": len(self.run.steps),
             "steps": total,
             "step_left_s": round(step_left, 1),
-            "extended_s": (row or {}).get("extended_s", 0.0),
+            "extended_s": (row.extended_s if row is not None else None) or 0.0,
             "run_left_s": round(step_left + steps_left * (load.warmup_s + load.step_duration_s), 1),
             "finished": self.finished,
             "interrupted": self.interrupted,
@@ -517,9 +518,9 @@ class Experiment:
         lost, joined = self.workers.check(missing_only)
         for change in lost:
             tally = self.recorder.tally.get(change.index)
-            row = self.run.steps[-1] if self.run.steps and math.isnan(self.run.steps[-1]["t_end"]) else None
+            row = self.run.steps[-1] if self.run.steps and math.isnan(self.run.steps[-1].t_end) else None
             if row is not None:
-                row.setdefault("workers_lost", []).append(change.index)
+                row.workers_lost = [*(row.workers_lost or []), change.index]
             stop = self.plan.load.on_worker_loss == "stop"
             self.recorder.lost.add(change.index)
             log.error(
@@ -577,8 +578,8 @@ class Experiment:
         self.session.stop_all()
         self.session.telemetry.flush()  # stopping took a last sample (and a backfill): the analysis must see it
         for row in self.run.steps:
-            if math.isnan(row["t_end"]):
-                row["t_end"] = now()
+            if math.isnan(row.t_end):
+                row.t_end = now()
         missing = self.recorder.missing()
         if missing:
             self.run.note("records_missing", missing=missing)

@@ -31,6 +31,7 @@ from ..client.probes import Target, recover, run_suite
 from ..probespec import MAX_BURST, ProbeResult
 from ..records import now
 from ..rundir import layout, write_json
+from ..rundir.steps import InjectedFault, StepRow
 from ..servers import PortInUseError, ServerError
 from ..workload import WorkloadError, counter_for
 from .session import ActiveServer
@@ -65,23 +66,23 @@ class Faults:
             self.pending = []
 
     # -- faults under load ----------------------------------------------------------------------------------------
-    def tick(self, row: dict) -> float:
+    def tick(self, row: StepRow) -> float:
         """Inject the next fault once the step at ``fault_level`` reaches the middle of its steady window; returns
         the seconds a restart kept the server down (0 otherwise), by which the window is extended so that it keeps
         the half it was to have after the fault (a pause's length is planned into the window)."""
         if (
             not self.pending
-            or row.get("faults")
-            or row.get("context")
-            or row.get("servers")
-            or row["level"] != self.level
-            or not math.isfinite(row["t_steady"])
+            or row.faults
+            or row.context
+            or row.servers
+            or row.level != self.level
+            or not math.isfinite(row.t_steady)
         ):
             return 0.0
         kind = self.pending[0]
         duration = self.experiment.plan.load.step_duration_s
         offset = (duration - self.spec.pause_s) / 2 if kind == "pause" else duration / 2
-        if now() < row["t_steady"] + max(offset, 0.0):
+        if now() < row.t_steady + max(offset, 0.0):
             return 0.0
         server = self.experiment.session.server
         if server is None or server.process is None or server.process.proc is None:
@@ -89,16 +90,14 @@ class Faults:
             self.experiment.run.note(
                 "faults_not_injected",
                 faults=self.pending,
-                variant=row["variant"],
+                variant=row.variant,
                 reason="the server was not launched by locust-llm",
             )
             self.pending = []
             return 0.0
         self.pending.pop(0)
-        row["faults"] = []
-        self.experiment.warn(
-            "fault", f"{kind} of the {server.variant} server in step {row['step']} (level {row['level']:g})"
-        )
+        row.faults = []
+        self.experiment.warn("fault", f"{kind} of the {server.variant} server in step {row.step} (level {row.level:g})")
         if kind == "pause":
             self.pause(row, server)
             return 0.0
@@ -106,7 +105,7 @@ class Faults:
         self.restart(row, server)
         return now() - t_start
 
-    def pause(self, row: dict, server: ActiveServer) -> None:
+    def pause(self, row: StepRow, server: ActiveServer) -> None:
         pid, pause_s = server.process.proc.pid, self.spec.pause_s
         log.warning("pausing the %s server (SIGSTOP to process group %d) for %g s", server.variant, pid, pause_s)
         t_start = now()
@@ -120,12 +119,12 @@ class Faults:
         except ProcessLookupError:
             log.error("the %s server was gone before its pause ended", server.variant)
         t_end = now()
-        row["faults"].append({"kind": "pause", "t_start": t_start, "t_end": t_end, "pause_s": pause_s})
+        row.faults.append(InjectedFault(kind="pause", t_start=t_start, t_end=t_end, pause_s=pause_s))
         self.experiment.run.note(
             "server_paused",
             variant=server.variant,
-            step=row["step"],
-            level=row["level"],
+            step=row.step,
+            level=row.level,
             t_start=t_start,
             t_end=t_end,
             pause_s=pause_s,
@@ -137,10 +136,10 @@ class Faults:
                 variant=server.variant,
                 probe="pause",
                 kind="fault",
-                step=row["step"],
-                level=row["level"],
+                step=row.step,
+                level=row.level,
                 sent=f"SIGSTOP to the server's process group, SIGCONT {pause_s:g} s later, in the middle of step "
-                f"{row['step']}'s steady window (level {row['level']:g})",
+                f"{row.step}'s steady window (level {row.level:g})",
                 expected="requests in flight wait out the pause and complete; the server answers at once after SIGCONT",
                 answer=f"paused {t_end - t_start:.2f} s",
                 latency_ms=(t_end - t_start) * 1e3,
@@ -153,7 +152,7 @@ class Faults:
             )
         )
 
-    def restart(self, row: dict, server: ActiveServer) -> None:
+    def restart(self, row: StepRow, server: ActiveServer) -> None:
         session, variant = self.experiment.session, server.variant
         port = urlsplit(server.base_url).port
         log.warning("restarting the %s server (%s)", variant, server.base_url)
@@ -168,20 +167,20 @@ class Faults:
         except ServerError as exc:
             t_end = now()
             log.error("the %s server did not come back after its restart: %s", variant, exc)
-            row["faults"].append({"kind": "restart", "t_start": t_start, "t_end": t_end})
-            self.experiment.run.note("server_restart_failed", variant=variant, step=row["step"], error=str(exc))
+            row.faults.append(InjectedFault(kind="restart", t_start=t_start, t_end=t_end))
+            self.experiment.run.note("server_restart_failed", variant=variant, step=row.step, error=str(exc))
             self.failed.add(variant)  # the event above is its failure: no probe_server_failed on top
             self.experiment.interrupted = True  # nothing left to measure this variant on: end the run (exit 6)
             self.add(self.restart_result(row, variant, t_start, t_end, "no server", False, None, str(exc)))
             return
         t_ready = now()
         self.rebroadcast()
-        row["faults"].append({"kind": "restart", "t_start": t_start, "t_end": t_ready})
+        row.faults.append(InjectedFault(kind="restart", t_start=t_start, t_end=t_ready))
         self.experiment.run.note(
             "server_restarted",
             variant=variant,
-            step=row["step"],
-            level=row["level"],
+            step=row.step,
+            level=row.level,
             t_start=t_start,
             t_end=t_ready,
             down_s=t_ready - t_start,
@@ -207,7 +206,7 @@ class Faults:
 
     @staticmethod
     def restart_result(
-        row: dict,
+        row: StepRow,
         variant: str,
         t_start: float,
         t_end: float,
@@ -220,10 +219,10 @@ class Faults:
             variant=variant,
             probe="restart",
             kind="fault",
-            step=row["step"],
-            level=row["level"],
-            sent=f"stop the server (SIGTERM) and start it again, in the middle of step {row['step']}'s steady window "
-            f"(level {row['level']:g})",
+            step=row.step,
+            level=row.level,
+            sent=f"stop the server (SIGTERM) and start it again, in the middle of step {row.step}'s steady window "
+            f"(level {row.level:g})",
             expected="streams in flight may fail and connections are refused while it is down; it is healthy again "
             "within its start-up time and answers",
             answer=answer,

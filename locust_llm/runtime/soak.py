@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from ..records import Phase, now
 from ..rundir import layout
+from ..rundir.steps import StepRow
 from .recorder import CLIENT_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -52,9 +53,9 @@ def soak_program(exp) -> Iterator[tuple]:
         if exp.interrupted or not exp.session.alive():
             break
         row = yield from window(exp, index, tick, first)
-        first = row["t_steady"] if first is None else first
+        first = row.t_steady if first is None else first
         checkpoint(exp)
-        if math.isfinite(row["t_steady"]):
+        if math.isfinite(row.t_steady):
             log.info(
                 "soak window %d/%d done; about %ds left",
                 index + 1,
@@ -70,39 +71,37 @@ def window(exp, index: int, tick: tuple, first: float | None) -> Iterator[tuple]
     """One window; the first has the warm-up before it. Returns its steps.json row."""
     soak, load = exp.plan.soak, exp.plan.load
     # Later windows begin where the one before ended: no token falls between two windows.
-    begin = now() if first is None else exp.run.steps[-1]["t_end"]
-    row = {
-        "variant": soak.variant,
-        "step": index,
-        "window": index,
-        "level": soak.level,
-        "mode": load.mode,
-        "users": tick[0],
-        "context": None,
-        "t_start": begin,
-        "t_steady": math.nan,
-        "t_end": math.nan,
-    }
+    begin = now() if first is None else exp.run.steps[-1].t_end
+    row = StepRow(
+        variant=soak.variant,
+        step=index,
+        window=index,
+        level=soak.level,
+        mode=load.mode,
+        users=tick[0],
+        context=None,
+        t_start=begin,
+        t_steady=math.nan,
+        t_end=math.nan,
+    )
     exp.run.steps.append(row)
     exp.run.write_steps()
     if first is None:
         exp.session.prime([exp.session.server.base_url])  # shared prefixes into the cache before the first window
     if first is None and load.warmup_s > 0:
-        exp.broadcast(soak.variant, index, soak.level, Phase.WARMUP, t_start=row["t_start"])
-        yield from exp.hold(row["t_start"] + load.warmup_s, tick)
+        exp.broadcast(soak.variant, index, soak.level, Phase.WARMUP, t_start=row.t_start)
+        yield from exp.hold(row.t_start + load.warmup_s, tick)
         if exp.interrupted:
-            row["t_end"] = now()  # no steady window: shown as not measured
+            row.t_end = now()  # no steady window: shown as not measured
             return row
-    row["t_steady"] = now() if first is None else begin
+    row.t_steady = now() if first is None else begin
     exp.run.write_steps()
     # A new step: open-loop dispatchers start a new arrival clock at its start, closed-loop users label their next
     # requests with it; requests in flight keep their window's label, their tokens count where they arrive.
-    exp.broadcast(
-        soak.variant, index, soak.level, Phase.STEADY, t_start=row["t_start"] if first is None else row["t_steady"]
-    )
-    start = row["t_steady"] if first is None else first
+    exp.broadcast(soak.variant, index, soak.level, Phase.STEADY, t_start=row.t_start if first is None else row.t_steady)
+    start = row.t_steady if first is None else first
     yield from exp.hold(start + (index + 1) * soak.window_s, tick)
-    row["t_end"] = now()
+    row.t_end = now()
     return row
 
 
@@ -120,10 +119,10 @@ def soak_progress(exp) -> dict:
     """``Experiment.progress()`` for a soak: the window in progress and the time left in it and in the soak."""
     soak, load = exp.plan.soak, exp.plan.load
     rows = exp.run.steps
-    if rows and math.isfinite(rows[0]["t_steady"]):
-        first = rows[0]["t_steady"]
+    if rows and math.isfinite(rows[0].t_steady):
+        first = rows[0].t_steady
         run_left = max(first + soak.duration_s - now(), 0.0)
-        step_left = max(first + len(rows) * soak.window_s - now(), 0.0) if math.isnan(rows[-1]["t_end"]) else 0.0
+        step_left = max(first + len(rows) * soak.window_s - now(), 0.0) if math.isnan(rows[-1].t_end) else 0.0
     else:  # starting the server, or warming up
         step_left, run_left = load.warmup_s + soak.window_s, load.warmup_s + soak.duration_s
     return {

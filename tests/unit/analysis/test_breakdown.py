@@ -107,7 +107,7 @@ def recorded_step(prefix: str, engine: str) -> dict:
     frame = pd.DataFrame(
         rows_of(page(f"{prefix}-0.txt"), engine, T0) + rows_of(page(f"{prefix}-1.txt"), engine, T0 + 10)
     )
-    return {"status": "clean", "server": figures(frame, engine, {**WINDOW, "t_end": T0 + 10})}
+    return {"status": "clean", "server": figures(frame, engine, WINDOW.model_copy(update={"t_end": T0 + 10}))}
 
 
 def test_vllm_histograms_give_queue_prefill_decode_and_the_rest_is_outside():
@@ -144,7 +144,7 @@ def test_sglang_without_the_per_stage_histogram_estimates_prefill_from_ttft_minu
             if not r["metric"].startswith("stage_seconds")
         ]
     )
-    step = {"status": "clean", "server": figures(frame, "sglang", {**WINDOW, "t_end": T0 + 10})}
+    step = {"status": "clean", "server": figures(frame, "sglang", WINDOW.model_copy(update={"t_end": T0 + 10}))}
     assert "prefill_ms" not in step["server"]["server_latency"]
     phases = level_breakdown(client_samples([250.0]), [step])
     assert phases["prefill_ms"] == pytest.approx(50.0 - 15.0) and phases["decode_ms"] == pytest.approx(190.0)

@@ -12,6 +12,7 @@ import pytest
 from locust_llm.analysis.summary import build_summary
 from locust_llm.records import RequestRecord
 from locust_llm.rundir import RunData
+from locust_llm.rundir.steps import StepRow
 from tests.synthetic import TOKENS, TPOT_S, TTFT_S, WINDOW_S, synthetic_run
 
 
@@ -121,17 +122,7 @@ def test_multi_token_chunks_follow_the_definitions():
     frame = pd.DataFrame([record.to_dict()])
     run = RunData(
         requests=frame,
-        steps=[
-            {
-                "variant": "v",
-                "step": 0,
-                "level": 1,
-                "mode": "closed",
-                "t_start": t0 - 1,
-                "t_steady": t0,
-                "t_end": t0 + 1.0,
-            }
-        ],
+        steps=[StepRow(variant="v", step=0, level=1, mode="closed", t_start=t0 - 1, t_steady=t0, t_end=t0 + 1.0)],
     )
     step = build_summary(run).model_dump()["variants"]["v"]["steps"][0]
     assert step["ttft_ms"]["p50"] == pytest.approx(50.0)

@@ -91,7 +91,7 @@ class FakeSession:
         return None
 
     def prime(self, base_urls: list[str]) -> None:
-        self.primed.append((self.run.steps[-1]["step"] if self.run.steps else None, list(base_urls)))
+        self.primed.append((self.run.steps[-1].step if self.run.steps else None, list(base_urls)))
 
     def interrupt(self) -> None:
         pass

@@ -57,7 +57,7 @@ def run_program(tmp_path, session_factory=FakeSession, follow=None, watch=None, 
 def test_walks_every_variant_over_the_ladder_with_exact_windows(tmp_path, clock):
     experiment, ticks, phases, env = run_program(tmp_path, ladder="1,3", step_duration=2, warmup=1)
     rows = experiment.run.steps
-    assert [(r["variant"], r["level"], r["users"]) for r in rows] == [
+    assert [(r.variant, r.level, r.users) for r in rows] == [
         ("baseline", 1, 1),
         ("baseline", 3, 3),
         ("spec-k4", 1, 1),
@@ -65,9 +65,9 @@ def test_walks_every_variant_over_the_ladder_with_exact_windows(tmp_path, clock)
     ]
     for row in rows:
         # Each window is held until the clock passes its end: at most one clock step longer.
-        assert 1.0 <= row["t_steady"] - row["t_start"] <= 1.0 + 2 * clock.step
-        assert 2.0 <= row["t_end"] - row["t_steady"] <= 2.0 + 2 * clock.step
-        assert row["t_end"] <= next((r["t_start"] for r in rows if r["t_start"] > row["t_start"]), math.inf)
+        assert 1.0 <= row.t_steady - row.t_start <= 1.0 + 2 * clock.step
+        assert 2.0 <= row.t_end - row.t_steady <= 2.0 + 2 * clock.step
+        assert row.t_end <= next((r.t_start for r in rows if r.t_start > row.t_start), math.inf)
     users = {
         (v, s) for (v, s, p), t in zip(phases, ticks, strict=False) if p in (Phase.WARMUP, Phase.STEADY) for _ in [t]
     }
@@ -125,7 +125,7 @@ def test_repeats_walk_the_ladder_again(tmp_path, clock):
     experiment, *_ = run_program(
         tmp_path, ladder="1,2", step_duration=1, warmup=0, variant="baseline", scenario=str(scenario)
     )
-    assert [(r["step"], r["level"]) for r in experiment.run.steps] == [(0, 1), (1, 2), (2, 1), (3, 2)]
+    assert [(r.step, r.level) for r in experiment.run.steps] == [(0, 1), (1, 2), (2, 1), (3, 2)]
 
 
 def test_a_server_that_dies_ends_its_variant_and_is_recorded(tmp_path, clock):
@@ -134,7 +134,7 @@ def test_a_server_that_dies_ends_its_variant_and_is_recorded(tmp_path, clock):
 
     experiment, ticks, phases, env = run_program(tmp_path, dying, ladder="1,2,4", step_duration=3, warmup=1)
     rows = experiment.run.steps
-    assert [r["variant"] for r in rows] == ["baseline", "spec-k4"]  # one step each, then the server was gone
+    assert [r.variant for r in rows] == ["baseline", "spec-k4"]  # one step each, then the server was gone
     assert [e["kind"] for e in experiment.run.events] == ["server_exited"]
 
 
@@ -143,7 +143,7 @@ def test_a_server_that_does_not_start_is_skipped_and_recorded(tmp_path, clock):
         return FakeSession(plan, run, fail_start=("baseline",))
 
     experiment, *_ = run_program(tmp_path, failing, ladder="1", step_duration=1, warmup=0)
-    assert {r["variant"] for r in experiment.run.steps} == {"spec-k4"}
+    assert {r.variant for r in experiment.run.steps} == {"spec-k4"}
     (event,) = experiment.run.events
     assert event["kind"] == "server_start_failed" and "would not start" in event["error"]
 
@@ -171,7 +171,7 @@ def test_a_step_down_stops_the_surplus_users_before_its_window(tmp_path, clock):
     drain = sent.index((0, Phase.DRAIN))
     assert env.runner.users_at_message[drain] == 4  # the surplus was still running when the drain began
     assert env.runner.users_at_message[first_warmup] == 1  # step 1 starts with its one user, not four
-    assert experiment.run.steps[1]["t_start"] >= experiment.run.steps[0]["t_end"]
+    assert experiment.run.steps[1].t_start >= experiment.run.steps[0].t_end
 
 
 def repeats_scenario(tmp_path, extra: str = "", server_extra: str = "") -> str:
@@ -187,7 +187,7 @@ def test_interleaved_blocks_alternate_abba_per_level_with_paired_step_numbers(tm
     experiment, ticks, phases, env = run_program(
         tmp_path, ladder="1,4", step_duration=1, warmup=0, scenario=repeats_scenario(tmp_path)
     )
-    assert [(r["variant"], r["level"], r["step"]) for r in experiment.run.steps] == [
+    assert [(r.variant, r.level, r.step) for r in experiment.run.steps] == [
         ("baseline", 1, 0),
         ("spec-k4", 1, 0),
         ("spec-k4", 1, 2),
@@ -203,16 +203,16 @@ def test_interleaved_blocks_alternate_abba_per_level_with_paired_step_numbers(tm
     # between two blocks every user is stopped: no stream of one server overlaps the next block's window
     sent = [(d["variant"], d["step"], d["phase"]) for name, d in env.runner.messages]
     for before, after in zip(experiment.run.steps, experiment.run.steps[1:], strict=False):
-        first = sent.index((after["variant"], after["step"], Phase.WARMUP))
-        assert (before["variant"], before["step"], Phase.DRAIN) in sent[:first]
-        assert after["t_start"] >= before["t_end"]
+        first = sent.index((after.variant, after.step, Phase.WARMUP))
+        assert (before.variant, before.step, Phase.DRAIN) in sent[:first]
+        assert after.t_start >= before.t_end
 
 
 def test_sequential_order_keeps_one_variant_at_a_time_even_with_repeats(tmp_path, clock):
     experiment, *_ = run_program(
         tmp_path, ladder="1", step_duration=1, warmup=0, order="sequential", scenario=repeats_scenario(tmp_path)
     )
-    assert [(r["variant"], r["step"]) for r in experiment.run.steps] == [
+    assert [(r.variant, r.step) for r in experiment.run.steps] == [
         ("baseline", 0),
         ("baseline", 1),
         ("spec-k4", 0),
@@ -273,14 +273,14 @@ def test_a_short_step_is_extended_until_enough_requests_completed(tmp_path, cloc
             )
     experiment.recorder.close()
     first, second = experiment.run.steps
-    assert first["extended_s"] == 4 and second["extended_s"] == 0
-    assert first["t_end"] - first["t_steady"] >= 6
+    assert first.extended_s == 4 and second.extended_s == 0
+    assert first.t_end - first.t_steady >= 6
 
 
 def test_context_lengths_follow_the_ladder_as_blocks_of_their_own(tmp_path, clock):
     scenario = repeats_scenario(tmp_path, extra="  context_tokens: [256, 1024]\n  context_levels: [2]\n")
     experiment, ticks, phases, env = run_program(tmp_path, ladder="1", step_duration=1, warmup=0, scenario=scenario)
-    assert [(r["variant"], r["level"], r["step"], r["context"]) for r in experiment.run.steps] == [
+    assert [(r.variant, r.level, r.step, r.context) for r in experiment.run.steps] == [
         ("baseline", 1, 0, None),
         ("spec-k4", 1, 0, None),
         ("spec-k4", 1, 1, None),
@@ -316,7 +316,7 @@ def test_a_sweep_stops_climbing_where_every_setting_is_clearly_slower(tmp_path, 
 
     monkeypatch.setattr(LiveStats, "token_rates", lambda self, *window: token_rates(*window))
     experiment, *_ = run_program(tmp_path, ladder="1,4", step_duration=5, warmup=0, scenario=sweep_scenario(tmp_path))
-    assert {(r["variant"], r["level"]) for r in experiment.run.steps} == {
+    assert {(r.variant, r.level) for r in experiment.run.steps} == {
         ("baseline", 1),
         ("spec-k1", 1),
         ("spec-k2", 1),
@@ -337,7 +337,7 @@ def test_a_context_length_the_server_cannot_hold_is_left_out_and_said(tmp_path, 
     experiment, *_ = run_program(
         tmp_path, session_factory=SizedSession, ladder="1", step_duration=1, warmup=0, scenario=scenario
     )
-    assert {r["context"] for r in experiment.run.steps} == {None, 256}
+    assert {r.context for r in experiment.run.steps} == {None, 256}
     events = [e for e in experiment.run.events if e["kind"] == "context_too_long"]
     assert events and events[0]["context"] == 4000 and events[0]["server_context"] == 512
 

@@ -13,6 +13,7 @@ from locust_llm.client.http import session
 from locust_llm.pipeline import finish_run
 from locust_llm.records import now
 from locust_llm.rundir import RunDir, layout
+from locust_llm.rundir.steps import StepRow
 from locust_llm.runtime.faults import Faults
 from locust_llm.runtime.plan import load_plan
 from locust_llm.runtime.session import ActiveServer
@@ -90,16 +91,18 @@ class Experiment:
         pass
 
 
-def steady_row(level: float = 2.0) -> dict:
+def steady_row(level: float = 2.0) -> StepRow:
     # The middle of the window is long past: the next tick injects the fault.
-    return {
-        "variant": "baseline",
-        "step": 1,
-        "level": level,
-        "context": None,
-        "t_steady": now() - 60,
-        "t_end": math.nan,
-    }
+    return StepRow(
+        variant="baseline",
+        step=1,
+        level=level,
+        mode="closed",
+        context=None,
+        t_start=now() - 61,
+        t_steady=now() - 60,
+        t_end=math.nan,
+    )
 
 
 def completion_s(url: str) -> float:
@@ -131,7 +134,7 @@ def test_a_pause_holds_requests_until_sigcont_and_is_recorded(experiment):
     assert waited.get(timeout=30) >= PAUSE_S - 0.3 - 0.05
     paused = [e for e in experiment.run.events if e["kind"] == "server_paused"]
     assert len(paused) == 1 and paused[0]["t_end"] - paused[0]["t_start"] == pytest.approx(PAUSE_S, abs=0.2)
-    assert row["faults"] == [
+    assert row.model_dump(exclude_unset=True)["faults"] == [
         {"kind": "pause", "t_start": paused[0]["t_start"], "t_end": paused[0]["t_end"], "pause_s": PAUSE_S}
     ]
     result = faults.results[0]

@@ -90,7 +90,7 @@ def run(tmp_path: Path, disk: Disk) -> tuple[Experiment, int]:
                     "baseline",
                     state.level,
                     state.step,
-                    row["t_steady"] + 0.01 * i,
+                    row.t_steady + 0.01 * i,
                     0.01,
                     0.001,
                     20,

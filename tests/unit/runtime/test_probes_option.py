@@ -57,7 +57,7 @@ def test_faults_that_cannot_be_injected_are_run_events(tmp_path, clock):
     )
     events = [e for e in experiment.run.events if e["kind"] == "faults_not_injected"]
     assert len(events) == 1 and events[0]["reason"] == "the server was not launched by locust-llm"
-    assert events[0]["variant"] == "baseline" and not any(row.get("faults") for row in experiment.run.steps)
+    assert events[0]["variant"] == "baseline" and not any(row.faults for row in experiment.run.steps)
     experiment, *_ = run_program(
         tmp_path / "b",
         scenario=scenario_with(tmp_path, {"faults": ["pause"], "fault_level": 3}),

@@ -88,9 +88,9 @@ def clock(monkeypatch):
 
 def scale_rows(experiment) -> list[tuple]:
     return [
-        (r["variant"], r["step"], r["servers"], r["level"], r["server_level"], r["pair"], r["users"])
+        (r.variant, r.step, r.servers, r.level, r.server_level, r.pair, r.users)
         for r in experiment.run.steps
-        if r.get("servers")
+        if r.servers
     ]
 
 
@@ -112,7 +112,7 @@ def test_after_each_ladder_one_server_against_two_in_abba_pairs(tmp_path, clock)
         for v in ("baseline", "spec-k4")
         for i, (n, pair) in enumerate([(1, 0), (2, 0), (2, 1), (1, 1)])
     ]
-    assert [r["variant"] for r in experiment.run.steps] == ["baseline"] * 6 + ["spec-k4"] * 6  # before the next
+    assert [r.variant for r in experiment.run.steps] == ["baseline"] * 6 + ["spec-k4"] * 6  # before the next
     one = "http://127.0.0.1:1/baseline"
     by_step = {(v, s): (urls, replicas) for v, s, urls, replicas in sent}
     assert by_step[("baseline", 0)] == ((), [])  # the ladder's steps go to the one server, no replica up
@@ -134,8 +134,8 @@ def test_interleaved_variants_scale_out_after_the_last_block(tmp_path, clock):
     experiment, *_ = run_program(
         tmp_path, ladder="1,3", step_duration=2, warmup=1, scale_out=2, repeats=2, order="interleaved"
     )
-    variants = [r["variant"] for r in experiment.run.steps]
-    assert [r.get("servers") for r in experiment.run.steps[:8]] == [None] * 8  # every interleaved block first
+    variants = [r.variant for r in experiment.run.steps]
+    assert [r.servers for r in experiment.run.steps[:8]] == [None] * 8  # every interleaved block first
     assert variants[8:] == ["baseline"] * 4 + ["spec-k4"] * 4
     assert [r[2] for r in scale_rows(experiment)] == [1, 2, 2, 1] * 2
 
@@ -168,13 +168,13 @@ def test_a_password_in_a_replica_url_reaches_no_file(tmp_path, clock):
 
 def test_sigterm_during_a_scale_out_step_stops_the_further_servers_and_keeps_the_step(tmp_path, clock):
     def watch(experiment):
-        row = experiment.run.steps[-1] if experiment.run.steps else {}
-        if row.get("servers") == 2 and experiment.state.phase == Phase.STEADY:
+        row = experiment.run.steps[-1] if experiment.run.steps else None
+        if row is not None and row.servers == 2 and experiment.state.phase == Phase.STEADY:
             experiment.interrupt("SIGTERM")
 
     experiment, *_ = run_program(tmp_path, ladder="1", step_duration=2, warmup=1, scale_out=2, watch=watch)
     rows = scale_rows(experiment)
     assert [r[2] for r in rows] == [1, 2]  # the one-server step, and the two-server step it stopped in
-    assert all(r["t_end"] >= r["t_steady"] for r in experiment.run.steps)
+    assert all(r.t_end >= r.t_steady for r in experiment.run.steps)
     assert experiment.session.replicas == [] and [v for v, _ in experiment.session.replicas_started] == ["baseline"]
     assert [e["kind"] for e in experiment.run.events] == ["interrupted"]

@@ -103,18 +103,18 @@ def test_the_soak_holds_its_level_in_consecutive_windows_and_writes_them_as_it_g
     monkeypatch.setattr(soak_module, "checkpoint", checkpoint)
     experiment, ticks, phases, env = run_program(tmp_path, scenario=scenario, soak="6s", warmup=1, ladder="1,3")
     rows = experiment.run.steps
-    assert [(r["window"], r["step"], r["level"], r["users"]) for r in rows] == [
+    assert [(r.window, r.step, r.level, r.users) for r in rows] == [
         (0, 0, 3, 3),
         (1, 1, 3, 3),
         (2, 2, 3, 3),
     ]
-    first = rows[0]["t_steady"]
-    assert 1.0 <= first - rows[0]["t_start"] <= 1.0 + 2 * clock.step  # the warm-up, before the first window only
+    first = rows[0].t_steady
+    assert 1.0 <= first - rows[0].t_start <= 1.0 + 2 * clock.step  # the warm-up, before the first window only
     for i, row in enumerate(rows):
         # the windows' ends lie on a grid from the first window's start: no drift over a long soak
-        assert 2.0 * (i + 1) <= row["t_end"] - first <= 2.0 * (i + 1) + 2 * clock.step
+        assert 2.0 * (i + 1) <= row.t_end - first <= 2.0 * (i + 1) + 2 * clock.step
         if i:
-            assert row["t_start"] == row["t_steady"] == rows[i - 1]["t_end"]  # no gap between windows
+            assert row.t_start == row.t_steady == rows[i - 1].t_end  # no gap between windows
     assert experiment.session.started == ["baseline"]
     measured = {(s, p) for v, s, p in phases if p in (Phase.WARMUP, Phase.STEADY)}
     assert measured == {(0, Phase.WARMUP), (0, Phase.STEADY), (1, Phase.STEADY), (2, Phase.STEADY)}

@@ -13,6 +13,7 @@ from tests.helpers import REPO
 
 from locust_llm.analysis.server_metrics import VariantTelemetry, server_figures
 from locust_llm.rundir import load_run
+from locust_llm.rundir.steps import StepRow
 from locust_llm.telemetry.maps import CANONICAL, ENGINES, map_for, normalise_nvml
 from locust_llm.telemetry.parse import MetricsParseError, parse_text
 
@@ -50,10 +51,10 @@ def meta(variant: str = "v", engine: str = "vllm", gaps=(), interval_s: float = 
     }
 
 
-WINDOW = {"variant": "v", "step": 0, "level": 4, "t_steady": T0, "t_end": T0 + 10}
+WINDOW = StepRow(variant="v", step=0, level=4, mode="closed", t_start=T0 - 5, t_steady=T0, t_end=T0 + 10)
 
 
-def figures(frame: pd.DataFrame, engine: str, window: dict = WINDOW, gaps=()) -> dict:
+def figures(frame: pd.DataFrame, engine: str, window: StepRow = WINDOW, gaps=()) -> dict:
     return server_figures(frame, meta(engine=engine, gaps=gaps), [window])["variants"]["v"]["steps"][0]
 
 
@@ -160,7 +161,8 @@ def test_vllm_pages_give_the_step_figures():
 
 
 def test_half_window_uses_the_samples_nearest_the_edges():
-    window = {**WINDOW, "t_steady": T0 + 4.0, "t_end": T0 + 10.0}  # nearest to the start: page 1 (T0 + 5)
+    # nearest to the start: page 1 (T0 + 5)
+    window = WINDOW.model_copy(update={"t_steady": T0 + 4.0, "t_end": T0 + 10.0})
     acc = figures(recorded("vllm", "vllm"), "vllm", window)["acceptance"]
     assert acc["drafts"] == 500 and acc["accepted_tokens"] == 850
     assert acc["t_from"] == T0 + 5 and acc["t_to"] == T0 + 10
@@ -180,7 +182,7 @@ def test_counter_reset_is_not_a_negative_delta():
                     "value": float(value * scale),
                 }
             )
-    acc = figures(pd.DataFrame(rows), "llamacpp", {**WINDOW, "t_end": T0 + 3})["acceptance"]
+    acc = figures(pd.DataFrame(rows), "llamacpp", WINDOW.model_copy(update={"t_end": T0 + 3}))["acceptance"]
     assert acc["drafts"] == 50 + 20 + 40
     assert acc["rate"] == pytest.approx(0.75)
 
@@ -343,7 +345,7 @@ def test_a_gap_at_the_window_end_marks_the_figures_missing():
         "recovered": False,
         "error": "http://x/metrics unreachable: ConnectionError",
     }
-    step = figures(frame, "vllm", {**WINDOW, "t_end": T0 + 25}, gaps=[gap])
+    step = figures(frame, "vllm", WINDOW.model_copy(update={"t_end": T0 + 25}), gaps=[gap])
     assert step["acceptance"]["rate"] is None
     reasons = {m["figure"]: m["reason"] for m in step["missing"]}
     assert "window end" in reasons["acceptance.rate"] and "telemetry gap" in reasons["acceptance.rate"]
@@ -357,8 +359,9 @@ def test_server_figures_from_a_run_directory(tmp_path):
     frame = pd.concat([recorded("vllm", "vllm"), recorded("dcgm", "dcgm", source="dcgm")], ignore_index=True)
     frame.to_parquet(tmp_path / "telemetry.parquet")
     (tmp_path / "telemetry.json").write_text(json.dumps(meta(engine="vllm")))
-    steps = [WINDOW, {**WINDOW, "step": 1, "level": 8, "t_steady": math.nan, "t_end": math.nan}]
-    (tmp_path / "steps.json").write_text(json.dumps({"steps": steps, "events": []}))
+    steps = [WINDOW, WINDOW.model_copy(update={"step": 1, "level": 8, "t_steady": math.nan, "t_end": math.nan})]
+    rows = [step.model_dump(exclude_unset=True) for step in steps]
+    (tmp_path / "steps.json").write_text(json.dumps({"steps": rows, "events": []}))
     run = load_run(tmp_path)
     summary = server_figures(run.telemetry, run.telemetry_meta, run.steps)
     variant = summary["variants"]["v"]
@@ -396,10 +399,10 @@ def test_a_counter_series_that_appears_inside_the_window_starts_from_zero():
         )
     )
     frame = pd.DataFrame(rows_of(fresh, "llamacpp", T0) + rows_of(later, "llamacpp", T0 + 20))
-    acc = figures(frame, "llamacpp", {**WINDOW, "t_end": T0 + 20})["acceptance"]
+    acc = figures(frame, "llamacpp", WINDOW.model_copy(update={"t_end": T0 + 20}))["acceptance"]
     assert acc["per_position"] == pytest.approx([0.9, 0.7, 0.5, 0.4])
     # ... but not when the source itself was silent at the window start: then it is missing.
-    acc = figures(frame[frame["t"] > T0], "llamacpp", {**WINDOW, "t_end": T0 + 20})["acceptance"]
+    acc = figures(frame[frame["t"] > T0], "llamacpp", WINDOW.model_copy(update={"t_end": T0 + 20}))["acceptance"]
     assert acc["rate"] is None and acc["per_position"] is None
 
 

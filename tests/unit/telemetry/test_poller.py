@@ -19,6 +19,7 @@ from gevent.pywsgi import WSGIServer
 from locust_llm.analysis.server_metrics import server_figures
 from locust_llm.records import now
 from locust_llm.rundir import load_run
+from locust_llm.rundir.steps import StepRow
 from locust_llm.scenario import load_scenario
 from locust_llm.servers import launch_variant
 from locust_llm.telemetry.maps import map_for
@@ -102,8 +103,10 @@ def test_endpoint_that_breaks_and_dies_leaves_gaps_and_missing_figures(tmp_path,
     assert meta["attachments"][0]["sources"][0]["failures"] >= 5
 
     windows = [
-        {"variant": "v", "step": 0, "level": 1, "t_steady": t_start - 0.3, "t_end": t_alive},
-        {"variant": "v", "step": 1, "level": 2, "t_steady": t_start - 0.3, "t_end": t_end},
+        StepRow(
+            variant="v", step=0, level=1, mode="closed", t_start=t_start - 1, t_steady=t_start - 0.3, t_end=t_alive
+        ),
+        StepRow(variant="v", step=1, level=2, mode="closed", t_start=t_start - 1, t_steady=t_start - 0.3, t_end=t_end),
     ]
     steps = server_figures(frame, meta, windows)["variants"]["v"]["steps"]
     alive, died = steps
@@ -158,7 +161,7 @@ def send_batch(base_url: str, n: int = 20, concurrency: int = 4) -> list[dict]:
     return list(gevent.pool.Pool(concurrency).imap(one, range(n)))
 
 
-def measure(poller: TelemetryPoller, base_url: str, idle_s: float) -> tuple[dict, list[dict], dict, dict]:
+def measure(poller: TelemetryPoller, base_url: str, idle_s: float) -> tuple[StepRow, list[dict], dict, dict]:
     """Idle, a bounded batch, idle: the window's edges fall in quiet time, so it covers the whole batch."""
     gevent.sleep(idle_s)
     before = spec_counters(base_url)
@@ -171,11 +174,13 @@ def measure(poller: TelemetryPoller, base_url: str, idle_s: float) -> tuple[dict
     gevent.sleep(idle_s)
     poller.detach()
     poller.close()
-    window = {"variant": "spec-k4", "step": 0, "level": 4, "t_steady": t_steady, "t_end": t_end}
+    window = StepRow(
+        variant="spec-k4", step=0, level=4, mode="closed", t_start=t_steady, t_steady=t_steady, t_end=t_end
+    )
     return window, timings, before, after
 
 
-def check_figures(run_dir: Path, window: dict, timings: list[dict], before: dict, after: dict) -> dict:
+def check_figures(run_dir: Path, window: StepRow, timings: list[dict], before: dict, after: dict) -> dict:
     run = load_run(run_dir)
     frame, meta = run.telemetry, run.telemetry_meta
     step = server_figures(frame, meta, [window])["variants"]["spec-k4"]["steps"][0]
