@@ -192,13 +192,15 @@ def context_charts(view: RunView) -> dict:
             "95% CI. A small draft model proposes worse as the context grows.",
             "svg": charts.line_chart(
                 speed,
-                title="Speed-up vs prompt length",
-                x_label=x_label,
-                y_label="speed-up (aggregate tok/s)",
-                log2_x=True,
-                hlines=[HLine(1.0, "1x = no gain")],
-                y_from_zero=False,
-                empty_note="no level measured cleanly on both sides",
+                charts.Chart(
+                    title="Speed-up vs prompt length",
+                    x_label=x_label,
+                    y_label="speed-up (aggregate tok/s)",
+                    log2_x=True,
+                    hlines=[HLine(1.0, "1x = no gain")],
+                    y_from_zero=False,
+                    empty_note="no level measured cleanly on both sides",
+                ),
             ),
         },
         "context_acceptance": {
@@ -207,12 +209,14 @@ def context_charts(view: RunView) -> dict:
             "clean steps; dashed, the per-request timings with a 95% interval over requests.",
             "svg": charts.line_chart(
                 accept,
-                title="Acceptance vs prompt length",
-                x_label=x_label,
-                y_label="accepted / drafted",
-                log2_x=True,
-                y_max=1.0,
-                empty_note="no acceptance from the server or the responses",
+                charts.Chart(
+                    title="Acceptance vs prompt length",
+                    x_label=x_label,
+                    y_label="accepted / drafted",
+                    log2_x=True,
+                    y_max=1.0,
+                    empty_note="no acceptance from the server or the responses",
+                ),
             ),
         },
     }

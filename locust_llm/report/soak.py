@@ -96,10 +96,12 @@ def charts_of(soak: SoakSummary) -> list[dict]:
         # errors: at least 0-1% tall, so a soak without errors shows a flat line at zero
         svg = charts.line_chart(
             series,
-            title=title,
-            x_label="minutes since the first window began",
-            y_label=unit,
-            y_max=0.01 if key == "errors" else None,
+            charts.Chart(
+                title=title,
+                x_label="minutes since the first window began",
+                y_label=unit,
+                y_max=0.01 if key == "errors" else None,
+            ),
         )
         out.append(
             {

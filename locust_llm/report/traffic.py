@@ -38,11 +38,13 @@ def conversations_section(view: RunView) -> dict | None:
         "carries the t - 1 turns before it, with the answers the server gave.",
         "svg": charts.line_chart(
             series,
-            title="TTFT by turn",
-            x_label="turn",
-            y_label=f"{ttft} (ms)",
-            x_ticks=list(range(1, doc.turns + 1)),
-            empty_note="no level measured cleanly",
+            charts.Chart(
+                title="TTFT by turn",
+                x_label="turn",
+                y_label=f"{ttft} (ms)",
+                x_ticks=list(range(1, doc.turns + 1)),
+                empty_note="no level measured cleanly",
+            ),
         ),
     }
     speedups = {(c.variant, c.level, c.turn): c for c in doc.comparisons}
