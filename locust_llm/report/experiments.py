@@ -22,7 +22,7 @@ def _speed(ratio, state: str | None = None) -> dict:
     return {
         "value": times(ratio.value),
         "ci": ci_text(ratio.ci95, times),
-        "state": state or speedup_state(ratio.model_dump()),
+        "state": state or speedup_state(ratio),
     }
 
 

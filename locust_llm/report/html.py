@@ -18,6 +18,7 @@ import jinja2
 from . import experiments, sections, tables, traffic
 from .cache import cache_section
 from .figures import ladder_charts, timeline_charts
+from .headline import headline
 from .probes import probes_section
 from .quality import quality
 from .scaleout import scale_out_section
@@ -70,7 +71,7 @@ def build_context(view: RunView) -> dict:
             "level_name": "level",
             "mode": view.mode,
         },
-        "headline": guard("verdict", lambda: sections.headline(view)),
+        "headline": guard("verdict", lambda: headline(view)),
         "gates": guard("gates", lambda: sections.gates(view)),
         "soak": guard("soak", lambda: soak_section(view)),
         "probes": guard("probes", lambda: probes_section(view)),
@@ -109,7 +110,7 @@ def render_html(view: RunView) -> str:
 
 def render_verdict(view: RunView) -> str:
     """The report's verdict cards and warnings alone (the web UI shows them where the run was started)."""
-    return environment().get_template("verdict.html.j2").render(headline=sections.headline(view))
+    return environment().get_template("verdict.html.j2").render(headline=headline(view))
 
 
 def verdict_css() -> str:

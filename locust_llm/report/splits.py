@@ -22,7 +22,7 @@ def _ratio(ratio) -> dict:
     return {
         "value": times(ratio.value),
         "ci": ci_text(ratio.ci95, times),
-        "state": speedup_state({"value": ratio.value, "ci95": ratio.ci95}),
+        "state": speedup_state(ratio),
     }
 
 

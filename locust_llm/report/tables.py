@@ -167,7 +167,7 @@ def speedups(view: RunView) -> list[dict]:
                     {
                         "value": times(fig.value),
                         "ci": ci_text(fig.ci95, times),
-                        "state": speedup_state(fig.model_dump()),
+                        "state": speedup_state(fig),
                         "headline": key == f"{comp.metric}_speedup",
                         "flag": flag if key in LATENCY_SPEEDUPS else None,  # a cache hit shortens latency
                     }

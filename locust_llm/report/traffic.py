@@ -15,7 +15,7 @@ __all__ = ["conversations_section", "trace_section", "traffic_lines"]
 
 
 def _speed(ratio) -> dict:
-    return {"value": times(ratio.value), "ci": ci_text(ratio.ci95, times), "state": speedup_state(ratio.model_dump())}
+    return {"value": times(ratio.value), "ci": ci_text(ratio.ci95, times), "state": speedup_state(ratio)}
 
 
 def conversations_section(view: RunView) -> dict | None:
