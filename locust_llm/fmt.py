@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import TypeGuard
 
 __all__ = [
     "NOT_MEASURED",
@@ -31,8 +32,8 @@ NOT_MEASURED = "n/m"
 DASH = "\u2013"
 
 
-def ok(v) -> bool:
-    """A finite number (booleans are not numbers here)."""
+def ok(v: object) -> TypeGuard[float]:
+    """A finite number (booleans are not numbers here); to a type checker, a float where true."""
     return v is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 

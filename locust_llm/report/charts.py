@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard, TypeVar
 
 from markupsafe import Markup, escape
 
@@ -59,6 +60,7 @@ def variant_colors(names: list[str], baseline: str | None) -> dict[str, str]:
 
 
 DASHES = ("", "6 3", "2 3", "8 3 2 3")
+_P = TypeVar("_P", tuple[float, float], tuple[float, float, float])  # a point, or a point with its CI
 FONT = 11
 CHAR_W = 6.4  # rough width of one character at FONT px, for layout only
 
@@ -68,7 +70,7 @@ class Series:
     """One line. ``lo``/``hi`` (same length as ``x``) draw a CI as error bars, or as a band if ``band``."""
 
     name: str
-    x: Sequence[float]
+    x: Sequence[float | None]
     y: Sequence[float | None]
     lo: Sequence[float | None] | None = None
     hi: Sequence[float | None] | None = None
@@ -156,7 +158,7 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw * 0.999)
     start = math.floor(lo / step + 1e-9) * step
-    ticks = []
+    ticks: list[float] = []
     v = start
     while v < hi - 1e-9 * step or not ticks:
         ticks.append(round(v, 12))
@@ -209,8 +211,10 @@ def _y_axis(values: list[float], bounds: list[float], from_zero: bool, y_max: fl
     return _Axis(ticks[0], ticks[-1], False, ticks)
 
 
-def _segments(points: list[tuple[float, float] | None]) -> list[list[tuple[float, float]]]:
-    out, cur = [], []
+def _segments(points: Sequence[_P | None]) -> list[list[_P]]:
+    """The runs of consecutive points between missing ones."""
+    out: list[list[_P]] = []
+    cur: list[_P] = []
     for p in points:
         if p is None:
             if cur:
@@ -270,7 +274,7 @@ class _Plot:
     def py(self, y: float) -> float:
         return self.top + (1 - self.y_axis.frac(y)) * self.ph
 
-    def in_x(self, x) -> bool:
+    def in_x(self, x: object) -> TypeGuard[float]:
         return ok(x) and (not self.x_axis.log2 or x > 0)
 
 

@@ -6,6 +6,7 @@ million tokens.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, num, pct, pct_ci, times
@@ -70,7 +71,7 @@ def sweeps(view: RunView) -> list[dict]:
                 "acceptance": acceptance,
                 "text": sweep.text,
                 "vllm": json.dumps({k: v for k, v in sweep.vllm.items() if k != "note"}) if sweep.vllm else None,
-                "vllm_note": (sweep.vllm or {}).get("note"),
+                "vllm_note": sweep.vllm.get("note") if sweep.vllm else None,
                 "stopped": [st.text for st in sweep.stopped],
             }
         )
@@ -117,7 +118,7 @@ def contexts(view: RunView) -> list[dict]:
     out = []
     for ctx in view.summary.contexts:
         speed = {(c.variant, s.level): s for c in ctx.comparisons for s in c.steps}
-        rows = []
+        rows: list[dict[str, Any]] = []
         for name, levels in ctx.variants.items():
             for f in levels:
                 step = speed.get((name, f.level))

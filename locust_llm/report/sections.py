@@ -123,8 +123,7 @@ def priority_text(server_nice, client_nice) -> str | None:
 
 def conditions(view: RunView) -> dict:
     load, env = view.load, view.env
-    host, srv = env.get("host") or {}, view.scenario.get("server") or {}
-    workload = env.get("workload") or {}
+    host, srv, workload = view.host, view.server_spec, view.workload
     ladder = load.get("ladder")
     run_rows = [
         ("run id", view.run_id),
@@ -197,7 +196,7 @@ def conditions(view: RunView) -> dict:
     client_rows = [
         ("client host", client.get("hostname") or host.get("hostname")),
         ("Python", host.get("python") or client.get("python")),
-        ("load processes", (env.get("options") or {}).get("processes") or 1),
+        ("load processes", view.options.get("processes") or 1),
         ("load processes' priority", f"nice {client['nice']}" if client.get("nice") is not None else None),
         ("worker clocks (aligned to the master's)", clocks_text(env.get("clocks"))),
     ] + [(name, version) for name, version in (client.get("packages") or {}).items()]
@@ -402,7 +401,8 @@ def run_events(view: RunView) -> dict:
                 "log_tail": clip(e.get("log_tail"), LOG_TAIL_MAX) if e.get("log_tail") else None,
             }
         )
-    gaps, missing = [], {}
+    gaps = []
+    missing: dict[tuple[str | None, str | None], dict[str, list[str]]] = {}
     for name in view.names:
         entry = view.variants.get(name)
         if entry is None:
@@ -423,7 +423,7 @@ def run_events(view: RunView) -> dict:
         for s in view.steps_of(name):
             for m in s.server.missing if s.server else []:
                 missing.setdefault((m.figure, m.reason), {}).setdefault(name, []).append(lvl(s.level))
-    grouped: dict = {}
+    grouped: dict[tuple[str | None, str], list[str]] = {}
     for (figure, reason), where in missing.items():
         scope = "; ".join(f"{n} @ {', '.join(levels)}" for n, levels in where.items())
         grouped.setdefault((reason, scope), []).append(str(figure))

@@ -63,7 +63,7 @@ def _minutes(soak: SoakSummary) -> list[float | None]:
 
 def _fit_line(trend: SoakTrend, color: str) -> Series | None:
     """The fitted line from the first to the last fitted window (dashed)."""
-    if trend.slope_per_hour is None or trend.reference is None:
+    if trend.slope_per_hour is None or trend.reference is None or trend.from_h is None or trend.to_h is None:
         return None
     end = trend.reference + trend.slope_per_hour * (trend.to_h - trend.from_h)
     return Series(
