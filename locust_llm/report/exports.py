@@ -16,16 +16,14 @@ compact table per variant. Strings from the scenario or server are escaped for M
 from __future__ import annotations
 
 import csv
-import functools
 import io
 from dataclasses import dataclass
 
-import jinja2
-
 from ..analysis.documents import StepComparison, Summary
 from ..analysis.speedup_documents import Ratio
-from ..fmt import ci_text, lvl, md, ok, pct, text, times
+from ..fmt import ci_text, lvl, ok, pct, text, times
 from .headline import headline
+from .html import environment
 from .probes import probe_lines
 from .scaleout import scale_out_lines
 from .soak import soak_lines
@@ -192,21 +190,6 @@ class MarkdownTable:
     rows: tuple[MarkdownRow, ...]
 
 
-@functools.cache
-def _markdown_environment() -> jinja2.Environment:
-    """Like the HTML's, without HTML escaping: untrusted text goes through the ``md`` filter instead."""
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("locust_llm.report", "templates"),
-        autoescape=False,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["md"] = md
-    return env
-
-
 def summary_markdown(view: RunView) -> str:
     """The ticket-sized summary: the headline cards' words, warnings, conditions, one table per variant."""
     summary = view.summary
@@ -218,7 +201,7 @@ def summary_markdown(view: RunView) -> str:
         *traffic_lines(view),
     ]
     return (
-        _markdown_environment()
+        environment(autoescape=False)
         .get_template("summary.md.j2")
         .render(
             view=view,

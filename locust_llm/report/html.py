@@ -10,11 +10,13 @@ fails renders as a visible note instead of losing the whole report.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
 import jinja2
 
+from ..fmt import md
 from . import experiments, sections, tables, traffic
 from .cache import cache_section
 from .figures import ladder_charts, timeline_charts
@@ -31,22 +33,21 @@ log = logging.getLogger(__name__)
 
 __all__ = ["build_context", "render_html", "render_verdict", "verdict_css"]
 
-_env: jinja2.Environment | None = None
 
-
-def environment() -> jinja2.Environment:
-    """The report's Jinja2 environment: package templates, autoescape on for every template."""
-    global _env
-    if _env is None:
-        _env = jinja2.Environment(
-            loader=jinja2.PackageLoader("locust_llm.report", "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            keep_trailing_newline=True,
-        )
-    return _env
+@functools.cache
+def environment(autoescape: bool = True) -> jinja2.Environment:
+    """The report's Jinja2 environment: package templates, autoescape on for every HTML template. ``summary.md.j2``
+    is rendered without it (HTML escapes are not Markdown's): its untrusted text goes through the ``md`` filter."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("locust_llm.report", "templates"),
+        autoescape=autoescape,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["md"] = md
+    return env
 
 
 def build_context(view: RunView) -> dict:
