@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from ..fmt import lvl
 from ..scenario import GatesSpec
@@ -150,14 +151,10 @@ def scale_out_checks(summary: Summary) -> list[GateCheck]:
     ]
 
 
-def evaluate(
-    summary: Summary, gates: GatesSpec, regression: RunComparison | None = None, bad_input: Sequence[str] = ()
-) -> Verdict:
-    """The exit code and its reasons for a summary (and a comparison with a baseline run, if made)."""
-    reasons: dict[int, list[str]] = {}
-    if bad_input:
-        reasons[EXIT_BAD_INPUT] = list(bad_input)
-    for event in summary.events:
+def _event_reasons(events: list[dict[str, Any]], reasons: dict[int, list[str]]) -> None:
+    """Adds to ``reasons`` what the run's events say: an interruption, a server fault, a refused client, a lost
+    worker or another event that invalidates the run."""
+    for event in events:
         if event.get("kind") == "interrupted":
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event["t"])) if event.get("t") else "?"
             reasons.setdefault(EXIT_INTERRUPTED, []).append(
@@ -188,6 +185,16 @@ def evaluate(
         elif event.get("kind") in INVALID_EVENTS:
             detail = {k: v for k, v in event.items() if k not in ("kind", "t")}
             reasons.setdefault(EXIT_INVALID, []).append(f"{event['kind']}: {detail}")
+
+
+def evaluate(
+    summary: Summary, gates: GatesSpec, regression: RunComparison | None = None, bad_input: Sequence[str] = ()
+) -> Verdict:
+    """The exit code and its reasons for a summary (and a comparison with a baseline run, if made)."""
+    reasons: dict[int, list[str]] = {}
+    if bad_input:
+        reasons[EXIT_BAD_INPUT] = list(bad_input)
+    _event_reasons(summary.events, reasons)
     succeeded = sum(s.requests - s.errors for entry in summary.variants.values() for s in entry.steps)
     for problem in unclean(summary):
         reasons.setdefault(EXIT_INVALID, []).append(problem)

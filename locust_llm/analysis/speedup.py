@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..fmt import ci_text, lvl, speedup
 from .stats import DEFAULT_N_BOOT, Statistic, bootstrap_distribution, finite, percentile_interval, resample_indices
 
-__all__ = ["crossover_level", "paired_ratio_ci", "ratio_ci", "recommendation", "speedup_state"]
+__all__ = ["Speedup", "crossover_level", "paired_ratio_ci", "ratio_ci", "recommendation", "speedup_state"]
 
 
 def ratio_ci(
@@ -97,7 +98,10 @@ def _speedup(step: Mapping) -> Mapping:
 
 
 def _ci(step: Mapping) -> tuple[float, float] | None:
-    ci = _speedup(step).get("ci95")
+    return _interval(_speedup(step).get("ci95"))
+
+
+def _interval(ci) -> tuple[float, float] | None:
     if not ci or len(ci) != 2 or ci[0] is None or ci[1] is None:
         return None
     lo, hi = float(ci[0]), float(ci[1])
@@ -125,16 +129,29 @@ def crossover_level(steps: list[dict]) -> float | None:
     return None
 
 
-def speedup_state(step: Mapping) -> str:
+class Speedup(Protocol):
+    """A typed speed-up of ``summary.json`` (``Ratio``, a position bin's speed-up): its 95% interval."""
+
+    @property
+    def ci95(self) -> list[float] | None: ...
+
+
+def speedup_state(step: Mapping[str, Any] | Speedup) -> str:
     """``"better"`` (CI lower bound > 1), ``"worse"`` (CI upper bound < 1) or ``"unclear"`` (spans 1 / no CI);
-    a step's own verdict (``state``) when it carries one."""
+    a step's own verdict (``state``) when it carries one. ``step`` is a step dict of the analysis or a typed
+    speed-up of the summary (which carries no verdict of its own)."""
+    if not isinstance(step, Mapping):
+        return _interval_state(_interval(step.ci95))
     if step.get("state") in ("better", "worse", "unclear"):
         return step["state"]
     return _ci_state(step)
 
 
 def _ci_state(step: Mapping) -> str:
-    ci = _ci(step)
+    return _interval_state(_ci(step))
+
+
+def _interval_state(ci: tuple[float, float] | None) -> str:
     if ci is None:
         return "unclear"
     if ci[0] > 1.0:

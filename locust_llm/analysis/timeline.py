@@ -115,6 +115,31 @@ def source_notes(meta: dict) -> list[str]:
     return notes
 
 
+def _acceptance_panel(frame: pd.DataFrame, variants: list[str], t0: float) -> Panel | None:
+    """Accepted over drafted tokens per polling interval; None if no interval drafted any."""
+    accepted = _counter_rates(frame, "spec_accepted_tokens", variants)
+    drafted = _counter_rates(frame, "spec_draft_tokens", variants)
+    series = []
+    for name, (t, acc, _) in accepted.items():
+        if name not in drafted or len(drafted[name][1]) != len(acc):
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = np.where(drafted[name][1] > 0, acc / drafted[name][1], np.nan)
+        if np.isfinite(rate).any():
+            x, y = downsample(t - t0, rate)
+            series.append(Series(name, x, y, variant=name))
+    if not series:
+        return None
+    return Panel(
+        "acceptance",
+        "Acceptance rate over time",
+        "accepted / drafted",
+        "Draft acceptance per polling interval from the server's counters.",
+        series,
+        1.0,
+    )
+
+
 def build_timeline(run: RunData, variants: list[str]) -> Timeline:
     """``variants`` in display order (baseline first)."""
     frame, client = run.telemetry, run.client
@@ -175,28 +200,9 @@ def build_timeline(run: RunData, variants: list[str]) -> Timeline:
                 )
             )
         if {"spec_accepted_tokens", "spec_draft_tokens"} <= present:
-            accepted = _counter_rates(frame, "spec_accepted_tokens", variants)
-            drafted = _counter_rates(frame, "spec_draft_tokens", variants)
-            series = []
-            for name, (t, acc, _) in accepted.items():
-                if name not in drafted or len(drafted[name][1]) != len(acc):
-                    continue
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    rate = np.where(drafted[name][1] > 0, acc / drafted[name][1], np.nan)
-                if np.isfinite(rate).any():
-                    x, y = downsample(t - t0, rate)
-                    series.append(Series(name, x, y, variant=name))
-            if series:
-                panels.append(
-                    Panel(
-                        "acceptance",
-                        "Acceptance rate over time",
-                        "accepted / drafted",
-                        "Draft acceptance per polling interval from the server's counters.",
-                        series,
-                        1.0,
-                    )
-                )
+            acceptance = _acceptance_panel(frame, variants, t0)
+            if acceptance is not None:
+                panels.append(acceptance)
             else:
                 timeline.notes.append("acceptance over time: not measured (no draft tokens in any interval)")
         for metric, title, unit, y_max in GAUGE_PANELS:

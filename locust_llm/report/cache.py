@@ -24,7 +24,7 @@ MODES = {
 
 def mode_text(view: RunView) -> str | None:
     """The run's prompt-cache mode in words (None for a run that recorded none of it)."""
-    workload = view.env.get("workload") or {}
+    workload = view.workload
     mode = workload.get("prompt_cache")
     if mode is None:
         return None

@@ -27,12 +27,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard, TypeVar
 
 from markupsafe import Markup, escape
 
 from ..fmt import ok
 
 __all__ = [
+    "Chart",
     "HLine",
     "Series",
     "Span",
@@ -58,6 +60,7 @@ def variant_colors(names: list[str], baseline: str | None) -> dict[str, str]:
 
 
 DASHES = ("", "6 3", "2 3", "8 3 2 3")
+_P = TypeVar("_P", tuple[float, float], tuple[float, float, float])  # a point, or a point with its CI
 FONT = 11
 CHAR_W = 6.4  # rough width of one character at FONT px, for layout only
 
@@ -67,7 +70,7 @@ class Series:
     """One line. ``lo``/``hi`` (same length as ``x``) draw a CI as error bars, or as a band if ``band``."""
 
     name: str
-    x: Sequence[float]
+    x: Sequence[float | None]
     y: Sequence[float | None]
     lo: Sequence[float | None] | None = None
     hi: Sequence[float | None] | None = None
@@ -155,7 +158,7 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw * 0.999)
     start = math.floor(lo / step + 1e-9) * step
-    ticks = []
+    ticks: list[float] = []
     v = start
     while v < hi - 1e-9 * step or not ticks:
         ticks.append(round(v, 12))
@@ -208,8 +211,10 @@ def _y_axis(values: list[float], bounds: list[float], from_zero: bool, y_max: fl
     return _Axis(ticks[0], ticks[-1], False, ticks)
 
 
-def _segments(points: list[tuple[float, float] | None]) -> list[list[tuple[float, float]]]:
-    out, cur = [], []
+def _segments(points: Sequence[_P | None]) -> list[list[_P]]:
+    """The runs of consecutive points between missing ones."""
+    out: list[list[_P]] = []
+    cur: list[_P] = []
     for p in points:
         if p is None:
             if cur:
@@ -232,40 +237,58 @@ def not_measured(what: str, why: str = "") -> Markup:
     return Markup('<div class="nodata">') + escape(text) + Markup("</div>")
 
 
-def line_chart(
-    series: Sequence[Series],
-    *,
-    title: str,
-    x_label: str,
-    y_label: str,
-    log2_x: bool = False,
-    x_ticks: Sequence[float] | None = None,
-    y_from_zero: bool = True,
-    y_max: float | None = None,
-    hlines: Sequence[HLine] = (),
-    vlines: Sequence[VLine] = (),
-    spans: Sequence[Span] = (),
-    width: int = 560,
-    height: int = 300,
-    empty_note: str = "",
-) -> Markup:
-    """An SVG line chart; every string argument is escaped. Returns :func:`not_measured` if no point is finite."""
-    xs = [float(x) for s in series for x, y in zip(s.x, s.y, strict=False) if ok(x) and ok(y)]
-    if log2_x:
-        xs = [x for x in xs if x > 0] or xs
-    ys = [float(y) for s in series for x, y in zip(s.x, s.y, strict=False) if ok(x) and ok(y)]
-    if not xs or not ys:
-        return not_measured(title, empty_note)
-    bounds = [float(v) for s in series for bound in (s.lo, s.hi) if bound is not None for v in bound if ok(v)]
-    ys.extend(h.y for h in hlines if ok(h.y))
-    span_xs = [v for sp in spans for v in (sp.x0, sp.x1) if ok(v)]
-    x_axis = _x_axis(xs + span_xs + [v.x for v in vlines if ok(v.x) and (not log2_x or v.x > 0)], log2_x, x_ticks)
-    y_axis = _y_axis(ys, bounds, y_from_zero, y_max)
+@dataclass(frozen=True)
+class Chart:
+    """What a line chart shows besides its series: title and axis labels, the x scale (linear or log-2, ticks),
+    the y range, reference lines, markers and shaded spans, its size, and why it is empty if nothing is finite."""
 
-    # legend layout (below the plot), wrapped to the width
-    legend_items = [s for s in series if s.name]
-    rows, row, used = [], [], 0.0
-    for s in legend_items:
+    title: str
+    x_label: str
+    y_label: str
+    log2_x: bool = False
+    x_ticks: Sequence[float] | None = None
+    y_from_zero: bool = True
+    y_max: float | None = None
+    hlines: Sequence[HLine] = ()
+    vlines: Sequence[VLine] = ()
+    spans: Sequence[Span] = ()
+    width: int = 560
+    height: int = 300
+    empty_note: str = ""
+
+
+@dataclass
+class _Plot:
+    """The plot area in SVG coordinates and the two axes that map data onto it."""
+
+    left: float
+    top: float
+    pw: float
+    ph: float
+    x_axis: _Axis
+    y_axis: _Axis
+
+    def px(self, x: float) -> float:
+        return self.left + self.x_axis.frac(x) * self.pw
+
+    def py(self, y: float) -> float:
+        return self.top + (1 - self.y_axis.frac(y)) * self.ph
+
+    def in_x(self, x: object) -> TypeGuard[float]:
+        return ok(x) and (not self.x_axis.log2 or x > 0)
+
+
+_LegendRow = list[tuple[Series, float]]
+
+
+def _legend_rows(series: Sequence[Series], width: int) -> list[_LegendRow]:
+    """The named series in rows below the plot, wrapped to the chart's width."""
+    rows: list[_LegendRow] = []
+    row: _LegendRow = []
+    used = 0.0
+    for s in series:
+        if not s.name:
+            continue
         w = 30 + CHAR_W * len(s.name) + 14
         if row and used + w > width - 20:
             rows.append(row)
@@ -274,39 +297,21 @@ def line_chart(
         used += w
     if row:
         rows.append(row)
-    groups = bool(spans and any(sp.group for sp in spans))
-    left, right = 58, 14
-    top = 12 + (16 if groups else 0) + (6 if vlines else 0)
-    bottom = 40 + 18 * len(rows)
-    height = height + 18 * max(0, len(rows) - 1)
-    pw, ph = width - left - right, height - top - bottom
+    return rows
 
-    def px(x: float) -> float:
-        return left + x_axis.frac(x) * pw
 
-    def py(y: float) -> float:
-        return top + (1 - y_axis.frac(y)) * ph
-
-    def in_x(x) -> bool:
-        return ok(x) and (not x_axis.log2 or x > 0)
-
-    out: list[str] = [
-        (
-            f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-            f'width="{width}" height="{height}" role="img" font-size="{FONT}">'
-        ),
-        f"<title>{_t(title)}</title>",
-        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fff" stroke="none"/>',
-    ]
-    # step spans (behind everything)
+def _spans_svg(plot: _Plot, spans: Sequence[Span]) -> list[str]:
+    """Shaded step spans (behind everything), their warm-up part lighter, labelled where the label fits."""
+    out = []
+    top, ph = plot.top, plot.ph
     for i, sp in enumerate(spans):
-        if not (in_x(sp.x0) and in_x(sp.x1)):
+        if not (plot.in_x(sp.x0) and plot.in_x(sp.x1)):
             continue
-        x0, x1 = px(sp.x0), px(sp.x1)
+        x0, x1 = plot.px(sp.x0), plot.px(sp.x1)
         fill = sp.shade if i % 2 == 0 else "#eef2f8"
         out.append(f'<rect x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 0.5):.1f}" height="{ph}" fill="{_t(fill)}"/>')
-        if sp.steady is not None and in_x(sp.steady) and sp.x0 < sp.steady < sp.x1:
-            xs_ = px(sp.steady)
+        if sp.steady is not None and plot.in_x(sp.steady) and sp.x0 < sp.steady < sp.x1:
+            xs_ = plot.px(sp.steady)
             out.append(
                 f'<rect x="{x0:.1f}" y="{top}" width="{xs_ - x0:.1f}" height="{ph}" fill="#fff" fill-opacity="0.6"/>'
             )
@@ -315,32 +320,44 @@ def line_chart(
                 f'<text x="{(x0 + x1) / 2:.1f}" y="{top + 11}" text-anchor="middle" font-size="9" '
                 f'fill="#456">{_t(sp.label)}</text>'
             )
-    if groups:
-        extents: dict[str, list[float]] = {}
-        for sp in spans:
-            if sp.group and in_x(sp.x0) and in_x(sp.x1):
-                e = extents.setdefault(sp.group, [px(sp.x0), px(sp.x1)])
-                e[0], e[1] = min(e[0], px(sp.x0)), max(e[1], px(sp.x1))
-        for name, (a, b) in extents.items():
-            label = name if (b - a) >= CHAR_W * len(name) else name[: max(1, int((b - a) / CHAR_W) - 1)] + "…"
-            out.append(f'<line x1="{a:.1f}" x2="{b:.1f}" y1="{top - 4}" y2="{top - 4}" stroke="#456"/>')
-            out.append(
-                f'<text x="{(a + b) / 2:.1f}" y="{top - 7}" text-anchor="middle" font-size="10" '
-                f'fill="#234">{_t(label)}</text>'
-            )
-    # grid and axes
-    for t in y_axis.ticks:
-        y = py(t)
+    return out
+
+
+def _span_groups_svg(plot: _Plot, spans: Sequence[Span]) -> list[str]:
+    """A bracket above the plot over the spans of each group (a variant's steps), its name shortened to fit."""
+    extents: dict[str, list[float]] = {}
+    for sp in spans:
+        if sp.group and plot.in_x(sp.x0) and plot.in_x(sp.x1):
+            e = extents.setdefault(sp.group, [plot.px(sp.x0), plot.px(sp.x1)])
+            e[0], e[1] = min(e[0], plot.px(sp.x0)), max(e[1], plot.px(sp.x1))
+    out = []
+    top = plot.top
+    for name, (a, b) in extents.items():
+        label = name if (b - a) >= CHAR_W * len(name) else name[: max(1, int((b - a) / CHAR_W) - 1)] + "…"
+        out.append(f'<line x1="{a:.1f}" x2="{b:.1f}" y1="{top - 4}" y2="{top - 4}" stroke="#456"/>')
+        out.append(
+            f'<text x="{(a + b) / 2:.1f}" y="{top - 7}" text-anchor="middle" font-size="10" '
+            f'fill="#234">{_t(label)}</text>'
+        )
+    return out
+
+
+def _axes_svg(plot: _Plot, x_label: str, y_label: str) -> list[str]:
+    """Grid lines, tick labels, the plot's frame and the two axis titles."""
+    out = []
+    left, top, pw, ph = plot.left, plot.top, plot.pw, plot.ph
+    for t in plot.y_axis.ticks:
+        y = plot.py(t)
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>')
         out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#333">{_t(tick_label(t))}</text>')
-    for t in x_axis.ticks:
-        if not in_x(t):
+    for t in plot.x_axis.ticks:
+        if not plot.in_x(t):
             continue
-        x = px(t)
+        x = plot.px(t)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" stroke="#eeeeee"/>')
         out.append(f'<text x="{x:.1f}" y="{top + ph + 15}" text-anchor="middle" fill="#333">{_t(tick_label(t))}</text>')
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>')
-    x_text = x_label + (" (log\u2082 scale)" if x_axis.log2 else "")
+    x_text = x_label + (" (log\u2082 scale)" if plot.x_axis.log2 else "")
     out.append(
         f'<text x="{left + pw / 2:.1f}" y="{top + ph + 32}" text-anchor="middle" fill="#222">{_t(x_text)}</text>'
     )
@@ -348,97 +365,131 @@ def line_chart(
         f'<text transform="translate(13,{top + ph / 2:.1f}) rotate(-90)" text-anchor="middle" '
         f'fill="#222">{_t(y_label)}</text>'
     )
-    # reference lines
+    return out
+
+
+def _hlines_svg(plot: _Plot, hlines: Sequence[HLine]) -> list[str]:
+    """Horizontal reference lines inside the y range, labelled at the right edge."""
+    out = []
     for h in hlines:
-        if ok(h.y) and y_axis.lo <= h.y <= y_axis.hi:
-            y = py(h.y)
+        if not (ok(h.y) and plot.y_axis.lo <= h.y <= plot.y_axis.hi):
+            continue
+        y = plot.py(h.y)
+        out.append(
+            f'<line x1="{plot.left}" x2="{plot.left + plot.pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="{_t(h.color)}" '
+            f'stroke-dasharray="{_t(h.dash)}"/>'
+        )
+        if h.label:
             out.append(
-                f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="{_t(h.color)}" '
-                f'stroke-dasharray="{_t(h.dash)}"/>'
+                f'<text x="{plot.left + plot.pw - 4}" y="{y - 4:.1f}" text-anchor="end" font-size="10" '
+                f'fill="{_t(h.color)}">{_t(h.label)}</text>'
             )
-            if h.label:
-                out.append(
-                    f'<text x="{left + pw - 4}" y="{y - 4:.1f}" text-anchor="end" font-size="10" '
-                    f'fill="{_t(h.color)}">{_t(h.label)}</text>'
-                )
+    return out
+
+
+def _vlines_svg(plot: _Plot, vlines: Sequence[VLine]) -> list[str]:
+    """Labelled vertical markers; labels of markers at the same x stack downwards instead of overlapping."""
+    out = []
+    top, ph = plot.top, plot.ph
     stack: dict[int, int] = {}
     for v in vlines:
-        if not in_x(v.x):
+        if not plot.in_x(v.x):
             continue
-        x = px(v.x)
+        x = plot.px(v.x)
         slot = stack.get(round(x), 0)
         stack[round(x)] = slot + 1
         out.append(
             f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" stroke="{_t(v.color)}" '
             f'stroke-width="1.3" stroke-dasharray="{_t(v.dash)}"/>'
         )
-        anchor, dx = ("end", -3) if x > left + pw * 0.6 else ("start", 3)
+        anchor, dx = ("end", -3) if x > plot.left + plot.pw * 0.6 else ("start", 3)
         out.append(
             f'<text x="{x + dx:.1f}" y="{top + 12 + 12 * slot}" text-anchor="{anchor}" font-size="10" '
             f'fill="{_t(v.color)}" class="marker">{_t(v.label)}</text>'
         )
-    # series
-    for s in series:
-        pts = [(px(float(x)), py(float(y))) if in_x(x) and ok(y) else None for x, y in zip(s.x, s.y, strict=False)]
-        color, dash = _t(s.color), _t(s.dash)
-        if s.lo is not None and s.hi is not None:
-            ci_points = [
-                (float(x), float(lo), float(hi)) if in_x(x) and ok(lo) and ok(hi) else None
-                for x, lo, hi in zip(s.x, s.lo, s.hi, strict=False)
-            ]
-            if s.band:
+    return out
 
-                def clamp(v: float) -> float:
-                    return min(max(v, y_axis.lo), y_axis.hi)
 
-                for seg in _segments(ci_points):
-                    upper = [(px(x), py(clamp(hi))) for x, _lo, hi in seg]
-                    lower = [(px(x), py(clamp(lo))) for x, lo, _hi in reversed(seg)]
-                    poly = " ".join(f"{a:.1f},{b:.1f}" for a, b in upper + lower)
-                    out.append(f'<polygon points="{poly}" fill="{color}" fill-opacity="0.15" stroke="none"/>')
-            else:
-                for b in ci_points:
-                    if b is None:
-                        continue
-                    x = px(b[0])
-                    lo_c, hi_c = max(b[1], y_axis.lo), min(b[2], y_axis.hi)
-                    y0, y1 = py(lo_c), py(hi_c)
-                    d = f"M{x:.1f},{y0:.1f} L{x:.1f},{y1:.1f}"
-                    d += f" M{x - 4:.1f},{y0:.1f} L{x + 4:.1f},{y0:.1f}" if lo_c == b[1] else ""
-                    d += f" M{x - 4:.1f},{y1:.1f} L{x + 4:.1f},{y1:.1f}" if hi_c == b[2] else ""
-                    out.append(f'<path d="{d}" stroke="{color}" stroke-width="1.2" fill="none" class="ci"/>')
-                    for clipped, edge, sign in ((hi_c < b[2], y1, 1), (lo_c > b[1], y0, -1)):
-                        if clipped:  # the CI runs off the chart: an arrow and the bound's value
-                            out.append(
-                                f'<path d="M{x - 4:.1f},{edge + 6 * sign:.1f} L{x:.1f},{edge:.1f} '
-                                f'L{x + 4:.1f},{edge + 6 * sign:.1f}" stroke="{color}" fill="none"/>'
-                            )
-                            value = b[2] if sign > 0 else b[1]
-                            anchor, dx = ("end", -6) if x > left + pw * 0.7 else ("start", 6)
-                            out.append(
-                                f'<text x="{x + dx:.1f}" y="{edge + 10 * sign:.1f}" text-anchor="{anchor}" '
-                                f'font-size="9" fill="{color}">CI to {_t(tick_label(value))}</text>'
-                            )
-        for seg in _segments(pts):
-            if len(seg) > 1:
+_CiPoint = tuple[float, float, float]
+
+
+def _ci_band_svg(plot: _Plot, ci_points: list[_CiPoint | None], color: str) -> list[str]:
+    """A CI as a translucent band, clamped to the y range, broken where a point is missing."""
+
+    def clamp(v: float) -> float:
+        return min(max(v, plot.y_axis.lo), plot.y_axis.hi)
+
+    out = []
+    for seg in _segments(ci_points):
+        upper = [(plot.px(x), plot.py(clamp(hi))) for x, _lo, hi in seg]
+        lower = [(plot.px(x), plot.py(clamp(lo))) for x, lo, _hi in reversed(seg)]
+        poly = " ".join(f"{a:.1f},{b:.1f}" for a, b in upper + lower)
+        out.append(f'<polygon points="{poly}" fill="{color}" fill-opacity="0.15" stroke="none"/>')
+    return out
+
+
+def _ci_bars_svg(plot: _Plot, ci_points: list[_CiPoint | None], color: str) -> list[str]:
+    """A CI as an error bar per point; a bound beyond the y range gets an arrow and its value instead of a cap."""
+    out = []
+    for b in ci_points:
+        if b is None:
+            continue
+        x = plot.px(b[0])
+        lo_c, hi_c = max(b[1], plot.y_axis.lo), min(b[2], plot.y_axis.hi)
+        y0, y1 = plot.py(lo_c), plot.py(hi_c)
+        d = f"M{x:.1f},{y0:.1f} L{x:.1f},{y1:.1f}"
+        d += f" M{x - 4:.1f},{y0:.1f} L{x + 4:.1f},{y0:.1f}" if lo_c == b[1] else ""
+        d += f" M{x - 4:.1f},{y1:.1f} L{x + 4:.1f},{y1:.1f}" if hi_c == b[2] else ""
+        out.append(f'<path d="{d}" stroke="{color}" stroke-width="1.2" fill="none" class="ci"/>')
+        for clipped, edge, sign in ((hi_c < b[2], y1, 1), (lo_c > b[1], y0, -1)):
+            if clipped:  # the CI runs off the chart: an arrow and the bound's value
                 out.append(
-                    f'<path d="{_path(seg)}" fill="none" stroke="{color}" stroke-width="{s.width}" '
-                    f'stroke-dasharray="{dash}" stroke-linejoin="round"/>'
+                    f'<path d="M{x - 4:.1f},{edge + 6 * sign:.1f} L{x:.1f},{edge:.1f} '
+                    f'L{x + 4:.1f},{edge + 6 * sign:.1f}" stroke="{color}" fill="none"/>'
                 )
-        if s.points:
-            for p in pts:
-                if p is not None:
-                    out.append(f'<circle cx="{p[0]:.1f}" cy="{p[1]:.1f}" r="3" fill="{color}"/>')
-        if s.labels:
-            for p, label in zip(pts, s.labels, strict=False):
-                if p is not None and label:
-                    out.append(
-                        f'<text x="{p[0] + 5:.1f}" y="{p[1] - 5:.1f}" font-size="9" fill="{color}">{_t(label)}</text>'
-                    )
-    # legend
-    y = top + ph + 50
+                value = b[2] if sign > 0 else b[1]
+                anchor, dx = ("end", -6) if x > plot.left + plot.pw * 0.7 else ("start", 6)
+                out.append(
+                    f'<text x="{x + dx:.1f}" y="{edge + 10 * sign:.1f}" text-anchor="{anchor}" '
+                    f'font-size="9" fill="{color}">CI to {_t(tick_label(value))}</text>'
+                )
+    return out
+
+
+def _series_svg(plot: _Plot, s: Series) -> list[str]:
+    """One series: its CI (band or bars), its line broken at missing points, its points and point labels."""
+    out = []
+    pts = [
+        (plot.px(float(x)), plot.py(float(y))) if plot.in_x(x) and ok(y) else None
+        for x, y in zip(s.x, s.y, strict=False)
+    ]
+    color, dash = _t(s.color), _t(s.dash)
+    if s.lo is not None and s.hi is not None:
+        ci_points = [
+            (float(x), float(lo), float(hi)) if plot.in_x(x) and ok(lo) and ok(hi) else None
+            for x, lo, hi in zip(s.x, s.lo, s.hi, strict=False)
+        ]
+        out += _ci_band_svg(plot, ci_points, color) if s.band else _ci_bars_svg(plot, ci_points, color)
+    for seg in _segments(pts):
+        if len(seg) > 1:
+            out.append(
+                f'<path d="{_path(seg)}" fill="none" stroke="{color}" stroke-width="{s.width}" '
+                f'stroke-dasharray="{dash}" stroke-linejoin="round"/>'
+            )
+    if s.points:
+        out += [f'<circle cx="{p[0]:.1f}" cy="{p[1]:.1f}" r="3" fill="{color}"/>' for p in pts if p is not None]
+    for p, label in zip(pts, s.labels or [], strict=False):
+        if p is not None and label:
+            out.append(f'<text x="{p[0] + 5:.1f}" y="{p[1] - 5:.1f}" font-size="9" fill="{color}">{_t(label)}</text>')
+    return out
+
+
+def _legend_svg(plot: _Plot, rows: list[_LegendRow]) -> list[str]:
+    """The legend below the x axis title: a line sample (with a point if the series has points) and the name."""
+    out = []
+    y = plot.top + plot.ph + 50
     for row in rows:
-        x = left
+        x = plot.left
         for s, w in row:
             out.append(
                 f'<line x1="{x}" x2="{x + 24}" y1="{y - 4}" y2="{y - 4}" stroke="{_t(s.color)}" '
@@ -449,5 +500,54 @@ def line_chart(
             out.append(f'<text x="{x + 30}" y="{y}" fill="#222">{_t(s.name)}</text>')
             x += w
         y += 18
+    return out
+
+
+def _axes_for(series: Sequence[Series], chart: Chart) -> tuple[_Axis, _Axis] | None:
+    """The x and y axes that cover every finite point, CI, reference line, marker and span; None if no point."""
+    finite = [(x, y) for s in series for x, y in zip(s.x, s.y, strict=False) if ok(x) and ok(y)]
+    xs = [float(x) for x, _ in finite]
+    if chart.log2_x:
+        xs = [x for x in xs if x > 0] or xs
+    ys = [float(y) for _, y in finite]
+    if not xs or not ys:
+        return None
+    bounds = [float(v) for s in series for bound in (s.lo, s.hi) if bound is not None for v in bound if ok(v)]
+    ys.extend(h.y for h in chart.hlines if ok(h.y))
+    span_xs = [v for sp in chart.spans for v in (sp.x0, sp.x1) if ok(v)]
+    marker_xs = [v.x for v in chart.vlines if ok(v.x) and (not chart.log2_x or v.x > 0)]
+    x_axis = _x_axis(xs + span_xs + marker_xs, chart.log2_x, chart.x_ticks)
+    return x_axis, _y_axis(ys, bounds, chart.y_from_zero, chart.y_max)
+
+
+def line_chart(series: Sequence[Series], chart: Chart) -> Markup:
+    """An SVG line chart; every string is escaped. Returns :func:`not_measured` if no point is finite."""
+    axes = _axes_for(series, chart)
+    if axes is None:
+        return not_measured(chart.title, chart.empty_note)
+    rows = _legend_rows(series, chart.width)
+    groups = bool(chart.spans and any(sp.group for sp in chart.spans))
+    left, right = 58, 14
+    top = 12 + (16 if groups else 0) + (6 if chart.vlines else 0)
+    bottom = 40 + 18 * len(rows)
+    width, height = chart.width, chart.height + 18 * max(0, len(rows) - 1)
+    plot = _Plot(left, top, width - left - right, height - top - bottom, *axes)
+    out: list[str] = [
+        (
+            f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+            f'width="{width}" height="{height}" role="img" font-size="{FONT}">'
+        ),
+        f"<title>{_t(chart.title)}</title>",
+        f'<rect x="{left}" y="{top}" width="{plot.pw}" height="{plot.ph}" fill="#fff" stroke="none"/>',
+    ]
+    out += _spans_svg(plot, chart.spans)
+    if groups:
+        out += _span_groups_svg(plot, chart.spans)
+    out += _axes_svg(plot, chart.x_label, chart.y_label)
+    out += _hlines_svg(plot, chart.hlines)
+    out += _vlines_svg(plot, chart.vlines)
+    for s in series:
+        out += _series_svg(plot, s)
+    out += _legend_svg(plot, rows)
     out.append("</svg>")
     return Markup("\n".join(out))

@@ -6,6 +6,7 @@ million tokens.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, num, pct, pct_ci, times
@@ -22,7 +23,7 @@ def _speed(ratio, state: str | None = None) -> dict:
     return {
         "value": times(ratio.value),
         "ci": ci_text(ratio.ci95, times),
-        "state": state or speedup_state(ratio.model_dump()),
+        "state": state or speedup_state(ratio),
     }
 
 
@@ -70,7 +71,7 @@ def sweeps(view: RunView) -> list[dict]:
                 "acceptance": acceptance,
                 "text": sweep.text,
                 "vllm": json.dumps({k: v for k, v in sweep.vllm.items() if k != "note"}) if sweep.vllm else None,
-                "vllm_note": (sweep.vllm or {}).get("note"),
+                "vllm_note": sweep.vllm.get("note") if sweep.vllm else None,
                 "stopped": [st.text for st in sweep.stopped],
             }
         )
@@ -117,7 +118,7 @@ def contexts(view: RunView) -> list[dict]:
     out = []
     for ctx in view.summary.contexts:
         speed = {(c.variant, s.level): s for c in ctx.comparisons for s in c.steps}
-        rows = []
+        rows: list[dict[str, Any]] = []
         for name, levels in ctx.variants.items():
             for f in levels:
                 step = speed.get((name, f.level))
@@ -192,13 +193,15 @@ def context_charts(view: RunView) -> dict:
             "95% CI. A small draft model proposes worse as the context grows.",
             "svg": charts.line_chart(
                 speed,
-                title="Speed-up vs prompt length",
-                x_label=x_label,
-                y_label="speed-up (aggregate tok/s)",
-                log2_x=True,
-                hlines=[HLine(1.0, "1x = no gain")],
-                y_from_zero=False,
-                empty_note="no level measured cleanly on both sides",
+                charts.Chart(
+                    title="Speed-up vs prompt length",
+                    x_label=x_label,
+                    y_label="speed-up (aggregate tok/s)",
+                    log2_x=True,
+                    hlines=[HLine(1.0, "1x = no gain")],
+                    y_from_zero=False,
+                    empty_note="no level measured cleanly on both sides",
+                ),
             ),
         },
         "context_acceptance": {
@@ -207,12 +210,14 @@ def context_charts(view: RunView) -> dict:
             "clean steps; dashed, the per-request timings with a 95% interval over requests.",
             "svg": charts.line_chart(
                 accept,
-                title="Acceptance vs prompt length",
-                x_label=x_label,
-                y_label="accepted / drafted",
-                log2_x=True,
-                y_max=1.0,
-                empty_note="no acceptance from the server or the responses",
+                charts.Chart(
+                    title="Acceptance vs prompt length",
+                    x_label=x_label,
+                    y_label="accepted / drafted",
+                    log2_x=True,
+                    y_max=1.0,
+                    empty_note="no acceptance from the server or the responses",
+                ),
             ),
         },
     }

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 
-from ..analysis.documents import Summary
-from ..fmt import ci_text, lvl, md, ok, pct, text, times
-from . import sections
+from ..analysis.documents import StepComparison, Summary
+from ..analysis.speedup_documents import Ratio
+from ..fmt import ci_text, lvl, ok, pct, text, times
+from .headline import headline
+from .html import environment
 from .probes import probe_lines
 from .scaleout import scale_out_lines
 from .soak import soak_lines
@@ -28,7 +31,7 @@ from .splits import split_lines
 from .traffic import traffic_lines
 from .view import RunView
 
-__all__ = ["steps_csv", "summary_markdown"]
+__all__ = ["MarkdownRow", "MarkdownTable", "markdown_table", "step_rows", "steps_csv", "summary_markdown"]
 
 LEADING = [
     "variant",
@@ -97,42 +100,40 @@ def _ci(ci, name: str, out: dict) -> None:
 
 def step_rows(summary: Summary) -> list[dict]:
     """One flat dict per variant x step, baseline first; speed-ups attached to the other variants."""
-    summary = summary.model_dump()
-    baseline = summary.get("baseline")
-    comparisons = {c.get("variant"): c for c in summary.get("comparisons") or [] if isinstance(c, dict)}
-    variants = summary.get("variants") or {}
-    names = sorted(variants, key=lambda n: n != baseline)
+    comparisons = {c.variant: c for c in summary.comparisons}
     rows = []
-    for name in names:
-        entry = variants[name] or {}
-        comp = comparisons.get(name) or {}
-        by_level = {float(s["level"]): s for s in comp.get("steps") or [] if ok(s.get("level"))}
-        steps = sorted(
-            (s for s in entry.get("steps") or [] if isinstance(s, dict)),
-            key=lambda s: s.get("step") if ok(s.get("step")) else 0,
-        )
-        for step in steps:
-            row: dict = {"variant": name, "is_baseline": name == baseline, "mode": step.get("mode")}
-            flatten({k: v for k, v in step.items() if k != "mode"}, "", row)
-            level = step.get("level")
-            row["is_saturation"] = ok(level) and level == entry.get("saturation_level")
-            row["is_knee"] = ok(level) and level == entry.get("knee_level")
-            for key in ("saturation_level", "knee_level"):
-                if ok(entry.get(key)):
-                    row[f"variant_{key}"] = entry[key]
-            if comp:
-                row["speedup_vs"] = comp.get("baseline")
-                if ok(comp.get("crossover_level")):
-                    row["crossover_level"] = comp["crossover_level"]
-                match = by_level.get(float(level)) if ok(level) else None
-                for key, fig in (match or {}).items():
-                    if key.endswith("_speedup") and isinstance(fig, dict):
-                        name_ = "speedup_" + key[: -len("_speedup")]
-                        if ok(fig.get("value")):
-                            row[name_] = fig["value"]
-                        _ci(fig.get("ci95"), f"{name_}_ci95", row)
+    for name in sorted(summary.variants, key=lambda n: n != summary.baseline):
+        entry = summary.variants[name]
+        comp = comparisons.get(name)
+        by_level = {float(s.level): s for s in comp.steps if ok(s.level)} if comp else {}
+        for step in sorted(entry.steps, key=lambda s: s.step if ok(s.step) else 0):
+            row: dict = {"variant": name, "is_baseline": name == summary.baseline, "mode": step.mode}
+            flatten(step.model_dump(exclude={"mode"}), "", row)
+            row["is_saturation"] = ok(step.level) and step.level == entry.saturation_level
+            row["is_knee"] = ok(step.level) and step.level == entry.knee_level
+            for key, level in (("saturation_level", entry.saturation_level), ("knee_level", entry.knee_level)):
+                if ok(level):
+                    row[f"variant_{key}"] = level
+            if comp is not None:
+                row["speedup_vs"] = comp.baseline
+                if ok(comp.crossover_level):
+                    row["crossover_level"] = comp.crossover_level
+                match = by_level.get(float(step.level)) if ok(step.level) else None
+                if match is not None:
+                    _speedups(match, row)
             rows.append(row)
     return rows
+
+
+def _speedups(step: StepComparison, row: dict) -> None:
+    """Every speed-up of a compared level, in the order of the document's fields: ``speedup_<figure>`` and its CI."""
+    for key in type(step).model_fields:
+        fig = getattr(step, key)
+        if key.endswith("_speedup") and isinstance(fig, Ratio):
+            name = "speedup_" + key[: -len("_speedup")]
+            if ok(fig.value):
+                row[name] = fig.value
+            _ci(fig.ci95, f"{name}_ci95", row)
 
 
 def _cell(value) -> str:
@@ -161,106 +162,111 @@ def steps_csv(summary: Summary) -> str:
 
 
 # -- summary.md ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MarkdownRow:
+    """One step in a variant's table of ``summary.md``, each cell as plain text (``n/m``: not measured);
+    ``speedup`` is None in the baseline's table, ``notes`` are escaped by the template."""
+
+    level: str
+    status: str
+    requests: str
+    errors: str
+    ttft: str
+    tpot: str
+    output_tps: str
+    goodput: str
+    acceptance: str
+    speedup: str | None
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MarkdownTable:
+    """A variant's ladder in ``summary.md``."""
+
+    name: str
+    baseline: bool
+    header: tuple[str, ...]
+    rows: tuple[MarkdownRow, ...]
+
+
 def summary_markdown(view: RunView) -> str:
     """The ticket-sized summary: the headline cards' words, warnings, conditions, one table per variant."""
-    head = sections.headline(view)
-    unit = "req/s" if view.mode == "open" else "users"
-    lines = [f"## LLM load test {md(view.run_id)}: {md(' vs '.join(view.names) or 'no variants')}", ""]
-    lines += ["**Verdict**", ""]
-    for item in head["items"]:
-        consistency = ""
-        if item["defect"]:
-            consistency = f"; **consistency defect**: output differs from {md(item['baseline'])}"
-        elif item["agreement"]:
-            consistency = f"; output identical on {item['identical']}/{item['compared']} greedy prompts"
-        ci = f" (95% CI {item['ci']})" if item["ci"] else " (no CI)"
-        lines.append(
-            f"- **{md(item['variant'])}** vs {md(item['baseline'])}: {item['speedup'] or 'n/m'} aggregate "
-            f"output tok/s at {md(item['level'])} {md(item['unit'])}{ci}; {md(item['crossover'])}"
-            f"{consistency}"
+    summary = view.summary
+    lines = [
+        *soak_lines(summary),
+        *probe_lines(summary),
+        *scale_out_lines(summary),
+        *split_lines(summary),
+        *traffic_lines(view),
+    ]
+    return (
+        environment(autoescape=False)
+        .get_template("summary.md.j2")
+        .render(
+            view=view,
+            summary=summary,
+            headline=headline(view),
+            lines=lines,
+            verdict=view.inp.verdict,
+            tables=[markdown_table(view, name) for name in view.names],
         )
-        levels = [
-            f"{md(lv['level'])} {lv['status']}" + (f" {lv['speedup']}" if lv["speedup"] else "")
-            for lv in item["levels"]
-        ]
-        lines.append("  - Levels: " + ", ".join(levels))
-        lines.append(f"  - Recommendation: {md(item['recommendation'])}")
-    if head["note"]:
-        lines.append(f"- {md(head['note'])}")
-    for warning in head["warnings"]:
-        lines.append(f"- Warning: {md(warning)}")
-    for sweep in view.summary.schedules:
-        lines.append(f"- Sweep {md(sweep.name)} ({md(sweep.setting)}): schedule {md(sweep.text or 'no level judged')}")
-    cost = view.summary.cost
-    if cost is not None:
-        lines.append(f"- Cost at {md(cost.price.text)}: {md(cost.text)}")
-    if view.summary.images is not None:
-        lines += [f"- Images: {md(level.text)}" for level in view.summary.images.levels]
-    quality = view.summary.quality
-    if quality is not None:
-        lines.append(f"- Quality ({quality.items} tasks): {md(quality.text)}")
-        lines += [f"  - {md(name)}: {md(figures.text)}" for name, figures in quality.variants.items()]
-    lines += [f"- {md(line)}" for line in soak_lines(view.summary)]
-    lines += [f"- {md(line)}" for line in probe_lines(view.summary)]
-    lines += [f"- {md(line)}" for line in scale_out_lines(view.summary)]
-    lines += [f"- {md(line)}" for line in split_lines(view.summary)]
-    lines += [f"- {md(line)}" for line in traffic_lines(view)]
-    verdict = view.inp.verdict
-    if verdict is not None:
-        lines.append(f"- Exit code {verdict.exit_code}" + ("" if verdict.exit_code else " (every gate holds)"))
-    lines += ["", f"**Conditions**: {md(view.conditions_line())}", ""]
-    comparisons = {c.variant: {s.level: s for s in c.steps} for c in view.comparisons}
+    )
+
+
+def markdown_table(view: RunView, name: str) -> MarkdownTable:
+    """A variant's steps: status, latency percentiles of the headline TTFT and of TPOT, throughput with its CI,
+    goodput, the server's acceptance, the speed-up over the baseline (compared variants), saturation, knee and
+    the status's reasons."""
     head = view.summary.headline_ttft  # ttft, or ttfot: the first answer token (load.reasoning.headline_ttft)
     ttft_key, ttft_name = (
         (f"{head}_sched_ms", f"{head.upper()}_sched") if view.mode == "open" else (f"{head}_ms", head.upper())
     )
-    for name in view.names:
-        entry = view.variants.get(name)
-        speed = comparisons.get(name)
-        lines += [f"### {md(name)}" + (" (baseline)" if name == view.baseline else ""), ""]
-        header = [
-            unit,
-            "status",
-            "req",
-            "err",
-            f"{ttft_name} P50/P95 ms",
-            "TPOT P50/P95 ms",
-            "out tok/s (95% CI)",
-            "goodput req/s",
-            "accept. (server)",
-        ]
+    speed = {c.variant: {s.level: s for s in c.steps} for c in view.comparisons}.get(name)
+    header = [
+        "req/s" if view.mode == "open" else "users",
+        "status",
+        "req",
+        "err",
+        f"{ttft_name} P50/P95 ms",
+        "TPOT P50/P95 ms",
+        "out tok/s (95% CI)",
+        "goodput req/s",
+        "accept. (server)",
+    ]
+    if speed is not None:
+        header.append("speed-up (95% CI)")
+    header.append("notes")
+    entry = view.variants.get(name)
+    rows = []
+    for s in view.steps_of(name):
+        ttft, tpot = getattr(s, ttft_key), s.tpot_ms
+        acc = (s.acceptance.server if s.acceptance else None) or (s.server.acceptance if s.server else None)
+        notes = []
+        if entry is not None and s.level == entry.saturation_level:
+            notes.append("saturation")
+        if entry is not None and s.level == entry.knee_level:
+            notes.append("knee")
+        notes += s.status_reasons + ([s.anomaly] if s.anomaly else [])
+        ci = ci_text(s.output_tps_ci95, text)
+        speedup = None
         if speed is not None:
-            header.append("speed-up (95% CI)")
-        header.append("notes")
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "|".join("---:" if i < len(header) - 1 else "---" for i in range(len(header))) + "|")
-        for s in view.steps_of(name):
-            ttft, tpot = getattr(s, ttft_key), s.tpot_ms
-            acc = (s.acceptance.server if s.acceptance else None) or (s.server.acceptance if s.server else None)
-            notes = []
-            if entry is not None and s.level == entry.saturation_level:
-                notes.append("saturation")
-            if entry is not None and s.level == entry.knee_level:
-                notes.append("knee")
-            notes += [md(reason) for reason in s.status_reasons] + ([md(s.anomaly)] if s.anomaly else [])
-            ci = ci_text(s.output_tps_ci95, text)
-            cells = [
-                lvl(s.level),
-                s.status,
-                str(s.requests),
-                f"{s.errors} ({pct(s.error_rate) or 'n/m'})" if s.errors else "0",
-                f"{text(ttft.p50 if ttft else None)} / {text(ttft.p95 if ttft else None)}",
-                f"{text(tpot.p50 if tpot else None)} / {text(tpot.p95 if tpot else None)}",
-                text(s.output_tps) + (f" ({ci})" if ci else ""),
-                text(s.goodput_rps),
-                (pct(acc.rate) if acc else None) or "n/m",
-            ]
-            if speed is not None:
-                fig = speed[s.level].output_tps_speedup if s.level in speed else None
-                sci = ci_text(fig.ci95, lambda v: f"{v:.2f}") if fig else None
-                cells.append(((times(fig.value) if fig else None) or "n/m") + (f" ({sci})" if sci else ""))
-            cells.append(", ".join(notes))
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
-    lines.append("Full report: report.html (self-contained); every figure: steps.csv, summary.json.")
-    return "\n".join(lines) + "\n"
+            fig = speed[s.level].output_tps_speedup if s.level in speed else None
+            sci = ci_text(fig.ci95, lambda v: f"{v:.2f}") if fig else None
+            speedup = ((times(fig.value) if fig else None) or "n/m") + (f" ({sci})" if sci else "")
+        rows.append(
+            MarkdownRow(
+                level=lvl(s.level),
+                status=s.status,
+                requests=str(s.requests),
+                errors=f"{s.errors} ({pct(s.error_rate) or 'n/m'})" if s.errors else "0",
+                ttft=f"{text(ttft.p50 if ttft else None)} / {text(ttft.p95 if ttft else None)}",
+                tpot=f"{text(tpot.p50 if tpot else None)} / {text(tpot.p95 if tpot else None)}",
+                output_tps=text(s.output_tps) + (f" ({ci})" if ci else ""),
+                goodput=text(s.goodput_rps),
+                acceptance=(pct(acc.rate) if acc else None) or "n/m",
+                speedup=speedup,
+                notes=tuple(notes),
+            )
+        )
+    return MarkdownTable(name, name == view.baseline, tuple(header), tuple(rows))

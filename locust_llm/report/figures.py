@@ -73,12 +73,14 @@ def ladder_charts(view: RunView, guard: Callable) -> dict[str, dict]:
             )
         return charts.line_chart(
             series,
-            title="Aggregate output tok/s",
-            x_label=x_label,
-            y_label="output tok/s",
-            log2_x=True,
-            x_ticks=levels,
-            vlines=_vlines(view),
+            charts.Chart(
+                title="Aggregate output tok/s",
+                x_label=x_label,
+                y_label="output tok/s",
+                log2_x=True,
+                x_ticks=levels,
+                vlines=_vlines(view),
+            ),
         )
 
     add(
@@ -99,12 +101,14 @@ def ladder_charts(view: RunView, guard: Callable) -> dict[str, dict]:
             ]
             return charts.line_chart(
                 series,
-                title=label,
-                x_label=x_label,
-                y_label=f"{label} (ms)",
-                log2_x=True,
-                x_ticks=levels,
-                vlines=[v for v in _vlines(view, False) if v.label.startswith("knee")],
+                charts.Chart(
+                    title=label,
+                    x_label=x_label,
+                    y_label=f"{label} (ms)",
+                    log2_x=True,
+                    x_ticks=levels,
+                    vlines=[v for v in _vlines(view, False) if v.label.startswith("knee")],
+                ),
             )
 
         return build
@@ -147,10 +151,12 @@ def ladder_charts(view: RunView, guard: Callable) -> dict[str, dict]:
             )
         return charts.line_chart(
             series,
-            title="Throughput vs TPOT",
-            x_label="TPOT P50 (ms per token, per user)",
-            y_label="aggregate output tok/s",
-            y_from_zero=True,
+            charts.Chart(
+                title="Throughput vs TPOT",
+                x_label="TPOT P50 (ms per token, per user)",
+                y_label="aggregate output tok/s",
+                y_from_zero=True,
+            ),
         )
 
     add(
@@ -179,15 +185,17 @@ def ladder_charts(view: RunView, guard: Callable) -> dict[str, dict]:
         crossovers = [v for v in _vlines(view) if v.label.startswith("crossover")]
         return charts.line_chart(
             series,
-            title="Speed-up vs load",
-            x_label=x_label,
-            y_label="speed-up (aggregate tok/s)",
-            log2_x=True,
-            x_ticks=levels,
-            hlines=[HLine(1.0, "1x = no gain")],
-            vlines=crossovers,
-            y_from_zero=False,
-            empty_note="needs a baseline and a variant",
+            charts.Chart(
+                title="Speed-up vs load",
+                x_label=x_label,
+                y_label="speed-up (aggregate tok/s)",
+                log2_x=True,
+                x_ticks=levels,
+                hlines=[HLine(1.0, "1x = no gain")],
+                vlines=crossovers,
+                y_from_zero=False,
+                empty_note="needs a baseline and a variant",
+            ),
         )
 
     add(
@@ -216,13 +224,15 @@ def ladder_charts(view: RunView, guard: Callable) -> dict[str, dict]:
             series.append(Series(f"{name} (client, per request)", xs, client, color=view.color(name), dash="5 3"))
         return charts.line_chart(
             series,
-            title="Draft acceptance rate",
-            x_label=x_label,
-            y_label="accepted / drafted tokens",
-            log2_x=True,
-            x_ticks=levels,
-            y_max=1.0,
-            empty_note="no speculative variant, or no acceptance figures",
+            charts.Chart(
+                title="Draft acceptance rate",
+                x_label=x_label,
+                y_label="accepted / drafted tokens",
+                log2_x=True,
+                x_ticks=levels,
+                y_max=1.0,
+                empty_note="no speculative variant, or no acceptance figures",
+            ),
         )
 
     add(
@@ -249,13 +259,15 @@ def timeline_charts(view: RunView) -> dict:
             )
         svg = charts.line_chart(
             series,
-            title=panel.title,
-            x_label="seconds since the run started",
-            y_label=panel.unit,
-            spans=spans,
-            y_max=panel.y_max,
-            width=1100,
-            height=230,
+            charts.Chart(
+                title=panel.title,
+                x_label="seconds since the run started",
+                y_label=panel.unit,
+                spans=spans,
+                y_max=panel.y_max,
+                width=1100,
+                height=230,
+            ),
         )
         out.append({"title": panel.title, "caption": panel.caption, "svg": svg})
     return {"charts": out, "notes": timeline.notes, "conditions": view.conditions_line()}

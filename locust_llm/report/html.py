@@ -10,14 +10,17 @@ fails renders as a visible note instead of losing the whole report.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
 import jinja2
 
+from ..fmt import md
 from . import experiments, sections, tables, traffic
 from .cache import cache_section
 from .figures import ladder_charts, timeline_charts
+from .headline import headline
 from .probes import probes_section
 from .quality import quality
 from .scaleout import scale_out_section
@@ -30,22 +33,21 @@ log = logging.getLogger(__name__)
 
 __all__ = ["build_context", "render_html", "render_verdict", "verdict_css"]
 
-_env: jinja2.Environment | None = None
 
-
-def environment() -> jinja2.Environment:
-    """The report's Jinja2 environment: package templates, autoescape on for every template."""
-    global _env
-    if _env is None:
-        _env = jinja2.Environment(
-            loader=jinja2.PackageLoader("locust_llm.report", "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            keep_trailing_newline=True,
-        )
-    return _env
+@functools.cache
+def environment(autoescape: bool = True) -> jinja2.Environment:
+    """The report's Jinja2 environment: package templates, autoescape on for every HTML template. ``summary.md.j2``
+    is rendered without it (HTML escapes are not Markdown's): its untrusted text goes through the ``md`` filter."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("locust_llm.report", "templates"),
+        autoescape=autoescape,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["md"] = md
+    return env
 
 
 def build_context(view: RunView) -> dict:
@@ -70,7 +72,7 @@ def build_context(view: RunView) -> dict:
             "level_name": "level",
             "mode": view.mode,
         },
-        "headline": guard("verdict", lambda: sections.headline(view)),
+        "headline": guard("verdict", lambda: headline(view)),
         "gates": guard("gates", lambda: sections.gates(view)),
         "soak": guard("soak", lambda: soak_section(view)),
         "probes": guard("probes", lambda: probes_section(view)),
@@ -109,7 +111,7 @@ def render_html(view: RunView) -> str:
 
 def render_verdict(view: RunView) -> str:
     """The report's verdict cards and warnings alone (the web UI shows them where the run was started)."""
-    return environment().get_template("verdict.html.j2").render(headline=sections.headline(view))
+    return environment().get_template("verdict.html.j2").render(headline=headline(view))
 
 
 def verdict_css() -> str:

@@ -15,7 +15,7 @@ VERDICT_CLASS = {"linear": "ok", "sub-linear": "warn", "no gain": "bad", "not ju
 
 def servers_text(view: RunView, variant: str, servers: int) -> str:
     """Which servers the N-server steps used: launched replicas (their log files) or the external URLs."""
-    replicas = (view.servers.get(variant) or {}).get("replicas") or []
+    replicas = view.server_of(variant).get("replicas") or []
     if not replicas:
         return f"{servers} servers (the further ones never came up)"
     if replicas[0].get("launched"):
@@ -24,7 +24,7 @@ def servers_text(view: RunView, variant: str, servers: int) -> str:
             f"port (logs: {', '.join(str(r.get('log', '')).rsplit('/', 1)[-1] for r in replicas)} beside the "
             "first)"
         )
-    first = (view.servers.get(variant) or {}).get("url")
+    first = view.server_of(variant).get("url")
     return f"{len(replicas) + 1} external servers: {', '.join([str(first)] + [str(r.get('url')) for r in replicas])}"
 
 

@@ -1,5 +1,5 @@
-"""The report's text sections, each from the ``RunView`` alone: header, headline verdict cards, gates,
-comparison with an earlier run, conditions, consistency, client validity and steadiness, run events.
+"""The report's text sections, each from the ``RunView`` alone: header, gates, comparison with an earlier run,
+conditions, consistency, client validity and steadiness, run events (the verdict cards: :mod:`.headline`).
 """
 
 from __future__ import annotations
@@ -9,18 +9,14 @@ import time
 
 from ..analysis.errors import MESSAGE_MAX, clip
 from ..analysis.gates import EXIT_MEANINGS
-from ..analysis.quality import not_eligible
-from ..analysis.speedup import speedup_state
-from ..fmt import ci_text, lvl, num, ok, pct, points, times
-from .cache import cache_warnings, mode_text
+from ..fmt import ci_text, lvl, num, ok, pct, times
+from .cache import mode_text
 from .view import RunView, command_text, flags_text, level_name, unit_of
 
 __all__ = [
     "conditions",
     "consistency",
-    "flagged_steps",
     "gates",
-    "headline",
     "meta",
     "regression",
     "run_events",
@@ -49,178 +45,6 @@ def meta(view: RunView) -> dict:
         "level_name": level_name(view.mode),
         "conditions": view.conditions_line(),
     }
-
-
-def flagged_steps(view: RunView) -> dict:
-    """Steps by what is wrong with them: each status other than clean (with its reason), anomalies, failures."""
-    flags: dict[str, list[str]] = {
-        "fault-injected": [],
-        "worker-lost": [],
-        "suspect-usage": [],
-        "failed-fast": [],
-        "contended": [],
-        "client-invalid": [],
-        "insufficient": [],
-        "unsteady": [],
-        "anomaly": [],
-        "failed": [],
-    }
-    for name in view.names:
-        for s in view.steps_of(name):
-            if s.status in flags:
-                flags[s.status].append(
-                    f"{view.where(name, s)} ({s.status_reasons[0].split(': ', 1)[-1]})"
-                    if s.status_reasons
-                    else view.where(name, s)
-                )
-            if s.anomaly:
-                flags["anomaly"].append(f"{view.where(name, s)}: {s.anomaly}")
-            if not s.requests or (s.errors and s.errors == s.requests):
-                flags["failed"].append(view.where(name, s))
-    return flags
-
-
-FLAG_TEXT = {
-    "fault-injected": "step(s) with a fault injected on purpose (probes.faults; left out of every verdict)",
-    "worker-lost": "step(s) during which a load process was lost (worker-lost: the level was not held; "
-    "left out of every verdict)",
-    "suspect-usage": "step(s) whose server token counts disagree with the requests or their text (suspect-usage; "
-    "left out of every verdict)",
-    "failed-fast": "step(s) where the server refused or failed fast: most requests were refused or failed within 10 "
-    "ms, before any token (failed-fast; left out of every verdict)",
-    "contended": "step(s) measured while the host was busy with other work (contended; left out of every verdict)",
-    "client-invalid": "step(s) where the load generator may have been the bottleneck (client-invalid; left "
-    "out of every verdict)",
-    "insufficient": "step(s) with too few completed requests (insufficient; left out of every verdict)",
-    "unsteady": "step(s) not steady within the window (left out of every verdict)",
-    "anomaly": "anomalous step(s)",
-}
-
-
-def headline(view: RunView) -> dict:
-    """One card per comparison (speed-up at the lowest level, crossover, recommendation), and the warnings."""
-    items = []
-    blocked = not_eligible(view.summary.quality)
-    for comp in view.comparisons:
-        steps = sorted(comp.steps, key=lambda s: s.level)
-        judged = [s for s in steps if s.status in ("clean", "inconclusive")]
-        low = judged[0] if judged else None
-        speed = getattr(low, f"{comp.metric}_speedup", None) if low else None
-        # A level's verdict (open loop: latency and goodput together), or the speed-up's own CI in older runs.
-        state = (low.verdict or speedup_state(speed.model_dump())) if speed and low.status == "clean" else "unclear"
-        crossover = comp.crossover_level
-        if ok(crossover):
-            why = next((s.verdict_basis for s in steps if s.level == crossover and s.verdict_basis), None)
-            why = why if view.mode == "open" and why else "speed-up CI entirely below 1"  # open: which figure
-            crossover_text = (
-                f"crossover at {lvl(crossover)} {unit_of(view.mode, crossover != 1)}: from there "
-                f"{comp.variant} is slower than {comp.baseline} ({why})"
-            )
-        elif judged:
-            crossover_text = (
-                f"no crossover up to {lvl(judged[-1].level)} {unit_of(view.mode)}: at no level "
-                f"measured cleanly is {comp.variant} clearly slower"
-            )
-        elif steps:
-            crossover_text = "no crossover: no level was measured cleanly on both sides"
-        else:
-            crossover_text = "no crossover: no level was measured for both variants"
-        agreement = view.summary.consistency.get(comp.variant)
-        items.append(
-            {
-                "variant": comp.variant,
-                "baseline": comp.baseline,
-                "state": state,
-                "speedup": times(speed.value) if speed else None,
-                "ci": ci_text(speed.ci95, times) if speed else None,
-                "level": lvl(low.level) if low else None,
-                "unit": unit_of(view.mode, plural=not (low and low.level == 1)),
-                "crossover": crossover_text,
-                "recommendation": comp.recommendation or "no recommendation",
-                "metric_name": comp.metric_name or "aggregate output tok/s",
-                "agreement": pct(agreement.agreement, 0) if agreement else None,
-                "identical": agreement.identical if agreement else None,
-                "compared": agreement.compared if agreement else None,
-                "defect": bool(agreement and agreement.defect),
-                "color": view.color(comp.variant),
-                "not_eligible": blocked.get(comp.variant),
-                "quality": quality_line(view, comp.variant),
-                "anchor": view.ids.get(comp.variant),
-                "levels": [
-                    {
-                        "level": lvl(s.level),
-                        "status": s.status,
-                        "speedup": times(getattr(s, f"{comp.metric}_speedup").value)
-                        if s.status in ("clean", "inconclusive")
-                        else None,
-                    }
-                    for s in steps
-                ],
-            }
-        )
-    flags = flagged_steps(view)
-    warnings = [
-        f"{len(flags[kind])} {text}: {'; '.join(flags[kind])}" for kind, text in FLAG_TEXT.items() if flags[kind]
-    ]
-    if flags["failed"]:
-        warnings.append(f"{len(flags['failed'])} step(s) with no successful request: {', '.join(flags['failed'])}")
-    warnings += cache_warnings(view)
-    events = view.summary.events
-    for event in events:
-        if event.get("kind") == "interrupted" and ok(event.get("t")):
-            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event["t"]))
-            warnings.insert(
-                0,
-                f"interrupted at {when} by {event.get('signal')}: every figure covers only what was "
-                "measured until then",
-            )
-        elif event.get("kind") == "unfinished":
-            warnings.insert(
-                0,
-                "the run has not finished (it is still running, or was killed): its open steps end at "
-                "the last record, and every figure covers only what was recorded until then",
-            )
-    if events:
-        kinds = sorted({str(e.get("kind")) for e in events})
-        warnings.append(f"{len(events)} run event(s): {', '.join(kinds)}")
-    errored = [
-        f"{view.where(n, s)} ({pct(s.error_rate)})"
-        for n in view.names
-        for s in view.steps_of(n)
-        if ok(s.error_rate) and s.error_rate > 0
-    ]
-    if errored:
-        warnings.append("failed requests (counted against every figure): " + ", ".join(errored))
-    for item in items:
-        if item["not_eligible"]:
-            warnings.insert(0, f"{item['variant']} is not eligible for any recommendation: {item['not_eligible']}")
-        if item["defect"]:
-            warnings.insert(
-                0,
-                f"consistency defect: {item['variant']}'s greedy output differs from "
-                f"{item['baseline']}'s; lossless speculative decoding must not change it",
-            )
-    note = None
-    if not items:
-        note = (
-            "single variant: no baseline-vs-variant comparison was measured"
-            if len(view.variants) <= 1
-            else "no comparison in summary.json (is the baseline variant present?)"
-        )
-    return {"items": items, "warnings": warnings, "note": note}
-
-
-def quality_line(view: RunView, variant: str) -> str | None:
-    """The card's quality words for an eligible variant: the pass-rate differences from the baseline."""
-    figures = view.summary.quality.variants.get(variant) if view.summary.quality else None
-    if figures is None or not figures.eligible:
-        return None
-    parts = [
-        f"{kind} {points(rate.difference)} points"
-        for kind, rate in (("greedy", figures.greedy), ("sampled", figures.sampled))
-        if rate is not None and rate.difference is not None
-    ]
-    return "quality gate passed" + (f": pass rate vs the baseline {', '.join(parts)}" if parts else "")
 
 
 def gates(view: RunView) -> dict | None:
@@ -299,8 +123,7 @@ def priority_text(server_nice, client_nice) -> str | None:
 
 def conditions(view: RunView) -> dict:
     load, env = view.load, view.env
-    host, srv = env.get("host") or {}, view.scenario.get("server") or {}
-    workload = env.get("workload") or {}
+    host, srv, workload = view.host, view.server_spec, view.workload
     ladder = load.get("ladder")
     run_rows = [
         ("run id", view.run_id),
@@ -373,7 +196,7 @@ def conditions(view: RunView) -> dict:
     client_rows = [
         ("client host", client.get("hostname") or host.get("hostname")),
         ("Python", host.get("python") or client.get("python")),
-        ("load processes", (env.get("options") or {}).get("processes") or 1),
+        ("load processes", view.options.get("processes") or 1),
         ("load processes' priority", f"nice {client['nice']}" if client.get("nice") is not None else None),
         ("worker clocks (aligned to the master's)", clocks_text(env.get("clocks"))),
     ] + [(name, version) for name, version in (client.get("packages") or {}).items()]
@@ -578,7 +401,8 @@ def run_events(view: RunView) -> dict:
                 "log_tail": clip(e.get("log_tail"), LOG_TAIL_MAX) if e.get("log_tail") else None,
             }
         )
-    gaps, missing = [], {}
+    gaps = []
+    missing: dict[tuple[str | None, str | None], dict[str, list[str]]] = {}
     for name in view.names:
         entry = view.variants.get(name)
         if entry is None:
@@ -599,7 +423,7 @@ def run_events(view: RunView) -> dict:
         for s in view.steps_of(name):
             for m in s.server.missing if s.server else []:
                 missing.setdefault((m.figure, m.reason), {}).setdefault(name, []).append(lvl(s.level))
-    grouped: dict = {}
+    grouped: dict[tuple[str | None, str], list[str]] = {}
     for (figure, reason), where in missing.items():
         scope = "; ".join(f"{n} @ {', '.join(levels)}" for n, levels in where.items())
         grouped.setdefault((reason, scope), []).append(str(figure))

@@ -63,7 +63,7 @@ def _minutes(soak: SoakSummary) -> list[float | None]:
 
 def _fit_line(trend: SoakTrend, color: str) -> Series | None:
     """The fitted line from the first to the last fitted window (dashed)."""
-    if trend.slope_per_hour is None or trend.reference is None:
+    if trend.slope_per_hour is None or trend.reference is None or trend.from_h is None or trend.to_h is None:
         return None
     end = trend.reference + trend.slope_per_hour * (trend.to_h - trend.from_h)
     return Series(
@@ -96,10 +96,12 @@ def charts_of(soak: SoakSummary) -> list[dict]:
         # errors: at least 0-1% tall, so a soak without errors shows a flat line at zero
         svg = charts.line_chart(
             series,
-            title=title,
-            x_label="minutes since the first window began",
-            y_label=unit,
-            y_max=0.01 if key == "errors" else None,
+            charts.Chart(
+                title=title,
+                x_label="minutes since the first window began",
+                y_label=unit,
+                y_max=0.01 if key == "errors" else None,
+            ),
         )
         out.append(
             {

@@ -22,7 +22,7 @@ def _ratio(ratio) -> dict:
     return {
         "value": times(ratio.value),
         "ci": ci_text(ratio.ci95, times),
-        "state": speedup_state({"value": ratio.value, "ci95": ratio.ci95}),
+        "state": speedup_state(ratio),
     }
 
 
@@ -161,10 +161,12 @@ def positions_section(view: RunView) -> dict | None:
                 "(bars: 95% CI over requests); a curve that falls shows the pace dropping over a long answer.",
                 "svg": charts.line_chart(
                     series,
-                    title=f"Decode speed by output position at {lvl(level)} {unit}",
-                    x_label="output token (bin middle)",
-                    y_label="decode tok/s",
-                    empty_note="no request completed a bin",
+                    charts.Chart(
+                        title=f"Decode speed by output position at {lvl(level)} {unit}",
+                        x_label="output token (bin middle)",
+                        y_label="decode tok/s",
+                        empty_note="no request completed a bin",
+                    ),
                 ),
             }
         )
@@ -184,11 +186,13 @@ def positions_section(view: RunView) -> dict | None:
                                 view.color(comp.variant),
                             )
                         ],
-                        title=f"{comp.variant} speed-up by output position",
-                        x_label="output token (bin middle)",
-                        y_label="speed-up (decode tok/s)",
-                        hlines=[HLine(1.0, "1x = no gain")],
-                        y_from_zero=False,
+                        charts.Chart(
+                            title=f"{comp.variant} speed-up by output position",
+                            x_label="output token (bin middle)",
+                            y_label="speed-up (decode tok/s)",
+                            hlines=[HLine(1.0, "1x = no gain")],
+                            y_from_zero=False,
+                        ),
                     ),
                 }
             )

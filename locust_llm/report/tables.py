@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ..analysis.documents import StepFigures
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, num, ok, pct, times
 from .cache import cache_cell
 from .view import RunView
 
-__all__ = ["PERCENTILES", "SPEEDUP_METRICS", "speedups", "variant_tables"]
+__all__ = ["PERCENTILES", "SPEEDUP_METRICS", "SpeedupCell", "SpeedupRow", "StepRow", "speedups", "variant_tables"]
 
 PERCENTILES = ("p50", "p95", "p99")
 SPEEDUP_METRICS = [
@@ -39,7 +42,62 @@ def all_request_metrics(open_loop: bool) -> list[tuple[str, str]]:
     return [("ttft_all_ms", "TTFT"), ("tpot_all_ms", "TPOT"), ("e2e_all_ms", "E2E")]
 
 
-def _marks(step, saturation, knee) -> list[tuple[str, str, str]]:
+@dataclass(frozen=True)
+class StepRow:
+    """One step in a variant's three ladder tables (latency of successful requests, of all requests; throughput,
+    errors and acceptance), each figure as the table shows it (None: not measured)."""
+
+    level: str
+    marks: list[tuple[str, str, str]]  # badges: label, CSS class, why
+    cache: dict  # the prompt-cache cell: value, why, flag
+    requests: int
+    errors: int
+    error_rate: str | None
+    errors_by_class: str
+    lat: dict[str, list[str | None]]  # per latency figure: P50, P95, P99
+    decode_p50: str | None
+    decode_mean: str | None
+    output_tps: str | None
+    output_tps_ci: str | None
+    request_rate: str | None
+    goodput: str | None
+    achieved: str | None  # open loop only
+    acc_server: str | None
+    acc_server_why: str
+    acc_len: str | None
+    acc_client: str | None
+    tokens_per_chunk: str | None
+    speedup: str | None
+    speedup_ci: str | None
+    tokens: int
+    itl_approximate: str | None
+    sources: str
+
+
+@dataclass(frozen=True)
+class SpeedupCell:
+    """One speed-up of a level: its value and CI as text, its state (better / worse / unclear), whether it is the
+    comparison's headline, and the prompt-cache flag a latency speed-up carries."""
+
+    value: str | None = None
+    ci: str | None = None
+    state: str = "unclear"
+    headline: bool = False
+    flag: str | None = None
+
+
+@dataclass(frozen=True)
+class SpeedupRow:
+    """One level of a comparison's speed-up table."""
+
+    level: str
+    cells: list[SpeedupCell]
+    crossover: bool
+    cache: str | None
+    cache_flag: str | None
+
+
+def _marks(step: StepFigures, saturation: float | None, knee: float | None) -> list[tuple[str, str, str]]:
     marks = []
     if ok(saturation) and step.level == saturation:
         marks.append(("saturation", "mark-sat", "throughput stops growing beyond this level"))
@@ -72,7 +130,7 @@ def variant_tables(view: RunView) -> list[dict]:
         entry = view.variants.get(name)
         sat = entry.saturation_level if entry else None
         knee = entry.knee_level if entry else None
-        rows = []
+        rows: list[StepRow] = []
         for s in view.steps_of(name):
             lat = {}
             for key, _label in metrics + all_metrics:
@@ -83,38 +141,38 @@ def variant_tables(view: RunView) -> list[dict]:
             client_acc = (acc.client if acc else None) or s.acceptance_client
             tpc = (acc.tokens_per_chunk if acc else None) or s.tokens_per_chunk
             missing = {m.figure: m.reason for m in s.server.missing} if s.server else {}
-            speed = (speed_by.get(name) or {}).get(s.level)
+            speed = speed_by.get(name, {}).get(s.level)
             out_speed = speed.output_tps_speedup if speed else None
             decode = s.decode_tps
             rows.append(
-                {
-                    "level": lvl(s.level),
-                    "marks": _marks(s, sat, knee),
-                    "cache": cache_cell(s),
-                    "requests": s.requests,
-                    "errors": s.errors,
-                    "error_rate": pct(s.error_rate),
-                    "errors_by_class": ", ".join(f"{k}: {v}" for k, v in s.errors_by_class.items()),
-                    "lat": lat,
-                    "decode_p50": num(decode.p50) if decode else None,
-                    "decode_mean": num(decode.mean) if decode else None,
-                    "output_tps": num(s.output_tps),
-                    "output_tps_ci": ci_text(s.output_tps_ci95),
-                    "request_rate": num(s.request_rate),
-                    "goodput": num(s.goodput_rps),
-                    "achieved": num(s.achieved_rate) if open_loop else None,
-                    "acc_server": pct(server_acc.rate) if server_acc else None,
-                    "acc_server_why": missing.get("acceptance.rate")
+                StepRow(
+                    level=lvl(s.level),
+                    marks=_marks(s, sat, knee),
+                    cache=cache_cell(s),
+                    requests=s.requests,
+                    errors=s.errors,
+                    error_rate=pct(s.error_rate),
+                    errors_by_class=", ".join(f"{k}: {v}" for k, v in s.errors_by_class.items()),
+                    lat=lat,
+                    decode_p50=num(decode.p50) if decode else None,
+                    decode_mean=num(decode.mean) if decode else None,
+                    output_tps=num(s.output_tps),
+                    output_tps_ci=ci_text(s.output_tps_ci95),
+                    request_rate=num(s.request_rate),
+                    goodput=num(s.goodput_rps),
+                    achieved=num(s.achieved_rate) if open_loop else None,
+                    acc_server=pct(server_acc.rate) if server_acc else None,
+                    acc_server_why=missing.get("acceptance.rate")
                     or ("no telemetry" if not s.server else "not measured"),
-                    "acc_len": num(server_acc.mean_length) if server_acc else None,
-                    "acc_client": pct(client_acc.rate) if client_acc else None,
-                    "tokens_per_chunk": num(tpc.value) if tpc else None,
-                    "speedup": times(out_speed.value) if out_speed else None,
-                    "speedup_ci": ci_text(out_speed.ci95, times) if out_speed else None,
-                    "tokens": s.output_tokens,
-                    "itl_approximate": pct(s.itl_approximate, 0) if s.itl_approximate else None,
-                    "sources": ", ".join(f"{k} ({v})" for k, v in s.token_sources.items()),
-                }
+                    acc_len=num(server_acc.mean_length) if server_acc else None,
+                    acc_client=pct(client_acc.rate) if client_acc else None,
+                    tokens_per_chunk=num(tpc.value) if tpc else None,
+                    speedup=times(out_speed.value) if out_speed else None,
+                    speedup_ci=ci_text(out_speed.ci95, times) if out_speed else None,
+                    tokens=s.output_tokens,
+                    itl_approximate=pct(s.itl_approximate, 0) if s.itl_approximate else None,
+                    sources=", ".join(f"{k} ({v})" for k, v in s.token_sources.items()),
+                )
             )
         trend = entry.memory_trend if entry else None
         trend_text = None
@@ -133,7 +191,7 @@ def variant_tables(view: RunView) -> list[dict]:
                 "rows": rows,
                 "latency_metrics": metrics,
                 "all_metrics": all_metrics,
-                "itl_approximate": max((r["itl_approximate"] for r in rows if r["itl_approximate"]), default=None),
+                "itl_approximate": max((r.itl_approximate for r in rows if r.itl_approximate), default=None),
                 "saturation": lvl(sat) if ok(sat) else None,
                 "knee": lvl(knee) if ok(knee) else None,
                 "knee_by_metric": ", ".join(
@@ -155,31 +213,31 @@ def speedups(view: RunView) -> list[dict]:
     for comp in view.comparisons:
         rows = []
         for s in sorted(comp.steps, key=lambda s: s.level):
-            cells = []
+            cells: list[SpeedupCell] = []
             cache = s.prompt_cache
             flag = cache.flag if cache else None
             for key, _label in metrics:
                 fig = getattr(s, key)
                 if fig is None:
-                    cells.append({"value": None, "ci": None, "state": "unclear", "flag": None})
+                    cells.append(SpeedupCell())
                     continue
                 cells.append(
-                    {
-                        "value": times(fig.value),
-                        "ci": ci_text(fig.ci95, times),
-                        "state": speedup_state(fig.model_dump()),
-                        "headline": key == f"{comp.metric}_speedup",
-                        "flag": flag if key in LATENCY_SPEEDUPS else None,  # a cache hit shortens latency
-                    }
+                    SpeedupCell(
+                        value=times(fig.value),
+                        ci=ci_text(fig.ci95, times),
+                        state=speedup_state(fig),
+                        headline=key == f"{comp.metric}_speedup",
+                        flag=flag if key in LATENCY_SPEEDUPS else None,  # a cache hit shortens latency
+                    )
                 )
             rows.append(
-                {
-                    "level": lvl(s.level),
-                    "cells": cells,
-                    "crossover": ok(comp.crossover_level) and s.level == comp.crossover_level,
-                    "cache": f"{pct(cache.baseline) or 'n/m'} / {pct(cache.variant) or 'n/m'}" if cache else None,
-                    "cache_flag": flag,
-                }
+                SpeedupRow(
+                    level=lvl(s.level),
+                    cells=cells,
+                    crossover=ok(comp.crossover_level) and s.level == comp.crossover_level,
+                    cache=f"{pct(cache.baseline) or 'n/m'} / {pct(cache.variant) or 'n/m'}" if cache else None,
+                    cache_flag=flag,
+                )
             )
         out.append(
             {

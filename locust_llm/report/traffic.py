@@ -15,7 +15,7 @@ __all__ = ["conversations_section", "trace_section", "traffic_lines"]
 
 
 def _speed(ratio) -> dict:
-    return {"value": times(ratio.value), "ci": ci_text(ratio.ci95, times), "state": speedup_state(ratio.model_dump())}
+    return {"value": times(ratio.value), "ci": ci_text(ratio.ci95, times), "state": speedup_state(ratio)}
 
 
 def conversations_section(view: RunView) -> dict | None:
@@ -26,10 +26,10 @@ def conversations_section(view: RunView) -> dict | None:
     keys = sorted({(r.variant, r.level) for r in doc.levels}, key=lambda k: (k[1], view.names.index(k[0])))
     series = []
     for i, (variant, level) in enumerate(keys):
-        rows = sorted((r for r in doc.levels if (r.variant, r.level) == (variant, level)), key=lambda r: r.turn)
+        turns = sorted((r for r in doc.levels if (r.variant, r.level) == (variant, level)), key=lambda r: r.turn)
         color = view.color(variant) if len({k[1] for k in keys}) == 1 else PALETTE[i % len(PALETTE)]
         series.append(
-            Series(f"{variant} at {lvl(level)}", [r.turn for r in rows], [r.ttft_p50_ms for r in rows], color=color)
+            Series(f"{variant} at {lvl(level)}", [r.turn for r in turns], [r.ttft_p50_ms for r in turns], color=color)
         )
     ttft = "TTFT P50 from the intended send" if view.mode == "open" else "TTFT P50"
     chart = {
@@ -38,11 +38,13 @@ def conversations_section(view: RunView) -> dict | None:
         "carries the t - 1 turns before it, with the answers the server gave.",
         "svg": charts.line_chart(
             series,
-            title="TTFT by turn",
-            x_label="turn",
-            y_label=f"{ttft} (ms)",
-            x_ticks=list(range(1, doc.turns + 1)),
-            empty_note="no level measured cleanly",
+            charts.Chart(
+                title="TTFT by turn",
+                x_label="turn",
+                y_label=f"{ttft} (ms)",
+                x_ticks=list(range(1, doc.turns + 1)),
+                empty_note="no level measured cleanly",
+            ),
         ),
     }
     speedups = {(c.variant, c.level, c.turn): c for c in doc.comparisons}
@@ -89,7 +91,7 @@ def conversations_section(view: RunView) -> dict | None:
 
 def trace_section(view: RunView) -> dict | None:
     """None for a run that replayed no trace."""
-    trace = (view.env.get("workload") or {}).get("trace")
+    trace = view.workload.get("trace")
     rows = [
         {
             "variant": name,

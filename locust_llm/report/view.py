@@ -13,7 +13,7 @@ from ..analysis.timeline import Timeline
 from ..fmt import lvl, ok
 from .charts import variant_colors
 
-__all__ = ["ReportInput", "RunView", "command_text", "flags_text", "level_name", "unit_of"]
+__all__ = ["ReportInput", "RunView", "command_text", "flags_text", "level_name", "mapping", "unit_of"]
 
 
 @dataclass
@@ -61,6 +61,11 @@ def command_text(command) -> str | None:
     return str(command)
 
 
+def mapping(value) -> dict:
+    """``value`` if it is a mapping, else an empty one: a section of env.json that a run may lack or write null."""
+    return value if isinstance(value, dict) else {}
+
+
 def _slug(text: str, index: int) -> str:
     return f"v{index}-" + (re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:40] or "x")
 
@@ -76,6 +81,11 @@ class RunView:
         self.baseline = self.summary.baseline or self.env.get("baseline")
         self.comparisons = self.summary.comparisons
         self.servers = {k: v for k, v in (self.env.get("servers") or {}).items() if isinstance(v, dict)}
+        # env.json's sections as mappings, {} where absent or null (env.json is not a typed document yet)
+        self.host = mapping(self.env.get("host"))
+        self.workload = mapping(self.env.get("workload"))
+        self.options = mapping(self.env.get("options"))
+        self.server_spec = mapping(self.scenario.get("server"))
         first_mode = next((s.mode for v in self.variants.values() for s in v.steps), "closed")
         self.mode = self.load.get("mode") or first_mode
         self.names = self.variant_order(self.summary, self.env)
@@ -97,7 +107,7 @@ class RunView:
         return names
 
     def color(self, name: str | None) -> str:
-        return self.colors.get(name, "#333")
+        return self.colors.get(name, "#333") if name is not None else "#333"
 
     def levels(self) -> list[float]:
         found = {s.level for v in self.variants.values() for s in v.steps if ok(s.level)}
@@ -119,15 +129,14 @@ class RunView:
     def speculative_of(self, name: str):
         spec = self.server_of(name).get("speculative")
         if spec is None:
-            spec = ((self.scenario.get("variants") or {}).get(name) or {}).get("speculative")
+            spec = mapping(mapping(self.scenario.get("variants")).get(name)).get("speculative")
         return spec
 
     def model_name(self) -> str | None:
         for server in self.servers.values():
             if server.get("served_model") or server.get("model"):
                 return server.get("served_model") or server.get("model")
-        srv = self.scenario.get("server") or {}
-        return srv.get("served_model_name") or srv.get("model")
+        return self.server_spec.get("served_model_name") or self.server_spec.get("model")
 
     def engine(self) -> str | None:
         for server in self.servers.values():
@@ -136,10 +145,10 @@ class RunView:
                 return server["engine"] + (f" {version}" if version else "")
         if self.env.get("external_url"):
             return "external server"
-        return (self.scenario.get("server") or {}).get("engine")
+        return self.server_spec.get("engine")
 
     def host_text(self) -> str:
-        host = self.env.get("host") or {}
+        host = self.host
         parts = []
         if host.get("cpu_count"):
             parts.append(f"{host['cpu_count']} CPUs")
@@ -149,7 +158,7 @@ class RunView:
 
     def lengths_text(self) -> str:
         load = self.load
-        workload = self.env.get("workload") or {}
+        workload = self.workload
         trace = load.get("trace") or {}
         if trace:
             text = f"{trace.get('format')} trace {trace.get('path')}"

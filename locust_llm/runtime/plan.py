@@ -104,10 +104,8 @@ class Plan:
         return self.scenario.source.parent
 
 
-def load_plan(options, host: str | None = None) -> Plan:
-    """Scenario plus overrides from ``options`` (Locust's parsed options) and ``host`` (``--host``)."""
-    scenario = load_scenario(options.scenario or DEFAULT_SCENARIO)
-    remember_secrets(scenario, host, options.scale_out_urls)
+def _load_with_options(scenario: Scenario, options) -> LoadSpec:
+    """The scenario's load section with the command line's (or web form's) load options applied, validated."""
     overrides = {}
     if options.mode:
         if options.mode not in ("closed", "open"):
@@ -136,11 +134,18 @@ def load_plan(options, host: str | None = None) -> Plan:
         if given(options, option):
             overrides[key] = getattr(options, option)
     try:
-        load = LoadSpec.model_validate({**scenario.load.model_dump(), **overrides})
+        return LoadSpec.model_validate({**scenario.load.model_dump(), **overrides})
     except ValidationError as exc:
         raise ScenarioError(
             "command-line/web-form options are invalid: " + "; ".join(format_errors(exc, LoadSpec, ("load",)))
         ) from None
+
+
+def load_plan(options, host: str | None = None) -> Plan:
+    """Scenario plus overrides from ``options`` (Locust's parsed options) and ``host`` (``--host``)."""
+    scenario = load_scenario(options.scenario or DEFAULT_SCENARIO)
+    remember_secrets(scenario, host, options.scale_out_urls)
+    load = _load_with_options(scenario, options)
     trace = check_traffic(scenario, load)
     if trace is not None:
         # The ladder gives speeds; each step's level is the trace's mean rate at that speed (req/s offered), and a

@@ -70,25 +70,7 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
             LOOPBACK,
         )
 
-    @app.before_request
-    def same_origin_only():
-        # Runs before every other check: a page elsewhere must not start a run, stop one or read its files.
-        if not _guarded(request.path):
-            return None
-        origin = request.headers.get("Origin")
-        own = request.host_url.rstrip("/")
-        # A browser says where a request comes from: Origin (not on a plain GET) and Sec-Fetch-Site (on every
-        # request; "same-site" is another port of the same host). A name other than loopback's on a loopback-only
-        # UI is a page that rebound its own name to 127.0.0.1.
-        elsewhere = request.headers.get("Sec-Fetch-Site") in ("cross-site", "same-site")
-        rebound = web_ui.host == LOOPBACK and (request.host.rsplit(":", 1)[0] not in LOOPBACK_NAMES)
-        if (origin is not None and origin != own) or elsewhere or rebound:
-            log.warning(
-                "refused a cross-origin %s %s (Origin %s, Host %s)", request.method, request.path, origin, request.host
-            )
-            return Response("cross-origin requests to the cockpit are refused", status=403, mimetype="text/plain")
-        return None
-
+    _refuse_other_origins(app, web_ui)
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": "llm"}]
     web_ui.template_args["extended_tables"] = [
         {"key": "llm", "structure": [{"key": key, "title": title} for key, title in COLUMNS]}
@@ -104,43 +86,8 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
         experiment = last_experiment()
         return experiment.run.path if experiment is not None else None
 
-    @app.before_request
-    def check_the_form():
-        # Locust starts the shape whatever the form says; a bad value must stop here, with the command line's words.
-        if request.method == "POST" and request.path.endswith("/swarm"):
-            why = check_form(environment.parsed_options, request.form, environment.host, cli_scenario())
-            if why:
-                log.error("the web form was not started: %s", why)
-                return jsonify({"success": False, "message": why, "host": environment.host})
-        return None
-
-    @app.after_request
-    def extend_locust_pages(response):
-        if _guarded(request.path):
-            # Set here, Locust's CORS (which reflects any Origin) leaves it: only the UI's own origin may read these.
-            response.headers["Access-Control-Allow-Origin"] = request.host_url.rstrip("/")
-            response.headers["Vary"] = "Origin"
-        if request.path.endswith("/stats/requests") and response.is_json:
-            # The stock UI polls /stats/requests; its extended_stats feed the LLM tab's table.
-            data = response.get_json()
-            data["extended_stats"] = [{"key": "llm", "data": rows()}]
-            response.set_data(json.dumps(data))
-        elif (
-            (request.endpoint or "").endswith("index")
-            and response.mimetype == "text/html"
-            and not response.direct_passthrough
-        ):  # Locust's page, not its downloadable report
-            page = response.get_data(as_text=True)
-            if PAGE_HOOK in page:
-                response.set_data(
-                    page.replace(
-                        PAGE_HOOK,
-                        '<link rel="stylesheet" href="/llm/static/cockpit.css">'
-                        '<script src="/llm/static/cockpit.js"></script>' + PAGE_HOOK,
-                        1,
-                    )
-                )
-        return response
+    _check_started_forms(app, environment, cli_scenario)
+    _extend_locust_pages(app, rows)
 
     def route(path: str):
         return lambda view: app.route(path, endpoint=f"llm_{view.__name__}")(web_ui.auth_required_if_enabled(view))
@@ -194,16 +141,91 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
             return Response("no such file in the run directory", status=404, mimetype="text/plain")
         if name == layout.REPORT:
             return report()
-        data = read_regular_file(folder / name)
-        if data is None:
-            return Response("no such file in the run directory", status=404, mimetype="text/plain")
-        if name.endswith(TEXT_SUFFIXES):
-            response = Response(data, mimetype="text/plain")
-            response.charset = "utf-8"
-        else:
-            response = Response(data, mimetype="application/octet-stream")
-            response.headers["Content-Disposition"] = f'attachment; filename="{name}"'
-        response.headers["X-Content-Type-Options"] = "nosniff"
+        return _file_response(folder, name)
+
+
+def _check_started_forms(app, environment, cli_scenario: Callable[[], str]) -> None:
+    """Refuses a submitted start form whose values the command line would refuse, with its message."""
+
+    @app.before_request
+    def check_the_form():
+        # Locust starts the shape whatever the form says; a bad value must stop here, with the command line's words.
+        if request.method == "POST" and request.path.endswith("/swarm"):
+            why = check_form(environment.parsed_options, request.form, environment.host, cli_scenario())
+            if why:
+                log.error("the web form was not started: %s", why)
+                return jsonify({"success": False, "message": why, "host": environment.host})
+        return None
+
+
+def _file_response(folder: Path, name: str) -> Response:
+    """A run file as text in the browser, or as a download; 404 unless it is a regular file."""
+    data = read_regular_file(folder / name)
+    if data is None:
+        return Response("no such file in the run directory", status=404, mimetype="text/plain")
+    if name.endswith(TEXT_SUFFIXES):
+        response = Response(data, mimetype="text/plain")
+        response.charset = "utf-8"
+    else:
+        response = Response(data, mimetype="application/octet-stream")
+        response.headers["Content-Disposition"] = f'attachment; filename="{name}"'
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def _refuse_other_origins(app, web_ui) -> None:
+    """Refuses a request to a guarded route (start, stop, ``/llm/*``) that a page of another origin sent."""
+
+    @app.before_request
+    def same_origin_only():
+        # Runs before every other check: a page elsewhere must not start a run, stop one or read its files.
+        if not _guarded(request.path):
+            return None
+        origin = request.headers.get("Origin")
+        own = request.host_url.rstrip("/")
+        # A browser says where a request comes from: Origin (not on a plain GET) and Sec-Fetch-Site (on every
+        # request; "same-site" is another port of the same host). A name other than loopback's on a loopback-only
+        # UI is a page that rebound its own name to 127.0.0.1.
+        elsewhere = request.headers.get("Sec-Fetch-Site") in ("cross-site", "same-site")
+        rebound = web_ui.host == LOOPBACK and (request.host.rsplit(":", 1)[0] not in LOOPBACK_NAMES)
+        if (origin is not None and origin != own) or elsewhere or rebound:
+            log.warning(
+                "refused a cross-origin %s %s (Origin %s, Host %s)", request.method, request.path, origin, request.host
+            )
+            return Response("cross-origin requests to the cockpit are refused", status=403, mimetype="text/plain")
+        return None
+
+
+def _extend_locust_pages(app, rows: Callable[[], list[dict]]) -> None:
+    """Adds the LLM table's rows to Locust's stats, the cockpit's assets to its page, and the UI's own origin as the
+    only CORS permission of the guarded routes."""
+
+    @app.after_request
+    def extend_locust_pages(response):
+        if _guarded(request.path):
+            # Set here, Locust's CORS (which reflects any Origin) leaves it: only the UI's own origin may read these.
+            response.headers["Access-Control-Allow-Origin"] = request.host_url.rstrip("/")
+            response.headers["Vary"] = "Origin"
+        if request.path.endswith("/stats/requests") and response.is_json:
+            # The stock UI polls /stats/requests; its extended_stats feed the LLM tab's table.
+            data = response.get_json()
+            data["extended_stats"] = [{"key": "llm", "data": rows()}]
+            response.set_data(json.dumps(data))
+        elif (
+            (request.endpoint or "").endswith("index")
+            and response.mimetype == "text/html"
+            and not response.direct_passthrough
+        ):  # Locust's page, not its downloadable report
+            page = response.get_data(as_text=True)
+            if PAGE_HOOK in page:
+                response.set_data(
+                    page.replace(
+                        PAGE_HOOK,
+                        '<link rel="stylesheet" href="/llm/static/cockpit.css">'
+                        '<script src="/llm/static/cockpit.js"></script>' + PAGE_HOOK,
+                        1,
+                    )
+                )
         return response
 
 

@@ -1,7 +1,12 @@
-"""The package's shape: no import cycle, the pure layers never reach Locust, no module over 700 lines (ruff-formatted).
+"""The package's shape: no import cycle, and the pure layers never reach Locust.
 
 Static, from the source: a module's imports are read with ``ast`` (function-local imports included), and
 the package-internal graph is followed transitively.
+
+Size is a target, not a test: a module holds one topic in a few hundred lines (about 400, ruff-formatted); one
+that grows well past that usually holds two topics, and is split by topic, never by size alone. What is enforced
+is the complexity of a function: ruff's mccabe rule (C90, ``max-complexity = 20`` in pyproject.toml), which CI
+runs before the tests.
 """
 
 import ast
@@ -93,8 +98,3 @@ def test_no_import_cycle():
     for name in edges:
         cycle = [nxt for nxt in edges[name] if nxt != name and name in reachable(edges, nxt)]
         assert not cycle, f"{name} -> {cycle[0]} -> ... -> {name}"
-
-
-def test_no_module_over_700_lines():
-    sizes = {module_name(p): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
-    assert max(sizes.values()) <= 700, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]

@@ -7,7 +7,7 @@ import jinja2
 from markupsafe import Markup
 
 from locust_llm.analysis.timeline import downsample
-from locust_llm.report.charts import HLine, Series, Span, VLine, line_chart, nice_ticks
+from locust_llm.report.charts import Chart, HLine, Series, Span, VLine, line_chart, nice_ticks
 from locust_llm.report.html import environment
 from tests.helpers import REPO
 
@@ -23,13 +23,15 @@ def test_chart_is_wellformed_svg_with_escaped_labels():
     evil = "<script>alert(1)</script>&\"'"
     svg = line_chart(
         [Series(evil, [1, 2, 4, 8], [10, 20, None, 35], lo=[9, 18, None, 30], hi=[11, 22, None, 40])],
-        title=evil,
-        x_label=evil,
-        y_label=evil,
-        log2_x=True,
-        x_ticks=[1, 2, 4, 8],
-        vlines=[VLine(4, evil)],
-        hlines=[HLine(15, evil)],
+        Chart(
+            title=evil,
+            x_label=evil,
+            y_label=evil,
+            log2_x=True,
+            x_ticks=[1, 2, 4, 8],
+            vlines=[VLine(4, evil)],
+            hlines=[HLine(15, evil)],
+        ),
     )
     assert isinstance(svg, Markup)
     root = ET.fromstring(str(svg))  # parses: every label was escaped
@@ -40,25 +42,23 @@ def test_chart_is_wellformed_svg_with_escaped_labels():
 
 
 def test_missing_points_break_the_line_and_empty_charts_say_not_measured():
-    svg = line_chart([Series("a", [1, 2, 3, 4], [1.0, math.nan, None, 4.0])], title="t", x_label="x", y_label="y")
+    svg = line_chart(
+        [Series("a", [1, 2, 3, 4], [1.0, math.nan, None, 4.0])], Chart(title="t", x_label="x", y_label="y")
+    )
     paths = [e for e in ET.fromstring(str(svg)).iter(f"{SVG}path") if e.get("stroke-width") == "1.8"]
     assert paths == []  # two isolated points: no segment joins them across the gap
     assert len([c for c in ET.fromstring(str(svg)).iter(f"{SVG}circle") if c.get("r") == "3"]) == 2
     empty = line_chart(
-        [Series("a", [1, 2], [None, math.inf])], title="TPOT <b>", x_label="x", y_label="y", empty_note="no data"
+        [Series("a", [1, 2], [None, math.inf])], Chart(title="TPOT <b>", x_label="x", y_label="y", empty_note="no data")
     )
     assert "not measured" in empty and "<svg" not in empty and "&lt;b&gt;" in empty
-    assert "not measured" in line_chart([], title="t", x_label="x", y_label="y")
+    assert "not measured" in line_chart([], Chart(title="t", x_label="x", y_label="y"))
 
 
 def test_log2_axis_ticks_are_the_levels():
     svg = line_chart(
         [Series("a", [1, 2, 4, 16], [1, 2, 3, 4])],
-        title="t",
-        x_label="users",
-        y_label="y",
-        log2_x=True,
-        x_ticks=[1, 2, 4, 16],
+        Chart(title="t", x_label="users", y_label="y", log2_x=True, x_ticks=[1, 2, 4, 16]),
     )
     labels = texts(svg)
     for level in ("1", "2", "4", "16"):
@@ -71,11 +71,7 @@ def test_log2_axis_ticks_are_the_levels():
 def test_wide_ci_is_clipped_with_a_marker():
     svg = line_chart(
         [Series("a", [1, 2], [1.2, 1.5], lo=[1.1, 0.2], hi=[1.3, 500.0])],
-        title="t",
-        x_label="x",
-        y_label="y",
-        log2_x=True,
-        x_ticks=[1, 2],
+        Chart(title="t", x_label="x", y_label="y", log2_x=True, x_ticks=[1, 2]),
     )
     assert "CI to 500" in texts(svg)
     top = max(float(t) for t in texts(svg) if t.replace(".", "").isdigit())
@@ -90,11 +86,7 @@ def test_spans_shade_steps_and_label_groups():
     ]
     svg = line_chart(
         [Series("baseline", [0, 5, 10, 15, 20], [0, 1, 1, 2, 2], points=False)],
-        title="t",
-        x_label="s",
-        y_label="requests",
-        spans=spans,
-        width=900,
+        Chart(title="t", x_label="s", y_label="requests", spans=spans, width=900),
     )
     labels = texts(svg)
     assert "baseline" in labels and "spec<x>" in labels

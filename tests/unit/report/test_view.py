@@ -1,0 +1,28 @@
+"""``RunView`` (``report.view``): the order variants are shown in, and env.json sections a run lacks or wrote as
+null read as empty, never as an error."""
+
+from locust_llm.report.charts import PALETTE
+from tests.unit.report.documents import step, summary, view
+
+
+def test_the_baseline_comes_first_then_run_order_with_planned_variants_that_never_ran():
+    doc = summary({"k4": [step(1.0)], "base": [step(1.0)]})
+    v = view(doc, env={"variants": ["k4", "k8", "base"]})
+    assert v.names == ["base", "k4", "k8"]
+    assert v.color("base") == PALETTE[0] and v.color("k4") != v.color("k8")
+    assert v.color(None) == v.color("not a variant") == "#333"
+
+
+def test_null_or_missing_env_sections_read_as_empty():
+    env = {"host": None, "workload": "garbled", "scenario": {"server": None, "variants": {"base": None}}}
+    v = view(summary({"base": [step(1.0)]}), env=env)
+    assert (v.host, v.workload, v.options, v.server_spec) == ({}, {}, {}, {})
+    assert v.speculative_of("base") is None
+    assert v.model_name() is None and v.engine() is None
+    assert "host unknown host (GPU not recorded)" in v.conditions_line()
+
+
+def test_steps_of_a_variant_are_in_level_order_without_the_context_lengths():
+    doc = summary({"base": [step(4.0, 0), step(1.0, 1), step(2.0, 2, context=8192)]})
+    assert [s.level for s in view(doc).steps_of("base")] == [1.0, 4.0]
+    assert view(doc).steps_of("absent") == []
