@@ -13,8 +13,8 @@ import math
 
 import pandas as pd
 
-from ..probespec import VERDICTS, ProbeResult
 from ..rundir.load import RunData
+from ..scenario.probes import VERDICTS, ProbeResult
 from .server_documents import Doc
 
 __all__ = ["FaultFigures", "ProbeRow", "ProbeSummary", "fault_text", "probe_summary"]

@@ -28,9 +28,9 @@ import gevent
 
 from ..client.http import session as http_session
 from ..client.probes import Target, recover, run_suite
-from ..probespec import MAX_BURST, ProbeResult
 from ..records import now
 from ..rundir import layout, write_json
+from ..scenario.probes import MAX_BURST, ProbeResult
 from ..servers import PortInUseError, ServerError
 from ..workload import WorkloadError, counter_for
 from .session import ActiveServer

@@ -1,4 +1,9 @@
-"""Scenario YAML -> a typed, validated Scenario. Every error names the file, the key and the fix."""
+"""Scenario YAML -> a typed, validated Scenario. Every error names the file, the key and the fix.
+
+The top level (name, server, variants, load, telemetry, cost, gates) lives here; each optional section in a module
+named after its key: ``speculative``, ``images``, ``soak``, ``scale_out``, ``probes``, ``quality``, ``traffic``
+(``load.conversation`` and ``load.trace``); ``base.Strict`` is the model every section derives from.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +17,14 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from .base import Strict
 from .images import ImagesSpec, image_files, image_header
-from .probespec import ProbesSpec
-from .qualityspec import QualitySpec, read_tasks
-from .scalespec import ScaleOutSpec
-from .soakspec import SoakSpec
-from .speculative import SPECULATIVE_MODELS, Strict, Sweep, expand_sweeps
-from .trafficspec import ConversationSpec, TraceSpec
+from .probes import ProbesSpec
+from .quality import QualitySpec, read_tasks
+from .scale_out import ScaleOutSpec
+from .soak import SoakSpec
+from .speculative import SPECULATIVE_MODELS, Sweep, expand_sweeps
+from .traffic import ConversationSpec, TraceSpec
 
 __all__ = [
     "Bucket",
@@ -245,8 +251,8 @@ class LoadSpec(Strict):
             return "shared"
         return "cold" if self.unique_prefix else "replayed"
 
-    conversation: ConversationSpec | None = None  # multi-turn chat (``trafficspec``)
-    trace: TraceSpec | None = None  # replay of a trace's arrivals and lengths (``trafficspec``)
+    conversation: ConversationSpec | None = None  # multi-turn chat (``scenario.traffic``)
+    trace: TraceSpec | None = None  # replay of a trace's arrivals and lengths (``scenario.traffic``)
 
     @model_validator(mode="before")
     @classmethod

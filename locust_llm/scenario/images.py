@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .speculative import Strict
+from .base import Strict
 
 __all__ = [
     "IMAGE_SUFFIXES",

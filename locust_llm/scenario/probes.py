@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .speculative import Strict
+from .base import Strict
 
 __all__ = ["FAULTS", "MAX_BURST", "ProbeResult", "ProbesSpec", "VERDICTS"]
 

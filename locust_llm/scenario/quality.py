@@ -16,13 +16,13 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from .base import Strict
 from .images import escapes
-from .speculative import Strict
 
 __all__ = ["BASELINE_REFERENCE", "BUILTIN_TASKS", "MATCHES", "QualitySpec", "TaskItem", "read_tasks"]
 
 BASELINE_REFERENCE = "@baseline"
-BUILTIN_TASKS = Path(__file__).parent / "data" / "tiny-tasks.jsonl"
+BUILTIN_TASKS = Path(__file__).parent.parent / "data" / "tiny-tasks.jsonl"
 MATCHES = ("exact", "regex", "number", "json_keys")
 MAX_ITEMS = 5000
 MAX_FILE_BYTES = 16 << 20

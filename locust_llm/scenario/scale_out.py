@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
-from .speculative import Strict
+from .base import Strict
 
 __all__ = ["MAX_SERVERS", "ScaleOutPlan", "ScaleOutSpec", "scale_out_plan"]
 

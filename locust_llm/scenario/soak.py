@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 from pydantic import Field
 
-from .speculative import Strict
+from .base import Strict
 
 __all__ = ["MIN_WINDOWS", "SoakPlan", "SoakSpec", "parse_duration", "soak_plan"]
 

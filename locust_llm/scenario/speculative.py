@@ -9,22 +9,18 @@ import reprlib
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from .base import Strict
 
 __all__ = [
     "SPECULATIVE_MODELS",
     "LlamaCppSpeculative",
     "SglangSpeculative",
-    "Strict",
     "Sweep",
     "VllmSpeculative",
     "expand_sweeps",
 ]
-
-
-class Strict(BaseModel):
-    # Every number finite: NaN or infinity in a scenario (or on the command line) is an error, not a crash later.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class LlamaCppSpeculative(Strict):

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from .speculative import Strict
+from .base import Strict
 
 __all__ = ["ConversationSpec", "TRACE_FORMATS", "TraceSpec"]
 

@@ -12,7 +12,7 @@ import base64
 import binascii
 from typing import Any
 
-from ..images import image_header
+from ..scenario.images import image_header
 
 __all__ = ["BadContent", "chat_content", "image_delay_s", "request_text"]
 

@@ -64,8 +64,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..images import Image, ImagesSpec, as_image, image_files, synthetic_png
 from ..scenario import LoadSpec
+from ..scenario.images import Image, ImagesSpec, as_image, image_files, synthetic_png
 from .conversations import Conversations, dialogue_items
 from .datasets import read_dataset
 from .generate import Generator, Measure, Prefixer

@@ -19,7 +19,6 @@ PURE = (
     "locust_llm.fmt",
     "locust_llm.records",
     "locust_llm.scenario",
-    "locust_llm.speculative",
     "locust_llm.client.engines",
     "locust_llm.client.accounting",
     "locust_llm.servers",
