@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 
 from ..fmt import ci_text, lvl, num, ok, text
 from ..scenario import CostSpec, GatesSpec
-from .cost_documents import CostSummary
-from .documents import StepFigures, Summary
+from .documents.cost import CostSummary
+from .documents.scale_out import ScaleOutVariant
+from .documents.summary import StepFigures, Summary
 from .gates import SLO_GATES, slo_checks
 from .quality import not_eligible
 from .rates import series_mean_ci
 from .samples import LevelSamples, not_judged
-from .scaleout_documents import ScaleOutVariant
 from .status import CLEAN
 
 __all__ = ["LevelRates", "cost_summary", "level_cost", "servers_needed", "usd_per_mtok", "usd_per_mtok_ci"]

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..rundir.load import RunData
 from ..scenario.probes import VERDICTS, ProbeResult
-from .server_documents import Doc
+from .documents.base import Doc
 
 __all__ = ["FaultFigures", "ProbeRow", "ProbeSummary", "fault_text", "probe_summary"]
 

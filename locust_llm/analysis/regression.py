@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..rundir.load import RunData
-from .documents import RunComparison
+from .documents.regression import RunComparison
 from .prompt_cache import cache_mode
 from .rates import block_ratio_ci
 from .speedup import ratio_ci

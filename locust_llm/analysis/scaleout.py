@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ..fmt import ci_text, lvl, num
+from .documents.scale_out import ScaleOutSummary
 from .rates import block_ratio_ci, series_mean_ci
-from .scaleout_documents import ScaleOutSummary
 from .status import CLEAN
 from .values import json_safe
 

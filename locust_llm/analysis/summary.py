@@ -23,7 +23,7 @@ from .conversations import TURN_COLUMNS, by_turn, conversation_summary, step_con
 from .cost import cost_summary
 from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
 from .detected import detected
-from .documents import Summary
+from .documents.summary import Summary
 from .errors import error_samples
 from .gates import gates_of
 from .images import image_overhead

@@ -5,7 +5,7 @@ From the ``RunView`` alone; a run recorded before the cache was measured says "n
 
 from __future__ import annotations
 
-from ..analysis.documents import StepFigures
+from ..analysis.documents.summary import StepFigures
 from ..fmt import lvl, num, pct
 from .view import RunView
 

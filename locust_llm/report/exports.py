@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import io
 
-from ..analysis.documents import Summary
+from ..analysis.documents.summary import Summary
 from ..fmt import ci_text, lvl, md, ok, pct, text, times
 from . import sections
 from .probes import probe_lines

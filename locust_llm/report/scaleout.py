@@ -4,7 +4,7 @@ verdict, every step of it with how the requests were spread over the servers, an
 
 from __future__ import annotations
 
-from ..analysis.documents import Summary
+from ..analysis.documents.summary import Summary
 from ..fmt import ci_text, lvl, num, pct
 from .view import RunView
 

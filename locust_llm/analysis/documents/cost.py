@@ -5,7 +5,7 @@ offered load needs. Present only when the scenario has a ``cost:`` section (``an
 
 from __future__ import annotations
 
-from .server_documents import Doc, Interval
+from .base import Doc, Interval
 
 __all__ = ["Capacity", "CostSummary", "LevelCost", "Price", "VariantCost"]
 

@@ -3,7 +3,7 @@ it. Part of ``summary.json`` (``detected``; ``analysis.detected`` builds it)."""
 
 from __future__ import annotations
 
-from .server_documents import Doc
+from .base import Doc
 
 __all__ = ["Detected", "RequestCount"]
 

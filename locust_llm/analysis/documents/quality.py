@@ -5,7 +5,7 @@ the difference from the baseline, the failing answers, and which variants are el
 
 from __future__ import annotations
 
-from .server_documents import Doc, Interval
+from .base import Doc, Interval
 
 __all__ = ["Agreement", "FailedAnswer", "PairCounts", "PassRate", "PromptAgreement", "QualitySummary", "VariantQuality"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .server_documents import Doc, Interval
+from .base import Doc, Interval
 
 __all__ = ["RegressionRow", "RunComparison"]
 

@@ -5,7 +5,7 @@ had scale-out steps (``--scale-out N`` / ``scale_out:``; ``analysis.scaleout``).
 
 from __future__ import annotations
 
-from .server_documents import Doc, Interval
+from .base import Doc, Interval
 
 __all__ = ["ScaleOutSummary", "ScaleOutVariant", "ScaleStep", "ServerShare"]
 

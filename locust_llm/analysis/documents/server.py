@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from .base import Doc, Interval
 
 __all__ = [
     "AcceptancePoint",
@@ -14,12 +14,6 @@ __all__ = [
     "Stat",
     "TelemetryState",
 ]
-
-Interval = list[float] | None
-
-
-class Doc(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class Stat(Doc):

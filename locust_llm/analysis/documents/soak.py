@@ -3,7 +3,7 @@ per hour with their 95% CIs, GPU clocks and temperature, and the soak's gate che
 
 from __future__ import annotations
 
-from .server_documents import Doc, Interval
+from .base import Doc, Interval
 
 __all__ = ["SoakCheck", "SoakGpu", "SoakSummary", "SoakTrend", "SoakWindow"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .server_documents import Doc, Interval
+from .base import Doc, Interval
 
 __all__ = ["ContextLevel", "LevelAcceptance", "LevelBreakdown", "Phases", "Ratio", "RequestAcceptance", "SweepSchedule"]
 

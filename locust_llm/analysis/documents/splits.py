@@ -4,8 +4,8 @@ output (``analysis.categories``, ``analysis.positions``). Part of ``summary.json
 
 from __future__ import annotations
 
-from .server_documents import Doc, Interval
-from .speedup_documents import Ratio, RequestAcceptance
+from .base import Doc, Interval
+from .speedup import Ratio, RequestAcceptance
 
 __all__ = [
     "CategoryComparison",

@@ -1,4 +1,4 @@
-"""The documents the analysis writes: ``summary.json``, ``verdict.json`` and ``compare.json``, typed.
+"""``summary.json`` and ``verdict.json``, typed (``compare.json`` is ``regression``).
 
 Every field carries its meaning (the attribute docstring is the field's description in the exported JSON
 Schema, ``docs/summary.schema.json``). The analysis builds plain dicts and validates them here, so a key that
@@ -10,22 +10,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conversations import ConversationSummary, StepConversations, TurnFigures
-from .cost_documents import CostSummary
-from .detected_documents import Detected
-from .images import ImageOverhead
-from .probes import ProbeSummary
-from .prompt_cache import LevelCache, PromptCache
-from .quality_documents import Agreement, QualitySummary
-from .regression_documents import RunComparison
-from .scaleout_documents import ScaleOutSummary
-from .server_documents import AcceptancePoint, Doc, Interval, MemoryTrend, ServerAcceptance, ServerStep, TelemetryState
-from .soak_documents import SoakSummary
-from .speedup_documents import ContextLevel, LevelBreakdown, Ratio, SweepSchedule
-from .split_documents import CategoryComparison, PositionBin, PositionsSummary
-from .traces import TraceStep
+from ..conversations import ConversationSummary, StepConversations, TurnFigures
+from ..images import ImageOverhead
+from ..probes import ProbeSummary
+from ..prompt_cache import LevelCache, PromptCache
+from ..traces import TraceStep
+from .base import Doc, Interval
+from .cost import CostSummary
+from .detected import Detected
+from .quality import Agreement, QualitySummary
+from .scale_out import ScaleOutSummary
+from .server import AcceptancePoint, MemoryTrend, ServerAcceptance, ServerStep, TelemetryState
+from .soak import SoakSummary
+from .speedup import ContextLevel, LevelBreakdown, Ratio, SweepSchedule
+from .splits import CategoryComparison, PositionBin, PositionsSummary
 
-__all__ = ["Distribution", "RunComparison", "StepFigures", "Summary", "Verdict", "summary_schema"]
+__all__ = ["Distribution", "StepFigures", "Summary", "Verdict", "summary_schema"]
 
 
 class DistributionCI(Doc):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from locust_llm.analysis.cost import LevelRates, variant_cost
-from locust_llm.analysis.scaleout_documents import ScaleOutVariant
+from locust_llm.analysis.documents.scale_out import ScaleOutVariant
 from locust_llm.pipeline import finish_run
 from locust_llm.scenario import CostSpec
 from tests.synthetic import back_to_back, patch_env, window, write_run
