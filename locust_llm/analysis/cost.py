@@ -20,7 +20,7 @@ the quality gate (``analysis.quality``: a failing variant is priced and shown, n
 recommendation is the one with the lowest cost per million effective tokens (a level where most requests miss the
 per-request SLOs is cheap per output token and useless, and failures must not make a level look cheap). The capacity
 answer ``ceil(target_rps / goodput per server)`` takes the eligible level with the most goodput per server and
-assumes that servers scale linearly; a run with a scale-out measurement (``analysis.scaleout``) answers again with
+assumes that servers scale linearly; a run with a scale-out measurement (``analysis.scale_out``) answers again with
 the measured efficiency (``ceil(target / (goodput x efficiency))``, efficiency capped at 1).
 """
 

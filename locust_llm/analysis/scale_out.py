@@ -2,7 +2,7 @@
 the spread of the requests over the servers. Pure.
 
 The run measured, per variant, ``pairs`` pairs of steps in ABBA order: one server at ``level`` and N servers at
-N x ``level`` (``runtime.scaleout``). Each step's figures are an ordinary step's (``summary.step_summary``); only
+N x ``level`` (``runtime.scale_out``). Each step's figures are an ordinary step's (``summary.step_summary``); only
 clean steps count. The slope is N servers' goodput over one server's, pair ``r`` of one side against pair ``r`` of
 the other (``rates.block_ratio_ci``: per-second bins, AR(1)-aware, pairs pooled with random effects), so drift of a
 shared machine between pairs widens the interval instead of moving the answer. The efficiency is slope / N.

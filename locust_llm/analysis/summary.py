@@ -42,7 +42,7 @@ from .quality import mark_not_eligible, not_eligible, quality_summary
 from .rates import series_mean_ci
 from .reasoning import add_reasoning_speedups, reasoning_metrics, step_reasoning
 from .samples import PAIR_KEY, LevelSamples
-from .scaleout import ScaleBlock, scale_out_summary
+from .scale_out import ScaleBlock, scale_out_summary
 from .schedule import sweep_schedule
 from .server_metrics import cross_check, server_figures
 from .soak import soak_summary
@@ -312,7 +312,7 @@ Samples = dict[str, dict[float, LevelSamples]]  # variant -> level -> samples
 class Analysed:
     """Per variant: the step figures (with their status), the clean samples per level and the load mode; per
     context length (context-axis steps) the samples by variant and level; and the scale-out steps, kept apart
-    from the ladder's levels (``analysis.scaleout``)."""
+    from the ladder's levels (``analysis.scale_out``)."""
 
     variants: dict[str, dict] = field(default_factory=dict)
     samples: Samples = field(default_factory=dict)

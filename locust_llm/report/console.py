@@ -6,7 +6,7 @@ from ..analysis.documents.regression import RunComparison
 from ..analysis.documents.summary import Summary, Verdict
 from ..fmt import lvl, ms, times
 from .probes import probe_lines
-from .scaleout import scale_out_lines
+from .scale_out import scale_out_lines
 from .soak import soak_lines
 from .splits import split_lines
 

@@ -22,7 +22,7 @@ from ..analysis.documents.summary import Summary
 from ..fmt import ci_text, lvl, md, ok, pct, text, times
 from . import sections
 from .probes import probe_lines
-from .scaleout import scale_out_lines
+from .scale_out import scale_out_lines
 from .soak import soak_lines
 from .splits import split_lines
 from .traffic import traffic_lines

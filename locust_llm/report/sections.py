@@ -11,7 +11,7 @@ from ..analysis.errors import MESSAGE_MAX, clip
 from ..analysis.quality import not_eligible
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, num, ok, pct, points, times
-from .cache import cache_warnings, mode_text
+from .prompt_cache import cache_warnings, mode_text
 from .texts import EXIT_MEANINGS
 from .view import RunView, command_text, flags_text, level_name, unit_of
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, num, ok, pct, times
-from .cache import cache_cell
+from .prompt_cache import cache_cell
 from .view import RunView
 
 __all__ = ["PERCENTILES", "SPEEDUP_METRICS", "speedups", "variant_tables"]

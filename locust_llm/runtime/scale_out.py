@@ -4,7 +4,7 @@ The variant's server is up and idle (its ladder drained). The N - 1 further serv
 (or the external replicas are checked), then ``pairs`` pairs of steps run in ABBA order: one server at the plan's
 level, N servers at N x that level with the requests spread round-robin (``StepState.base_urls``). Each step is a
 ``steps.json`` row with ``servers``, ``server_level`` and ``pair``, numbered after the ladder's blocks, so the
-ladder's analysis never sees it and the scale-out's pairs it by ``pair`` (``analysis.scaleout``). Telemetry follows
+ladder's analysis never sees it and the scale-out's pairs it by ``pair`` (``analysis.scale_out``). Telemetry follows
 the first server only. Scale-out comes before the probe suite, which may leave a server broken.
 
 The functions take the ``Experiment`` (``runtime.experiment``), which calls them; it is not imported here.

@@ -1,5 +1,5 @@
 """Abnormal inputs and faults: the scenario's ``probes:`` section and one probe's record (a row of
-``probes.json``). Pure: no I/O; the runtime sends the probes (``client.probes``, ``runtime.faults``), the analysis
+``probes.json``). Pure: no I/O; the runtime sends the probes (``client.probes``, ``runtime.probes``), the analysis
 presents them (``analysis.probes``).
 """
 

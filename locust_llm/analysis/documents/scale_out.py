@@ -1,6 +1,6 @@
 """The scale-out document of ``summary.json`` (``Summary.scale_out``), typed: one server against N, per variant, with
 the slope of goodput, the scaling efficiency, each step and how the requests were spread. Present only when the run
-had scale-out steps (``--scale-out N`` / ``scale_out:``; ``analysis.scaleout``).
+had scale-out steps (``--scale-out N`` / ``scale_out:``; ``analysis.scale_out``).
 """
 
 from __future__ import annotations
