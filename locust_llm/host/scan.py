@@ -5,7 +5,7 @@ process scan splits the host's busy CPU into the run's (the master's process tre
 our Prometheus, ``--processes`` workers; plus workers started separately, by pid) and everyone else's, so the
 analysis can tell a slow server from a busy host.
 
-It runs as a process of its own (``python -m locust_llm.hostscan --root PID``, started by
+It runs as a process of its own (``python -m locust_llm.host.scan --root PID``, started by
 ``runtime.hostmon.HostMonitor``): a scan parses every ``/proc/<pid>`` file in Python, and on a saturated machine a
 thread doing that inside the load generator could hold its interpreter lock while descheduled, delaying every
 stream's timestamps. Rows go to stdout as JSON lines; stdin takes JSON lists of further own pids; the process

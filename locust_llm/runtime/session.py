@@ -15,7 +15,7 @@ from ..client import ledger
 from ..client.engines import API_KEY_ENV, PATHS, auth_headers, request_extra
 from ..client.greedy import greedy_outputs
 from ..client.stream import RequestSpec, StreamingClient
-from ..procs import listener_pids
+from ..host.procs import listener_pids
 from ..records import RequestRecord
 from ..rundir import RunDir, layout, write_json
 from ..scenario import LoadSpec

@@ -22,8 +22,7 @@ PURE = (
     "locust_llm.client.engines",
     "locust_llm.client.accounting",
     "locust_llm.servers",
-    "locust_llm.hostscan",
-    "locust_llm.nvml",
+    "locust_llm.host",
 )  # the host scanner runs as a process of its own, unpatched
 FORBIDDEN = ("locust", "gevent", "flask", "requests", "urllib3", "sseclient", "geventhttpclient")
 
