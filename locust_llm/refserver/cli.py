@@ -1,4 +1,4 @@
-"""``python -m locust_llm.refserver``: run the reference streaming server (``locust_llm.testing.refserver``).
+"""``python -m locust_llm.refserver``: run the reference streaming server (``refserver.server``).
 
     python -m locust_llm.refserver --port 8000 [--ttft-s 0.05 --gap-s 0.01 --tokens-per-chunk 1,3 ...]
                                    [--image-ms-per-kpx 0.2] [--slots 4] [--reasoning-tokens 40]
@@ -6,9 +6,9 @@
 ``--port 0`` binds a free port; the first line on stdout is ``refserver listening on ADDRESS:PORT``.
 ``--slots K`` caps the streams generated at once (llama.cpp's ``-np``): later requests queue, FIFO, and the
 wait shows up in their TTFT, so a saturated server can be played; 0 (the default) is unlimited.
-``--api-key KEY`` refuses requests without the bearer token and counts them (``testing.refauth``).
+``--api-key KEY`` refuses requests without the bearer token and counts them (``refserver.auth``).
 ``--cache-block B`` (16; 0 off), ``--cache-blocks N`` and ``--metrics-style`` shape its prompt cache and the counters
-``/metrics`` shows (``testing.refcache``); ``--prefill-s-per-token`` makes uncached prompt tokens cost TTFT.
+``/metrics`` shows (``refserver.cache``); ``--prefill-s-per-token`` makes uncached prompt tokens cost TTFT.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import sys
 
-from .testing.refauth import require_key
-from .testing.refcache import METRIC_STYLES, PrefixCache
-from .testing.refconfig import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, REASONING_FORMATS, USAGE_MODES, BadRequest
-from .testing.refcrash import exit_on
-from .testing.refserver import make_server
+from .auth import require_key
+from .cache import METRIC_STYLES, PrefixCache
+from .config import DEFAULTS, FRAMINGS, MODEL, MODELS_ANSWERS, REASONING_FORMATS, USAGE_MODES, BadRequest
+from .crash import exit_on
+from .server import make_server
 
 __all__ = ["main"]
 
@@ -165,7 +164,3 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

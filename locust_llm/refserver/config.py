@@ -1,7 +1,7 @@
 """The reference server's configuration, pure: its defaults and choices, the ``ref`` object's validation, and
 the token schedule (chunk sizes, token text, word ids), which tests use to predict what a stream holds.
 
-Kept apart from ``refserver`` (the gevent WSGI application) so that what a stream will be can be computed and
+Kept apart from ``server`` (the gevent WSGI application) so that what a stream will be can be computed and
 checked without a server, and the server module stays small.
 """
 

@@ -63,7 +63,7 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
 - ``patch_last``: ``{"dotted.path": value}`` set in the last token chunk's JSON (``"choices.0.finish_reason"``,
   ``"usage.prompt_tokens"``, ``"timings.draft_n"``), to play a server that sends odd values.
 - ``image_ms_per_kpx``: prefill time per thousand pixels of a chat request's images, a known encode cost (their
-  format is checked, a malformed part is a 400, and the log lists each image: ``refimages``).
+  format is checked, a malformed part is a 400, and the log lists each image: ``images``).
 - ``prefill_s_per_token``: prefill time per prompt token the prompt cache did not hold, added to the TTFT delay.
 - ``reasoning_tokens``: the first N output tokens are reasoning, streamed before the answer (chat:
   ``delta.reasoning_content``, or ``delta.reasoning`` with ``reasoning_format: "reasoning"``; with
@@ -76,7 +76,7 @@ Behaviour per request, through an extra body field ``"ref": {...}`` (defaults fr
   its own (a conversation's history can then be traced back to the stream that produced each answer).
 - ``id``: a name for the stream's server-side log.
 
-Prompt cache, server-wide (``--cache-block B``, 16 by default, 0 off; ``refcache``): a block prefix cache of whole
+Prompt cache, server-wide (``--cache-block B``, 16 by default, 0 off; ``cache``): a block prefix cache of whole
 ``B``-word blocks, salted by the request's ``cache_salt``, looked up and filled when a stream's generation begins.
 Each usage reports ``prompt_tokens_details.cached_tokens`` (llama.cpp mode: ``timings.cache_n``, and ``prompt_n``
 the tokens computed), the stream's log ``prompt_tokens``, ``cached_tokens`` and ``prompt_hash`` (the client's
@@ -84,7 +84,7 @@ fingerprint of the prompt text), and ``GET /metrics`` the counters in
 one engine's names (``--metrics-style vllm|sglang|llamacpp``; with the cache off, ``/metrics`` is a 404, as on a
 server that exports nothing).
 
-The defaults, the ``ref`` checks and the token schedule live in ``refconfig``.
+The defaults, the ``ref`` checks and the token schedule live in ``config``.
 
 Output length is the body's ``max_tokens`` (default 16). Token ``k`` of a stream is the text
 ``" w<k>"`` (``<think>``/``</think>`` for the tags), so a whitespace tokenizer counts it exactly.
@@ -115,8 +115,8 @@ from gevent.event import Event
 from gevent.pywsgi import WSGIHandler, WSGIServer
 
 from ..workload.items import prompt_hash
-from .refcache import PrefixCache
-from .refconfig import (
+from .cache import PrefixCache
+from .config import (
     DEFAULTS,
     HUGE_EVENT_BYTES,
     LOG_SIZE,
@@ -128,7 +128,7 @@ from .refconfig import (
     validate,
     word_ids,
 )
-from .refimages import BadContent, chat_content, image_delay_s, request_text
+from .images import BadContent, chat_content, image_delay_s, request_text
 
 __all__ = ["make_server"]
 
@@ -232,7 +232,7 @@ class RefServer:
         validate(dict(self.defaults))
         self.model = model
         self.slots = _Slots(slots)  # server-wide: at most this many streams generate at once (0: unlimited)
-        self.cache = cache if cache is not None else PrefixCache()  # server-wide prompt cache, counted (refcache)
+        self.cache = cache if cache is not None else PrefixCache()  # server-wide prompt cache, counted (cache.py)
         self.models_answer = models_answer  # how /v1/models answers: OpenAI's object, a bare list, or garbage
         self.completions_seen = 0
         self.received: Counter[str] = Counter()  # every request but /ref/*, by "METHOD path" (GET /ref/received)

@@ -9,7 +9,7 @@ import pytest
 from locust_llm.analysis.server_metrics import server_figures
 from locust_llm.telemetry.maps import map_for
 from locust_llm.telemetry.parse import parse_text
-from locust_llm.testing.refcache import METRIC_STYLES, PrefixCache
+from locust_llm.refserver.cache import METRIC_STYLES, PrefixCache
 
 
 def words(n: int, start: int = 0) -> str:

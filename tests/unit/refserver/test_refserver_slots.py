@@ -12,8 +12,8 @@ import gevent
 import pytest
 import requests
 
-from locust_llm import refserver as refserver_cli
-from locust_llm.testing.refserver import _Slots
+from locust_llm.refserver import cli as refserver_cli
+from locust_llm.refserver.server import _Slots
 
 # A long TTFT: the six requests must all arrive before the first stream ends, even on a busy machine.
 TTFT_S, GAP_S, MAX_TOKENS = 0.5, 0.01, 10
