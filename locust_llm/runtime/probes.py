@@ -28,11 +28,12 @@ import gevent
 
 from ..client.http import session as http_session
 from ..client.probes import Target, recover, run_suite
+from ..client.tokenizer import counter_for
 from ..records import now
 from ..rundir import layout, write_json
 from ..scenario.probes import MAX_BURST, ProbeResult
 from ..servers import PortInUseError, ServerError
-from ..workload import WorkloadError, counter_for
+from ..workload import WorkloadError
 from .session import ActiveServer
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 What this module guarantees
 ---------------------------
 * **Exact prompt lengths.** With a token counter (the server's own ``/tokenize`` via
-  :class:`ServerTokenizer`, or a local tokenizer via :class:`LocalTokenizer`), every generated
+  ``client.tokenizer.ServerTokenizer``, or a local tokenizer via :class:`LocalTokenizer`), every generated
   prompt is verified to be exactly ``prompt_tokens`` tokens long (``PromptItem.exact`` is True).
   Counts are of the prompt *text* without special tokens: the server may add a BOS token, and the
   chat API adds its template, on top.
