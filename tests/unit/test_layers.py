@@ -23,6 +23,7 @@ PURE = (
     "locust_llm.client.accounting",
     "locust_llm.servers",
     "locust_llm.host",
+    "locust_llm.refserver.config",  # what a stream will be, computed without the gevent server
 )  # the host scanner runs as a process of its own, unpatched
 FORBIDDEN = ("locust", "gevent", "flask", "requests", "urllib3", "sseclient", "geventhttpclient")
 
