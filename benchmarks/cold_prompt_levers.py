@@ -41,11 +41,12 @@ sys.path.insert(0, str(REPO))
 
 from locust_llm import tinymodel  # noqa: E402
 from locust_llm.client.stream import RequestSpec, StreamingClient  # noqa: E402
+from locust_llm.client.tokenizer import ServerTokenizer  # noqa: E402
 from locust_llm.records import RequestRecord  # noqa: E402
 from locust_llm.scenario import LoadSpec, cache_dir  # noqa: E402
 from locust_llm.servers.base import free_port  # noqa: E402
 from locust_llm.servers.llamacpp import bundled_server  # noqa: E402
-from locust_llm.workload import ServerTokenizer, Workload  # noqa: E402
+from locust_llm.workload import Workload  # noqa: E402
 
 CASES = ("default", "no-cache-prompt", "cache-ram-0", "replayed")
 

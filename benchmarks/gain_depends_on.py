@@ -32,7 +32,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from locust_llm.analysis.documents import Summary  # noqa: E402
+from locust_llm.analysis.documents.summary import Summary  # noqa: E402
 from tests.helpers import run_locust  # noqa: E402
 
 SCENARIOS = {

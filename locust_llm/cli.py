@@ -124,7 +124,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     import json
 
-    from .analysis.documents import summary_schema
+    from .analysis.documents.summary import summary_schema
     from .rundir.steps import steps_schema
 
     print(json.dumps(steps_schema() if args.document == "steps" else summary_schema(), indent=2))

@@ -10,7 +10,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from .analysis.documents import RunComparison, Summary, Verdict
+from .analysis.documents.regression import RunComparison
+from .analysis.documents.summary import Summary, Verdict
 from .analysis.gates import evaluate, gates_of
 from .analysis.regression import compare_runs
 from .analysis.summary import build_summary

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .documents.base import Doc
+from .documents.speedup import Ratio
 from .samples import PAIR_KEY, LevelSamples, paired
-from .server_documents import Doc
 from .speedup import paired_ratio_ci, ratio_ci
-from .speedup_documents import Ratio
 from .stats import mean_of, percentile_of, percentile_stat
 
 __all__ = [

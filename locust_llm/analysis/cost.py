@@ -20,7 +20,7 @@ the quality gate (``analysis.quality``: a failing variant is priced and shown, n
 recommendation is the one with the lowest cost per million effective tokens (a level where most requests miss the
 per-request SLOs is cheap per output token and useless, and failures must not make a level look cheap). The capacity
 answer ``ceil(target_rps / goodput per server)`` takes the eligible level with the most goodput per server and
-assumes that servers scale linearly; a run with a scale-out measurement (``analysis.scaleout``) answers again with
+assumes that servers scale linearly; a run with a scale-out measurement (``analysis.scale_out``) answers again with
 the measured efficiency (``ceil(target / (goodput x efficiency))``, efficiency capped at 1).
 """
 
@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 
 from ..fmt import ci_text, lvl, num, ok, text
 from ..scenario import CostSpec, GatesSpec
-from .cost_documents import CostSummary
-from .documents import StepFigures, Summary
+from .documents.cost import CostSummary
+from .documents.scale_out import ScaleOutVariant
+from .documents.summary import StepFigures, Summary
 from .gates import SLO_GATES, slo_checks
 from .quality import not_eligible
 from .rates import series_mean_ci
 from .samples import LevelSamples, not_judged
-from .scaleout_documents import ScaleOutVariant
 from .status import CLEAN
 
 __all__ = ["LevelRates", "cost_summary", "level_cost", "servers_needed", "usd_per_mtok", "usd_per_mtok_ci"]

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..fmt import lvl
 from ..scenario import GatesSpec
-from .documents import GateCheck, RunComparison, Summary, Verdict
+from .documents.regression import RunComparison
+from .documents.summary import GateCheck, Summary, Verdict
 
 __all__ = [
     "EXIT_BAD_INPUT",

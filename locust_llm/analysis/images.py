@@ -10,8 +10,8 @@ import pandas as pd
 
 from ..fmt import lvl, num
 from ..rundir.load import RunData
+from .documents.base import Doc, Interval
 from .metrics import request_metrics
-from .server_documents import Doc, Interval
 from .stats import bootstrap_distribution, mean_of, percentile_interval, percentile_of, percentile_stat
 
 __all__ = ["ImageLevel", "ImageOverhead", "image_overhead"]

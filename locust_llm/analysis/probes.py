@@ -13,9 +13,9 @@ import math
 
 import pandas as pd
 
-from ..probespec import VERDICTS, ProbeResult
 from ..rundir.load import RunData
-from .server_documents import Doc
+from ..scenario.probes import VERDICTS, ProbeResult
+from .documents.base import Doc
 
 __all__ = ["FaultFigures", "ProbeRow", "ProbeSummary", "fault_text", "probe_summary"]
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .server_documents import CacheFigure, Doc
+from .documents.base import Doc
+from .documents.server import CacheFigure
 from .stats import summarize
 
 __all__ = [

@@ -16,11 +16,11 @@ consults (comparisons, the sweep schedule, cost); a variant that is not eligible
 from __future__ import annotations
 
 from ..fmt import NOT_MEASURED, pct, pct_ci, points, points_ci
-from ..qualityspec import BASELINE_REFERENCE
+from ..scenario.quality import BASELINE_REFERENCE
 from .agreement import agreement
+from .documents.quality import QualitySummary
 from .errors import clip
 from .proportions import paired_difference_interval, wilson_interval
-from .quality_documents import QualitySummary
 from .scoring import expectation, passes
 
 __all__ = ["METHOD", "mark_not_eligible", "not_eligible", "quality_state", "quality_summary"]

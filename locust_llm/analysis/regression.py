@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..rundir.load import RunData
-from .documents import RunComparison
+from .documents.regression import RunComparison
 from .prompt_cache import cache_mode
 from .rates import block_ratio_ci
 from .samples import LevelSamples

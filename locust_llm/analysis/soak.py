@@ -26,9 +26,9 @@ import math
 import numpy as np
 
 from ..rundir.steps import StepRow
-from .documents import StepFigures, Summary
+from .documents.soak import SoakSummary
+from .documents.summary import StepFigures, Summary
 from .gates import SLO_GATES, UNJUDGED
-from .soak_documents import SoakSummary
 from .steady import drift
 from .values import json_safe, to_float
 

@@ -15,7 +15,7 @@ from ..records import FAST_FAIL_S, NEVER_REACHED, NOT_SENT, ErrorClass
 from ..rundir.load import RunData
 from ..rundir.steps import StepRow
 from ..scenario import CostSpec, PositionsSpec, ReasoningSpec
-from ..trafficspec import ConversationSpec
+from ..scenario.traffic import ConversationSpec
 from .acceptance import request_acceptance
 from .agreement import agreement
 from .breakdown import add_breakdowns, level_acceptance
@@ -25,7 +25,7 @@ from .conversations import TURN_COLUMNS, by_turn, conversation_summary, step_con
 from .cost import cost_summary
 from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
 from .detected import detected
-from .documents import Summary
+from .documents.summary import Summary
 from .errors import error_samples
 from .gates import gates_of
 from .images import image_overhead
@@ -44,7 +44,7 @@ from .quality import mark_not_eligible, not_eligible, quality_summary
 from .rates import series_mean_ci
 from .reasoning import add_reasoning_speedups, reasoning_metrics, step_reasoning
 from .samples import PAIR_KEY, LevelSamples
-from .scaleout import ScaleBlock, scale_out_summary
+from .scale_out import ScaleBlock, scale_out_summary
 from .schedule import sweep_schedule
 from .server_metrics import cross_check, server_figures
 from .soak import soak_summary
@@ -322,7 +322,7 @@ Samples = dict[str, dict[float, LevelSamples]]  # variant -> level -> samples
 class Analysed:
     """Per variant: the step figures (with their status), the clean samples per level and the load mode; per
     context length (context-axis steps) the samples by variant and level; and the scale-out steps, kept apart
-    from the ladder's levels (``analysis.scaleout``)."""
+    from the ladder's levels (``analysis.scale_out``)."""
 
     variants: dict[str, dict] = field(default_factory=dict)
     samples: Samples = field(default_factory=dict)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..fmt import num
-from .server_documents import Doc
+from .documents.base import Doc
 from .stats import percentile_of
 
 __all__ = ["TraceStep", "trace_step"]

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import gevent
 import gevent.pool
 
-from ..probespec import ProbeResult
 from ..records import now
+from ..scenario.probes import ProbeResult
 from ..workload import TokenCounter, WorkloadError
 from ..workload.generate import Generator, Measure
 from .engines import PATHS, request_extra

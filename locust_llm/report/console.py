@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from ..analysis.documents import RunComparison, Summary, Verdict
+from ..analysis.documents.regression import RunComparison
+from ..analysis.documents.summary import Summary, Verdict
 from ..fmt import lvl, ms, times
 from .probes import probe_lines
-from .scaleout import scale_out_lines
+from .scale_out import scale_out_lines
 from .soak import soak_lines
 from .splits import split_lines
 

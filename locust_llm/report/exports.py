@@ -19,13 +19,13 @@ import csv
 import io
 from dataclasses import dataclass
 
-from ..analysis.documents import StepComparison, Summary
-from ..analysis.speedup_documents import Ratio
+from ..analysis.documents.speedup import Ratio
+from ..analysis.documents.summary import StepComparison, Summary
 from ..fmt import ci_text, lvl, ok, pct, text, times
 from .headline import headline
 from .html import environment
 from .probes import probe_lines
-from .scaleout import scale_out_lines
+from .scale_out import scale_out_lines
 from .soak import soak_lines
 from .splits import split_lines
 from .traffic import traffic_lines

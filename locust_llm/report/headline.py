@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..analysis.documents import Comparison, StepComparison
+from ..analysis.documents.summary import Comparison, StepComparison
 from ..analysis.quality import not_eligible
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, ok, pct, points, times
-from .cache import cache_warnings
+from .prompt_cache import cache_warnings
 from .view import RunView, unit_of
 
 __all__ = ["FLAG_TEXT", "Card", "Headline", "LevelBadge", "flagged_steps", "headline", "quality_line"]

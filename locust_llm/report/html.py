@@ -18,12 +18,12 @@ import jinja2
 
 from ..fmt import md
 from . import experiments, sections, tables, traffic
-from .cache import cache_section
 from .figures import ladder_charts, timeline_charts
 from .headline import headline
 from .probes import probes_section
+from .prompt_cache import cache_section
 from .quality import quality
-from .scaleout import scale_out_section
+from .scale_out import scale_out_section
 from .soak import soak_section
 from .splits import categories_section, positions_section, reasoning_section
 from .texts import DEFINITIONS, RULES

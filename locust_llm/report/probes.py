@@ -4,7 +4,7 @@ only; every server text (error messages) is autoescaped by the template and cut 
 
 from __future__ import annotations
 
-from ..analysis.documents import Summary
+from ..analysis.documents.summary import Summary
 from ..analysis.errors import MESSAGE_MAX, clip
 from ..analysis.probes import ProbeRow, StepLatency
 from ..fmt import lvl, num

@@ -10,7 +10,7 @@ import time
 from ..analysis.errors import MESSAGE_MAX, clip
 from ..analysis.gates import EXIT_MEANINGS
 from ..fmt import ci_text, lvl, num, ok, pct, times
-from .cache import mode_text
+from .prompt_cache import mode_text
 from .view import RunView, command_text, flags_text, level_name, unit_of
 
 __all__ = [

@@ -4,7 +4,7 @@ line), the trends with their CIs, the gates; and the lines the console and ``sum
 
 from __future__ import annotations
 
-from ..analysis.soak_documents import SoakSummary, SoakTrend
+from ..analysis.documents.soak import SoakSummary, SoakTrend
 from ..fmt import lvl, num, pct
 from . import charts
 from .charts import PALETTE, Series

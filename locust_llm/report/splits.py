@@ -5,7 +5,7 @@ by position in the output with the one-line answer; plus the lines the console a
 
 from __future__ import annotations
 
-from ..analysis.documents import Summary
+from ..analysis.documents.summary import Summary
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, num, pct, pct_ci, times
 from . import charts

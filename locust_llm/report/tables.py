@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis.documents import StepFigures
+from ..analysis.documents.summary import StepFigures
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, num, ok, pct, times
-from .cache import cache_cell
+from .prompt_cache import cache_cell
 from .view import RunView
 
 __all__ = ["PERCENTILES", "SPEEDUP_METRICS", "SpeedupCell", "SpeedupRow", "StepRow", "speedups", "variant_tables"]

@@ -8,7 +8,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from ..analysis.documents import RunComparison, StepFigures, Summary, Verdict
+from ..analysis.documents.regression import RunComparison
+from ..analysis.documents.summary import StepFigures, Summary, Verdict
 from ..analysis.timeline import Timeline
 from ..fmt import lvl, ok
 from .charts import variant_colors

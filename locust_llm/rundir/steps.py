@@ -1,7 +1,7 @@
 """One row of ``steps.json``'s ``steps``, typed: what the runtime writes for each step and the analysis reads.
 
 The runtime builds the rows (``runtime.experiment.measure``, ``runtime.soak.window``; the scale-out sets its
-fields through ``measure``, ``runtime.faults`` its injected faults, ``watch_workers`` the load processes it lost)
+fields through ``measure``, ``runtime.probes`` its injected faults, ``watch_workers`` the load processes it lost)
 and ``RunDir`` writes them (``StepRow.written``); ``rundir.load`` reads them back and the analysis reads their
 attributes. The schema is published as ``docs/steps.schema.json`` (``locust-llm schema steps``); the tests hold
 the files of the previous release to it. Fields that came later are optional, so an older run directory fits.

@@ -30,11 +30,11 @@ from ..rundir.load import USAGE_SUSPECT
 from ..rundir.lock import RunLock
 from ..rundir.steps import StepRow
 from .clocksync import ClockSync, write_clocks
-from .faults import Faults
 from .hostmon import HostMonitor
 from .plan import Block, Plan, plan_blocks
+from .probes import Faults
 from .recorder import Recorder
-from .scaleout import scale_out, scale_out_all, scale_out_steps
+from .scale_out import scale_out, scale_out_all, scale_out_steps
 from .session import ServerError, ServerSession
 from .soak import soak_program, soak_progress
 from .steps import STEP_MESSAGE, StepState
@@ -268,7 +268,7 @@ class Experiment:
 
     def measure(self, variant: str, block: Block, urls: list[str] | None = None) -> Iterator[tuple]:
         """One step: warm-up, steady window, extensions while it drifts or has seen too few requests. ``urls``: the
-        servers of a scale-out step, sent to round-robin (``runtime.scaleout``)."""
+        servers of a scale-out step, sent to round-robin (``runtime.scale_out``)."""
         load = self.plan.load
         step, level, context = block.step, block.level, block.context
         users = self.users_for(level)

@@ -1,4 +1,4 @@
-"""The master's view of host contention: runs ``locust_llm.hostscan`` as a process of its own and keeps its rows.
+"""The master's view of host contention: runs ``locust_llm.host.scan`` as a process of its own and keeps its rows.
 
 Worker pids the recorder learns (workers started on this host with ``--worker``) are passed to the scanner as
 they change; the scanner's own process is in the master's tree, so it counts as the run's own CPU.
@@ -16,8 +16,8 @@ import gevent
 import pyarrow as pa
 from gevent import subprocess
 
-from ..hostscan import HOST_SCHEMA
-from ..procs import die_with_parent
+from ..host.procs import die_with_parent
+from ..host.scan import HOST_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class HostMonitor:
                 [
                     sys.executable,
                     "-m",
-                    "locust_llm.hostscan",
+                    "locust_llm.host.scan",
                     "--root",
                     str(os.getpid()),
                     "--interval",

@@ -19,7 +19,6 @@ from ..client.transport import header_problem, url_problem
 from ..rundir.facts import new_run_id
 from ..rundir.lock import LOCK, RunLock, RunLocked
 from ..rundir.redact import remember, secret_name
-from ..scalespec import ScaleOutPlan, scale_out_plan
 from ..scenario import (
     CostSpec,
     GatesSpec,
@@ -32,7 +31,8 @@ from ..scenario import (
     not_plain,
     valid_name,
 )
-from ..soakspec import SoakPlan, soak_plan
+from ..scenario.scale_out import ScaleOutPlan, scale_out_plan
+from ..scenario.soak import SoakPlan, soak_plan
 from ..workload import WorkloadError, read_dataset
 from ..workload.traces import Trace, read_trace
 from .options import DEFAULT_SCENARIO, given

@@ -14,8 +14,8 @@ import time
 
 from ..client.greedy import greedy_output
 from ..client.http import session
-from ..qualityspec import read_tasks
 from ..rundir import RunDir, layout, write_json
+from ..scenario.quality import read_tasks
 from .plan import Plan
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,8 @@ from ..client import ledger
 from ..client.engines import API_KEY_ENV, PATHS, auth_headers, request_extra
 from ..client.greedy import greedy_outputs
 from ..client.stream import RequestSpec, StreamingClient
-from ..procs import listener_pids
+from ..client.tokenizer import counter_for
+from ..host.procs import listener_pids
 from ..records import RequestRecord
 from ..rundir import RunDir, layout, write_json
 from ..scenario import LoadSpec
@@ -23,7 +24,7 @@ from ..servers import ServerError, ServerProcess, context_size, launch_variant, 
 from ..servers.base import first_model_id, free_port, get_json
 from ..telemetry.poller import TelemetryPoller
 from ..telemetry.prometheus_server import PrometheusError, PrometheusServer, prometheus_binary
-from ..workload import Workload, WorkloadError, counter_for
+from ..workload import Workload, WorkloadError
 from .plan import Plan
 from .quality import QualityProbes
 

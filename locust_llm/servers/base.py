@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from ..client import control
-from ..procs import log_tail, start_child, stop_group
+from ..host.procs import log_tail, start_child, stop_group
 from ..rundir.layout import redact_file
 from ..rundir.redact import redact_args
 from ..scenario import Scenario

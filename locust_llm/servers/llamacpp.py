@@ -8,7 +8,7 @@ import subprocess
 
 from .. import tinymodel
 from ..scenario import Scenario
-from ..speculative import LlamaCppSpeculative
+from ..scenario.speculative import LlamaCppSpeculative
 from .base import LaunchPlan, ServerError, assemble_plan, find_executable
 
 __all__ = ["bundled_server", "model_files", "plan"]

@@ -6,7 +6,7 @@ import shlex
 import sys
 
 from ..scenario import Scenario
-from ..speculative import SglangSpeculative
+from ..scenario.speculative import SglangSpeculative
 from .base import LaunchPlan, assemble_plan, find_executable
 
 __all__ = ["plan"]

@@ -6,7 +6,7 @@ import json
 import shlex
 
 from ..scenario import Scenario
-from ..speculative import VllmSpeculative
+from ..scenario.speculative import VllmSpeculative
 from .base import LaunchPlan, assemble_plan, find_executable
 
 __all__ = ["plan"]

@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..client.http import requests
-from ..procs import die_with_parent, log_tail, stop_group
+from ..host.procs import die_with_parent, log_tail, stop_group
 from ..rundir import write_json
 from ..rundir.layout import PROMETHEUS_LOG
 from .sources import promql_string

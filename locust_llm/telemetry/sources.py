@@ -15,7 +15,7 @@ import time
 import psutil
 
 from ..client.http import requests, session
-from ..nvml import probe_nvml
+from ..host.nvml import probe_nvml
 from .maps import MetricMap, Reading, normalise_nvml
 from .parse import MetricsParseError, Sample, parse_text
 

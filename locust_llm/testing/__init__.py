@@ -1,5 +1,5 @@
-"""Test oracles that ship with the package: the reference streaming server (``refserver``), whose timing is
-known exactly and which logs its own send times. Used by the tests and benchmarks, never in a measurement.
+"""Test helpers that ship with the package: ``burner`` (a neighbour that burns CPU while a chosen server runs,
+``python -m locust_llm.testing.burner``). The reference server is its own package, ``locust_llm.refserver``.
 """
 
 __all__: list[str] = []  # a namespace: import its modules, nothing is re-exported here

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from ..trafficspec import ConversationSpec
+from ..scenario.traffic import ConversationSpec
 from .datasets import DatasetRecord
 from .items import PromptItem, WorkloadError, hash64
 from .tokenizers import TokenCounter

@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from ..images import Image
+from ..scenario.images import Image
 
 __all__ = ["PromptItem", "WorkloadError", "hash64", "prompt_hash", "unit"]
 

@@ -1,115 +1,22 @@
-"""Token counters: the server's own ``/tokenize``, a local Hugging Face tokenizer, or a crude estimate.
+"""Token counters: a local Hugging Face tokenizer, or a crude estimate; the server's own ``/tokenize`` is
+``client.tokenizer`` (HTTP stays in ``client``, which imports this package, not the other way round).
 
-Used at set-up only (never on a request's path). The server's counter speaks the llama.cpp and vLLM/SGLang
-shapes of ``POST /tokenize`` (``client.engines``) through ``client.control`` (a total deadline, a byte cap).
+Used at set-up only (never on a request's path).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..client import control
-from ..client.engines import TOKENIZE_SHAPES, tokenize_body
 from .items import WorkloadError
 
-__all__ = ["ApproxCounter", "LocalTokenizer", "ServerTokenizer", "TokenCounter", "counter_for"]
+__all__ = ["ApproxCounter", "LocalTokenizer", "TokenCounter"]
 
 
 @runtime_checkable
 class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
-
-
-class ServerTokenizer:
-    """Counts tokens with the inference server's own tokenize endpoint (the tokenizer it serves).
-
-    Shapes tried, in order, on the first call; the one that works is remembered:
-
-    * ``llamacpp``: ``POST /tokenize {"content": text, "add_special": false}`` -> ``{"tokens": [...]}``
-    * ``vllm`` (vLLM, SGLang): ``POST /tokenize {"model": m, "prompt": text,
-      "add_special_tokens": false}`` -> ``{"count": n, "tokens": [...]}``
-    """
-
-    SHAPES = TOKENIZE_SHAPES
-    PROBE = "hello world"
-    # A tokenize answer lists every token id: a long-context prompt's fits many times over.
-    MAX_ANSWER_BYTES = 16 << 20
-
-    def __init__(self, base_url: str, model: str | None = None, timeout: float = 10.0):
-        self.base_url = base_url.rstrip("/")
-        if self.base_url.endswith("/v1"):
-            self.base_url = self.base_url[:-3]
-        self.model = model
-        self.timeout = timeout
-        self.shape: str | None = None
-
-    def _post(self, shape: str, text: str) -> int:
-        status, raw = control.call(
-            f"{self.base_url}/tokenize",
-            tokenize_body(shape, text, self.model),
-            timeout_s=self.timeout,
-            max_bytes=self.MAX_ANSWER_BYTES,
-            purpose="token counting",
-        )
-        if status != 200:
-            raise ValueError(f"HTTP {status} {raw[:160].decode('utf-8', 'replace').strip()}")
-        data = json.loads(raw.decode("utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError(f"unexpected response {str(data)[:80]!r}")
-        tokens = data.get("tokens")
-        if isinstance(tokens, list):
-            return len(tokens)
-        if isinstance(data.get("count"), int):
-            return data["count"]
-        raise ValueError(f"response has neither 'tokens' nor 'count': {str(data)[:120]!r}")
-
-    def _detect(self) -> str:
-        failures = []
-        for shape in self.SHAPES:
-            try:
-                n = self._post(shape, self.PROBE)
-            except control.Unreachable as exc:  # not listening at all: no point trying shapes
-                raise WorkloadError(
-                    f"cannot reach {self.base_url}/tokenize to count prompt tokens: {exc}; is the server up?"
-                ) from None
-            except (ValueError, OSError) as exc:
-                failures.append(f"{shape} request shape: {exc}")
-                continue
-            if n > 0:
-                return shape
-            failures.append(f"{shape} request shape: {self.PROBE!r} counted as 0 tokens")
-        raise WorkloadError(
-            f"{self.base_url} has no usable POST /tokenize endpoint ("
-            + "; ".join(failures)
-            + "). Give a local tokenizer instead, or accept "
-            "approximate prompt lengths (no counter: PromptItem.exact is False)"
-        )
-
-    def count(self, text: str) -> int:
-        if not text:
-            return 0
-        if self.shape is None:
-            self.shape = self._detect()
-        try:
-            return self._post(self.shape, text)
-        except (ValueError, OSError) as exc:
-            raise WorkloadError(
-                f"tokenizing {len(text)} characters at {self.base_url}/tokenize ({self.shape} shape) failed: {exc}"
-            ) from None
-
-    @staticmethod
-    def available(base_url: str, model: str | None = None, timeout: float = 5.0) -> bool:
-        """True when ``base_url`` answers one of the tokenize shapes (a probe; never raises)."""
-        try:
-            ServerTokenizer(base_url, model, timeout).count(ServerTokenizer.PROBE)
-            return True
-        except WorkloadError:
-            return False
-
-    def __repr__(self) -> str:
-        return f"ServerTokenizer({self.base_url!r}, model={self.model!r}, shape={self.shape!r})"
 
 
 class LocalTokenizer:
@@ -158,20 +65,3 @@ class ApproxCounter:
 
     def count(self, text: str) -> int:
         return sum(max(1, round(len(word) / 4)) for word in text.split())
-
-
-def counter_for(
-    base_url: str | None, tokenizer: str = "server", model: str | None = None, timeout: float = 10.0
-) -> TokenCounter | None:
-    """The counter the scenario's ``load.tokenizer`` names: ``server`` (the server's ``/tokenize`` when it
-    answers), ``none``, or a Hugging Face tokenizer name or path. None makes :class:`Workload` fall back to
-    :class:`ApproxCounter` with ``exact=False``."""
-    if tokenizer == "none":
-        return None
-    if tokenizer != "server":
-        return LocalTokenizer(tokenizer)
-    if base_url and ServerTokenizer.available(base_url, model, timeout):
-        counter = ServerTokenizer(base_url, model, timeout)
-        counter.count(ServerTokenizer.PROBE)  # fixes the shape now
-        return counter
-    return None

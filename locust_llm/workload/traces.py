@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..scenario import describe_value
-from ..trafficspec import TraceSpec
+from ..scenario.traffic import TraceSpec
 from .items import WorkloadError
 
 __all__ = ["Trace", "TraceRecord", "read_trace"]

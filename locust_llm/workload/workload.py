@@ -3,7 +3,7 @@
 What this module guarantees
 ---------------------------
 * **Exact prompt lengths.** With a token counter (the server's own ``/tokenize`` via
-  :class:`ServerTokenizer`, or a local tokenizer via :class:`LocalTokenizer`), every generated
+  ``client.tokenizer.ServerTokenizer``, or a local tokenizer via :class:`LocalTokenizer`), every generated
   prompt is verified to be exactly ``prompt_tokens`` tokens long (``PromptItem.exact`` is True).
   Counts are of the prompt *text* without special tokens: the server may add a BOS token, and the
   chat API adds its template, on top.
@@ -64,8 +64,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..images import Image, ImagesSpec, as_image, image_files, synthetic_png
 from ..scenario import LoadSpec
+from ..scenario.images import Image, ImagesSpec, as_image, image_files, synthetic_png
 from .conversations import Conversations, dialogue_items
 from .datasets import read_dataset
 from .generate import Generator, Measure, Prefixer

@@ -17,7 +17,7 @@ import psutil
 import pyarrow as pa
 import pytest
 
-from locust_llm.hostscan import HOST_SCHEMA, HostScanner, Proc
+from locust_llm.host.scan import HOST_SCHEMA, HostScanner, Proc
 
 CpuTimes = namedtuple("CpuTimes", "user nice system idle iowait irq softirq steal guest guest_nice")
 ME = os.getpid()
@@ -194,7 +194,7 @@ LISTENING_BURNER = (
 def test_a_server_on_this_machine_behind_host_is_the_runs_own_cpu():
     """A busy process listening on a loopback port (a --host server started beside the load, not by us: outside
     our process tree) is found by its URL and counted as own; a scan that does not know it counts it as foreign."""
-    from locust_llm.procs import listener_pids
+    from locust_llm.host.procs import listener_pids
 
     # Started through a shell that exits at once: the burner is nobody's child here, as a server started by hand.
     shell = subprocess.Popen(

@@ -24,12 +24,11 @@ PURE = (
     "locust_llm.fmt",
     "locust_llm.records",
     "locust_llm.scenario",
-    "locust_llm.speculative",
     "locust_llm.client.engines",
     "locust_llm.client.accounting",
     "locust_llm.servers",
-    "locust_llm.hostscan",
-    "locust_llm.nvml",
+    "locust_llm.host",
+    "locust_llm.refserver.config",  # what a stream will be, computed without the gevent server
 )  # the host scanner runs as a process of its own, unpatched
 FORBIDDEN = ("locust", "gevent", "flask", "requests", "urllib3", "sseclient", "geventhttpclient")
 

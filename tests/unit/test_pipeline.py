@@ -6,7 +6,8 @@ import sys
 
 import numpy as np
 
-from locust_llm.analysis.documents import RunComparison, Verdict, summary_schema
+from locust_llm.analysis.documents.regression import RunComparison
+from locust_llm.analysis.documents.summary import Verdict, summary_schema
 from locust_llm.pipeline import finish_run
 from tests.helpers import REPO
 from tests.synthetic import synthetic_run

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from locust_llm.qualityspec import BUILTIN_TASKS, read_tasks
 from locust_llm.scenario import ScenarioError, load_scenario
+from locust_llm.scenario.quality import BUILTIN_TASKS, read_tasks
 from locust_llm.servers.llamacpp import model_files
 from tests.helpers import REPO
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from locust_llm.analysis.cost import LevelRates, level_cost, servers_needed, usd_per_mtok, usd_per_mtok_ci, variant_cost
-from locust_llm.analysis.documents import Summary
+from locust_llm.analysis.documents.summary import Summary
 from locust_llm.analysis.timeline import Timeline
 from locust_llm.pipeline import finish_run
 from locust_llm.report import ReportInput, RunView

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from locust_llm.analysis.documents import RunComparison, Summary
+from locust_llm.analysis.documents.regression import RunComparison
+from locust_llm.analysis.documents.summary import Summary
 from locust_llm.analysis.gates import EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EXIT_SERVER, EXIT_SLO, evaluate
 from locust_llm.records import REQUESTS_SCHEMA as SCHEMA
 from locust_llm.scenario import GatesSpec

@@ -8,7 +8,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from locust_llm.analysis.documents import Summary, Verdict
+from locust_llm.analysis.documents.summary import Summary, Verdict
 from locust_llm.analysis.prompt_cache import finish_prompt_cache
 from locust_llm.pipeline import finish_run
 from locust_llm.records import REQUESTS_SCHEMA

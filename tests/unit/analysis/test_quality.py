@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from locust_llm.analysis.documents import StepFigures, Summary, VariantFigures
+from locust_llm.analysis.documents.summary import StepFigures, Summary, VariantFigures
 from locust_llm.analysis.gates import EXIT_OK, EXIT_SLO, evaluate
 from locust_llm.analysis.proportions import paired_difference_interval, wilson_interval
 from locust_llm.analysis.quality import mark_not_eligible, not_eligible, quality_summary

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from locust_llm.analysis.documents import Summary, Verdict
+from locust_llm.analysis.documents.summary import Summary, Verdict
 from locust_llm.analysis.summary import build_summary
 from locust_llm.pipeline import finish_run
 from locust_llm.records import RequestRecord

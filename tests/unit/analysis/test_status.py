@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from locust_llm.analysis.gates import EXIT_INVALID
-from locust_llm.hostscan import HOST_SCHEMA
+from locust_llm.host.scan import HOST_SCHEMA
 from locust_llm.pipeline import finish_run
 from locust_llm.records import RequestRecord
 from locust_llm.rundir import layout

@@ -11,13 +11,14 @@ import pytest
 from locust_llm.client.engines import API_KEY_ENV
 from locust_llm.client.greedy import greedy_outputs
 from locust_llm.client.stream import RequestSpec, StreamingClient
+from locust_llm.client.tokenizer import ServerTokenizer
 from locust_llm.records import RequestRecord
 from locust_llm.runtime import session as session_module
 from locust_llm.scenario import TelemetrySpec
 from locust_llm.servers.base import context_size, served_model
 from locust_llm.telemetry.maps import map_for
 from locust_llm.telemetry.sources import ScrapeSource
-from locust_llm.workload import PromptItem, ServerTokenizer
+from locust_llm.workload import PromptItem
 
 KEY = "sk-fake-unit-key-5c1d"
 

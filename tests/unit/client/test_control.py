@@ -14,8 +14,9 @@ from gevent.server import StreamServer
 
 from locust_llm.client import control
 from locust_llm.client.greedy import greedy_outputs
+from locust_llm.client.tokenizer import ServerTokenizer
 from locust_llm.servers.base import get_json
-from locust_llm.workload import PromptItem, ServerTokenizer, WorkloadError
+from locust_llm.workload import PromptItem, WorkloadError
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.timeout(60)  # a regression shows as a failure, not as a hung suite

@@ -10,8 +10,8 @@ import pytest
 import requests
 
 from locust_llm.client.stream import RequestSpec, StreamingClient
-from locust_llm.images import synthetic_png
 from locust_llm.records import RequestRecord
+from locust_llm.scenario.images import synthetic_png
 from tests.unit.workload.test_images import jpeg_header
 
 PNG = synthetic_png(64, 48, "refserver")

@@ -25,8 +25,8 @@ from locust_llm import records as run_clock
 from locust_llm.client.stream import RequestSpec, StreamingClient
 from locust_llm.records import ErrorClass as R
 from locust_llm.records import RequestRecord
+from locust_llm.refserver.config import chunk_sizes
 from locust_llm.scenario import Timeouts
-from locust_llm.testing.refconfig import chunk_sizes
 
 
 def make_spec(max_tokens: int = 8, api: str = "completions", **ref) -> RequestSpec:

@@ -3,8 +3,15 @@ report must say without running the analysis."""
 
 from __future__ import annotations
 
-from locust_llm.analysis.documents import Comparison, StepComparison, StepFigures, Summary, VariantFigures, Verdict
-from locust_llm.analysis.speedup_documents import Ratio
+from locust_llm.analysis.documents.speedup import Ratio
+from locust_llm.analysis.documents.summary import (
+    Comparison,
+    StepComparison,
+    StepFigures,
+    Summary,
+    VariantFigures,
+    Verdict,
+)
 from locust_llm.analysis.timeline import Timeline
 from locust_llm.report import ReportInput, RunView
 

@@ -1,7 +1,7 @@
 """What a headless run and ``locust-llm compare`` print (``report.console``), from hand-built documents."""
 
-from locust_llm.analysis.documents import RunComparison, Verdict
-from locust_llm.analysis.regression_documents import RegressionRow
+from locust_llm.analysis.documents.regression import RegressionRow, RunComparison
+from locust_llm.analysis.documents.summary import Verdict
 from locust_llm.report.console import comparison_table, verdict_table
 from tests.unit.report.documents import compared, comparison, ratio, step, summary
 

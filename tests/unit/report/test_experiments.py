@@ -1,8 +1,8 @@
 """The speculative-decoding experiments in the report (``report.experiments``) from hand-built documents: a
 context length's rows by level with the variant's speed-up and state, and no section for a run without them."""
 
-from locust_llm.analysis.documents import ContextComparison
-from locust_llm.analysis.speedup_documents import ContextLevel
+from locust_llm.analysis.documents.speedup import ContextLevel
+from locust_llm.analysis.documents.summary import ContextComparison
 from locust_llm.fmt import DASH
 from locust_llm.report.experiments import context_charts, contexts, cost, images, sweeps
 from tests.unit.report.documents import compared, comparison, ratio, step, summary, view

@@ -1,7 +1,7 @@
 """``summary.md`` and ``steps.csv`` (``report.exports``) from hand-built summaries: what a contended step's line
 says, that untrusted text cannot break the Markdown, and where the speed-ups land in the CSV rows."""
 
-from locust_llm.analysis.documents import Verdict
+from locust_llm.analysis.documents.summary import Verdict
 from locust_llm.fmt import DASH
 from locust_llm.report.exports import markdown_table, step_rows, summary_markdown
 from tests.synthetic import PAYLOAD

@@ -3,7 +3,7 @@ speed-up chart's reference line, and a chart that fails to build shows as a note
 
 import xml.etree.ElementTree as ET
 
-from locust_llm.analysis.documents import VariantFigures
+from locust_llm.analysis.documents.summary import VariantFigures
 from locust_llm.report.figures import ladder_charts
 from tests.unit.report.documents import compared, comparison, ratio, step, summary, view
 

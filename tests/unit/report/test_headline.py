@@ -3,7 +3,7 @@ what its state is, which warnings come first, and that the HTML shows server and
 
 import xml.etree.ElementTree as ET
 
-from locust_llm.analysis.quality_documents import Agreement
+from locust_llm.analysis.documents.quality import Agreement
 from locust_llm.fmt import DASH
 from locust_llm.report.headline import headline
 from locust_llm.report.html import render_verdict

@@ -1,7 +1,7 @@
 """The quality section (``report.quality``) from a hand-built quality summary: pass rates with their intervals,
 the difference from the baseline in points, agreement, and the sampling sentence."""
 
-from locust_llm.analysis.quality_documents import Agreement, PassRate, QualitySummary, VariantQuality
+from locust_llm.analysis.documents.quality import Agreement, PassRate, QualitySummary, VariantQuality
 from locust_llm.fmt import DASH
 from locust_llm.report.quality import quality
 from tests.unit.report.documents import step, summary, view

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from pydantic import BaseModel
 
-from locust_llm.analysis.documents import Summary, Verdict
+from locust_llm.analysis.documents.summary import Summary, Verdict
 from locust_llm.analysis.timeline import Timeline
 from locust_llm.fmt import md
 from locust_llm.pipeline import finish_run

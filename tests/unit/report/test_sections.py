@@ -1,12 +1,12 @@
 """The report's text sections (``report.sections``) from hand-built documents: the gates box, the comparison with
 an earlier run, and the run's events on the run's own clock."""
 
-from locust_llm.analysis.documents import GateCheck, RunComparison, Verdict
-from locust_llm.analysis.regression_documents import RegressionRow
+from locust_llm.analysis.documents.regression import RegressionRow, RunComparison
+from locust_llm.analysis.documents.summary import GateCheck, Verdict
+from locust_llm.analysis.gates import EXIT_MEANINGS
 from locust_llm.analysis.timeline import Timeline
 from locust_llm.report import ReportInput, RunView
 from locust_llm.report.sections import LOG_TAIL_MAX, gates, regression, run_events
-from locust_llm.report.texts import EXIT_MEANINGS
 from tests.unit.report.documents import step, summary, view
 
 T0 = 1_700_000_000.0

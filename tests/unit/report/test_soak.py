@@ -1,7 +1,7 @@
 """The soak in the report (``report.soak``) from a hand-built soak summary: the headline sentence, the gates'
 count, and the fitted trend line drawn from the first to the last fitted window."""
 
-from locust_llm.analysis.soak_documents import SoakCheck, SoakSummary, SoakTrend, SoakWindow
+from locust_llm.analysis.documents.soak import SoakCheck, SoakSummary, SoakTrend, SoakWindow
 from locust_llm.report.soak import _fit_line, gates_text, headline, soak_lines
 from tests.unit.report.documents import step, summary
 

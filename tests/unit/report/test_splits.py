@@ -1,7 +1,7 @@
 """Categories, reasoning and output positions in the report (``report.splits``) from hand-built documents: one
 cell per category and level (empty where that pair was not measured), and the summary.md lines."""
 
-from locust_llm.analysis.split_documents import CategoryComparison, CategoryLevel
+from locust_llm.analysis.documents.splits import CategoryComparison, CategoryLevel
 from locust_llm.report.splits import categories_section, split_lines
 from tests.unit.report.documents import ratio, step, summary, view
 

@@ -14,8 +14,8 @@ from locust_llm.pipeline import finish_run
 from locust_llm.records import now
 from locust_llm.rundir import RunDir, layout
 from locust_llm.rundir.steps import StepRow
-from locust_llm.runtime.faults import Faults
 from locust_llm.runtime.plan import load_plan
+from locust_llm.runtime.probes import Faults
 from locust_llm.runtime.session import ActiveServer
 from locust_llm.runtime.steps import StepState
 from locust_llm.servers.base import LaunchPlan, ServerError, ServerProcess, free_port

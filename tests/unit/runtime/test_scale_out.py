@@ -9,8 +9,8 @@ import pytest
 from locust_llm.records import Phase
 from locust_llm.runtime import experiment as experiment_module
 from locust_llm.runtime.plan import load_plan
-from locust_llm.scalespec import ScaleOutSpec, scale_out_plan
 from locust_llm.scenario import ScenarioError
+from locust_llm.scenario.scale_out import ScaleOutSpec, scale_out_plan
 from tests.helpers import REPO
 
 from .fakes import Clock, FakeSession, options

@@ -12,7 +12,7 @@ from locust_llm.runtime import experiment as experiment_module
 from locust_llm.runtime import soak as soak_module
 from locust_llm.runtime.plan import load_plan
 from locust_llm.scenario import ScenarioError
-from locust_llm.soakspec import SoakSpec, parse_duration, soak_plan
+from locust_llm.scenario.soak import SoakSpec, parse_duration, soak_plan
 from tests.helpers import REPO
 
 from .fakes import Clock, options

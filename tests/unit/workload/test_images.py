@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from locust_llm.client.stream import RequestSpec
-from locust_llm.images import image_header, synthetic_png
 from locust_llm.runtime.plan import load_plan
 from locust_llm.scenario import ScenarioError, load_scenario
+from locust_llm.scenario.images import image_header, synthetic_png
 from locust_llm.workload import Workload, WorkloadError
 from tests.unit.runtime.fakes import options
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from locust_llm.scenario import LoadSpec
-from locust_llm.trafficspec import TraceSpec
+from locust_llm.scenario.traffic import TraceSpec
 from locust_llm.workload import Workload, WorkloadError
 from locust_llm.workload.traces import read_trace
 from tests.helpers import REPO

@@ -17,15 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from locust_llm.client.tokenizer import ServerTokenizer, counter_for
 from locust_llm.scenario import Bucket, LoadSpec
 from locust_llm.workload import (
     ApproxCounter,
     LocalTokenizer,
     PromptItem,
-    ServerTokenizer,
     Workload,
     WorkloadError,
-    counter_for,
     read_dataset,
 )
 from tests.helpers import REPO
