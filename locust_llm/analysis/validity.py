@@ -162,7 +162,7 @@ def intended_waits_s(rows: pd.DataFrame, start: float, end: float, think: Think)
     conversation's last, ``think.request_s`` otherwise), each clipped to the window."""
     if not len(rows) or not (think.request_s or think.turn_s):
         return 0.0
-    done = (rows["t_done"].fillna(rows["t_end"]) if "t_done" in rows else rows["t_end"]).to_numpy(dtype=float)
+    _, done = in_flight_spans(rows)
     if "turn" in rows:
         mid = (rows["error_class"].isna() & (rows["turn"] > 0) & (rows["turn"] < rows["turns"])).to_numpy()
     else:
