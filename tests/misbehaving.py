@@ -58,7 +58,7 @@ class Front:
     def __init__(self, upstream: str, mode: str = "proxy", certs: dict | None = None):
         self.upstream = urlsplit(upstream)
         self.mode, _, arg = mode.partition(":")
-        self.refuse_s = float(arg or 0)
+        self.seconds = float(arg or 0)  # refuse_for: how long; slow_tokenize: each answer's delay
         self.first_completion: float | None = None
         self.completions = 0  # streaming requests that reached the front
         self.tls = None
@@ -90,6 +90,8 @@ class Front:
                 self.first_completion = self.first_completion or time.monotonic()
                 self.misbehave(sock, head, body, path)
             else:
+                if path == "/tokenize" and self.mode == "slow_tokenize":
+                    gevent.sleep(self.seconds)  # a server across a network
                 self.forward(sock, head, body)
         except OSError:
             pass
@@ -98,7 +100,7 @@ class Front:
 
     def misbehave(self, sock, head: bytes, body: bytes, path: str) -> None:
         mode = self.mode
-        if mode == "refuse_for" and time.monotonic() - self.first_completion < self.refuse_s:
+        if mode == "refuse_for" and time.monotonic() - self.first_completion < self.seconds:
             sock.sendall(answer(503, b"Service Unavailable", b"overloaded, come back later", ["Retry-After: 1"]))
         elif mode == "redirect":
             where = f"{self.upstream.scheme}://{self.upstream.netloc}{path}"

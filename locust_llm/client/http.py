@@ -6,15 +6,34 @@ every module of the package that needs requests imports it from here.
 
 from __future__ import annotations
 
-import os
+from typing import TYPE_CHECKING
 
 import locust  # noqa: F401, I001  (gevent must patch sockets before requests is imported)
 import requests
 
 from . import ledger
 from .engines import auth_headers
+from .transport import tls_context
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["requests", "session"]
+
+
+class TrustingAdapter(requests.adapters.HTTPAdapter):
+    """Trusts the CAs the streams trust (``tls_context``: the system's, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
+
+    requests alone trusts certifi's bundle, or the one named by REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE, which it
+    prefers over a session's own setting: a private CA would pass the streams and fail /metrics. A bundle named
+    there is still loaded, on top of this context."""
+
+    def __init__(self, tls: ssl.SSLContext, **kwargs):
+        self.tls = tls  # before HTTPAdapter.__init__, which builds the pool manager
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **{**kwargs, "ssl_context": self.tls})
 
 
 def session(purpose: str, pool_size: int = 16, verify_tls: bool = True) -> requests.Session:
@@ -31,13 +50,9 @@ def session(purpose: str, pool_size: int = 16, verify_tls: bool = True) -> reque
 
     s = requests.Session()
     s.auth = with_key
-    adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
+    adapter = TrustingAdapter(tls_context(verify_tls), pool_connections=1, pool_maxsize=pool_size, max_retries=0)
     s.mount("http://", adapter)
     s.mount("https://", adapter)
-    # The CAs the streams trust (``SSL_CERT_FILE``, read by OpenSSL) are trusted here too; requests alone would
-    # read only REQUESTS_CA_BUNDLE, so a private CA would pass the streams and fail /tokenize and /metrics.
-    s.verify = (
-        (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE") or True) if verify_tls else False
-    )
+    s.verify = verify_tls
     s.headers.update({"Accept-Encoding": "identity"})
     return s

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Experiment"]
 
 DRAIN_GRACE_S = 30.0
-WORKLOAD_WAIT_S = 300.0  # the longest an open loop waits for the load processes to build their prompts
+WORKLOAD_WAIT_S = 300.0  # the longest a step waits for the load processes to build their prompts
 
 
 # After SIGTERM or Ctrl-C, streams in flight get this long to finish before they are cancelled (and recorded
@@ -323,11 +323,12 @@ class Experiment:
         self.run.write_steps()
 
     def await_workloads(self, variant: str, tick: tuple) -> Iterator[tuple]:
-        """Open loop: before a server's first step, wait until every load process has built its prompts for it
-        (tokenized; a trace's blocks), so that the step's clock does not start while they still do and its first
-        arrivals do not go late for it."""
+        """Before a server's first step, wait until every load process has built its prompts for it (the server's
+        tokenizer counts each word of the generator's vocabulary, some 500 calls; a trace's blocks), so that the
+        step's clock does not start while they still do: a closed loop's users would send nothing in its first
+        seconds, an open loop's arrivals would go late."""
         url = self.session.server.base_url if self.session.server else ""
-        if self.plan.load.mode != "open" or not url:
+        if not url:
             return
         deadline = now() + WORKLOAD_WAIT_S
         if len(self.ready.get(url, ())) < max(self.worker_count(), 1):

@@ -14,12 +14,14 @@ import subprocess
 import sys
 import time
 
+import certifi
 import pandas as pd
 import pytest
 
 from locust_llm.records import FAST_FAIL_S, NEVER_REACHED
 from locust_llm.rundir import load_run
 from locust_llm.runtime.users import BACKOFF_FIRST_S, BACKOFF_MAX_S, USAGE_CHECKS_PER_STEP
+from locust_llm.workload.generate import WORDS
 from tests.e2e.test_faults import counted
 from tests.e2e.test_webui import free_port
 from tests.helpers import LOCUSTFILE, REPO, assert_run_completed, run_locust, terminate
@@ -200,7 +202,9 @@ def test_tls_failures_are_named_and_a_private_ca_is_trusted_through_ssl_cert_fil
         untrusted_dir.mkdir()
         trusted_dir.mkdir()
         done, frame = run(untrusted_dir, front.url, env=env)
-        trusted, trusted_frame = run(trusted_dir, front.url, env={**env, "SSL_CERT_FILE": certs["ca"]})
+        # A bundle for requests (as many systems set) must not shadow the private CA for the /metrics scrape.
+        trusting = {**env, "SSL_CERT_FILE": certs["ca"], "REQUESTS_CA_BUNDLE": certifi.where()}
+        trusted, trusted_frame = run(trusted_dir, front.url, env=trusting)
     assert done.returncode == 5, done.stderr[-3000:]
     assert_counted(done, frame)
     assert (frame["error_class"] == "tls_error").all(), frame["error_class"].value_counts()
@@ -210,6 +214,23 @@ def test_tls_failures_are_named_and_a_private_ca_is_trusted_through_ssl_cert_fil
     assert_exit(trusted, 0)
     assert_counted(trusted, trusted_frame)
     assert trusted_frame["error_class"].isna().all()
+    telemetry = json.loads((trusted_dir / "h" / "telemetry.json").read_text())
+    assert telemetry["gaps"] == [], telemetry["gaps"]
+    assert telemetry["attachments"][0]["sources"][0]["polls"] > 0
+
+
+def test_a_slow_tokenizer_holds_the_step_clock_not_the_first_requests(tmp_path, refserver_factory):
+    """Each /tokenize answer takes 5 ms, as from a server across a network: the prompts take seconds to build
+    (hundreds of calls), and the step starts after them, so the users send from its first moment."""
+    server = refserver_factory(*CALM)
+    with Front(server.url, "slow_tokenize:0.005") as front:
+        done, frame = run(tmp_path, front.url)
+    assert_exit(done, 0)
+    assert_counted(done, frame)
+    step = json.loads((tmp_path / "h" / "steps.json").read_text())["steps"][0]
+    tokenize_s = 0.005 * len(WORDS)  # at least, before the first request could be sent had the step not waited
+    assert tokenize_s > 1.0
+    assert frame["t_send"].min() - step["t_start"] < 0.5, frame["t_send"].min() - step["t_start"]  # the warm-up
 
 
 def test_a_hung_first_token_is_a_first_token_timeout_never_cancelled(tmp_path, refserver_factory):
