@@ -86,7 +86,7 @@ def test_a_replayed_run_measures_each_requests_hits_as_the_server_counted_them_a
     steady = ok[ok["phase"] == "steady"]
     truth = steady["cached_tokens"].sum() / steady["prompt_tokens"].sum()
     assert cache["requests"]["cached_fraction"] == pytest.approx(truth)
-    assert abs(cache["requests"]["cached_fraction"] - cache["server"]["cached_fraction"]) < 0.01
+    assert_counters_cover_their_span(cache["server"], ok)
     assert cache["repeated_prompts"] == int((steady["cached_tokens"] > 0).sum())  # a repeat is exactly a hit here
     # Cached and cold TTFT apart: the server adds 2 ms per uncached prompt token (32 cold, 4 cached), 56 ms apart.
     cold, cached = cache["ttft_cold_ms"], cache["ttft_cached_ms"]
@@ -95,6 +95,18 @@ def test_a_replayed_run_measures_each_requests_hits_as_the_server_counted_them_a
     assert cache["flag"].startswith("prompts replayed (load.unique_prefix: false)")
     html = (run_dir / "report.html").read_text()
     assert "prompts replayed (load.unique_prefix: false)" in html and "prompt cache" in done.stderr
+
+
+def assert_counters_cover_their_span(server: dict, rows: pd.DataFrame, edge_s: float = 0.02) -> None:
+    """The server's counters count a request when its prefill begins, a moment after it was sent: over the span
+    between the two samples used, they hold every request sent inside it, and of those sent within ``edge_s`` of
+    an edge (sent before a sample, admitted after it), some or none."""
+    start, end = server["span"]
+    sent = rows["t_send"]
+    sure = rows[(sent > start + edge_s) & (sent <= end - edge_s)]
+    near = rows[(sent > start - edge_s) & (sent <= end + edge_s)]
+    for column in ("cached_tokens", "prompt_tokens"):
+        assert sure[column].sum() <= server[column] <= near[column].sum(), (column, server, len(sure), len(near))
 
 
 def test_shared_prefixes_are_primed_and_the_measured_share_is_the_intended_one(tmp_path, cache_server):
