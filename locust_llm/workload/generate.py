@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from .items import WorkloadError
-from .tokenizers import TokenCounter
+from .tokenizers import TokenCounter, count_each
 
 __all__ = ["Generator", "Measure", "Prefixer", "WORDS"]
 
@@ -596,7 +596,8 @@ class Generator:
     def __init__(self, counter: TokenCounter):
         anchor = "the"
         base = counter.count(anchor)
-        self.costs = {w: counter.count(f"{anchor} {w}") - base for w in WORDS}
+        in_context = count_each(counter, [f"{anchor} {w}" for w in WORDS])
+        self.costs = {w: n - base for w, n in zip(WORDS, in_context, strict=True)}
         self.costs = {w: c for w, c in self.costs.items() if c >= 1}
         if not self.costs:
             raise WorkloadError(f"the token counter {counter!r} gives no word a positive cost")

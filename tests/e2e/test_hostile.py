@@ -18,6 +18,7 @@ import certifi
 import pandas as pd
 import pytest
 
+from locust_llm.client.tokenizer import ServerTokenizer
 from locust_llm.records import FAST_FAIL_S, NEVER_REACHED
 from locust_llm.rundir import load_run
 from locust_llm.runtime.users import BACKOFF_FIRST_S, BACKOFF_MAX_S, USAGE_CHECKS_PER_STEP
@@ -220,16 +221,17 @@ def test_tls_failures_are_named_and_a_private_ca_is_trusted_through_ssl_cert_fil
 
 
 def test_a_slow_tokenizer_holds_the_step_clock_not_the_first_requests(tmp_path, refserver_factory):
-    """Each /tokenize answer takes 5 ms, as from a server across a network: the prompts take seconds to build
-    (hundreds of calls), and the step starts after them, so the users send from its first moment."""
+    """Each /tokenize answer takes 20 ms, as from a server across a network: the prompts take seconds to build
+    (hundreds of calls, ``PARALLEL`` at a time), and the step starts after them, so the users send from its first
+    moment."""
     server = refserver_factory(*CALM)
-    with Front(server.url, "slow_tokenize:0.005") as front:
+    with Front(server.url, "slow_tokenize:0.02") as front:
         done, frame = run(tmp_path, front.url)
     assert_exit(done, 0)
     assert_counted(done, frame)
     step = json.loads((tmp_path / "h" / "steps.json").read_text())["steps"][0]
-    tokenize_s = 0.005 * len(WORDS)  # at least, before the first request could be sent had the step not waited
-    assert tokenize_s > 1.0
+    building_s = 0.02 * len(WORDS) / ServerTokenizer.PARALLEL  # at least, had the step not waited for it
+    assert building_s > 1.0
     assert frame["t_send"].min() - step["t_start"] < 0.5, frame["t_send"].min() - step["t_start"]  # the warm-up
 
 
