@@ -57,7 +57,9 @@ DEFINITIONS: list[tuple[str, str]] = [
         (
             "Per step: every token whose arrival time falls inside the step's steady window, "
             "divided by the window's length (not tokens of the requests that happened to "
-            "finish in it). The 95% CI is a bootstrap over one-second bins."
+            "finish in it). The 95% CI is a t interval of the mean of the window's one-second bins, its "
+            "variance inflated by their correlation between neighbouring seconds (AR(1)), with a count's "
+            "Poisson spread as its floor."
         ),
     ),
     (
@@ -96,7 +98,11 @@ DEFINITIONS: list[tuple[str, str]] = [
         "speed-up",
         (
             "metric(variant, level) / metric(baseline, level), oriented so that > 1 favours the variant "
-            "(baseline / variant for latencies), with a percentile-bootstrap 95% CI resampling both sides."
+            "(baseline / variant for latencies). Its 95% CI: for aggregate tok/s and goodput a t interval "
+            "of the log ratio of the steady windows' means (AR(1)-aware; the blocks of an interleaved run "
+            "pooled with random-effects weights); for per-request figures a percentile bootstrap over "
+            "request pairs (request k had the same prompt in both variants), or over each side on its own "
+            "where the requests cannot be paired."
         ),
     ),
     ("crossover", "The first level whose speed-up CI upper bound is below 1: from there the variant is slower."),
