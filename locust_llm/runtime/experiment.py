@@ -328,12 +328,15 @@ class Experiment:
         step's clock does not start while they still do: a closed loop's users would send nothing in its first
         seconds, an open loop's arrivals would go late."""
         url = self.session.server.base_url if self.session.server else ""
-        if not url:
+
+        def built() -> bool:
+            return len(self.ready.get(url, ())) >= max(self.worker_count(), 1)
+
+        if not url or built():
             return
         deadline = now() + WORKLOAD_WAIT_S
-        if len(self.ready.get(url, ())) < max(self.worker_count(), 1):
-            self.broadcast(variant, -1, math.nan, Phase.STARTING)  # the load processes start building
-        while len(self.ready.get(url, ())) < max(self.worker_count(), 1):
+        self.broadcast(variant, -1, math.nan, Phase.STARTING)  # the load processes start building
+        while not built():
             if now() > deadline or self.interrupted or not self.session.alive():
                 log.warning(
                     "variant %s: the load processes' prompts were not ready after %gs", variant, WORKLOAD_WAIT_S

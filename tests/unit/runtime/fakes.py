@@ -30,10 +30,20 @@ class FakeRunner:
     user_count: int = 0
     messages: list = field(default_factory=list)
     users_at_message: list = field(default_factory=list)
+    built_for: dict | None = None  # an experiment's ``ready``: see ``prompts_built_at_once``
 
     def send_message(self, name: str, data: dict) -> None:
         self.messages.append((name, data))
         self.users_at_message.append(self.user_count)
+        if self.built_for is not None and data.get("base_url"):
+            self.built_for.setdefault(data["base_url"], set()).add(0)
+
+
+def prompts_built_at_once(experiment):
+    """The one load process builds its prompts for a server the moment a step message names it, and says so (as
+    ``runtime.plugin.on_workload_ready`` hears it), so that no step waits for them."""
+    experiment.environment.runner.built_for = experiment.ready
+    return experiment
 
 
 @dataclass

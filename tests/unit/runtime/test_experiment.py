@@ -13,7 +13,7 @@ from locust_llm.runtime.live import LiveStats
 from locust_llm.runtime.plan import load_plan
 from tests.helpers import REPO
 
-from .fakes import Clock, FakeEnvironment, FakeSession, options
+from .fakes import Clock, FakeEnvironment, FakeSession, options, prompts_built_at_once
 
 SCENARIO = str(REPO / "scenarios" / "tiny-cpu-test.yaml")
 
@@ -35,7 +35,7 @@ def run_program(tmp_path, session_factory=FakeSession, follow=None, watch=None, 
     ``watch(experiment)``: looks at the experiment on every tick."""
     plan = load_plan(options(**{"scenario": SCENARIO, "report_dir": str(tmp_path), "run_id": "unit", **given}))
     env = FakeEnvironment()
-    experiment = Experiment(env, plan, Classes(), session=session_factory)
+    experiment = prompts_built_at_once(Experiment(env, plan, Classes(), session=session_factory))
     ticks, phases = [], []
     for tick in experiment.program():
         if follow is not None:
@@ -246,7 +246,7 @@ def test_a_short_step_is_extended_until_enough_requests_completed(tmp_path, cloc
         )
     )
     env = FakeEnvironment()
-    experiment = Experiment(env, plan, Classes(), session=FakeSession)
+    experiment = prompts_built_at_once(Experiment(env, plan, Classes(), session=FakeSession))
     for _ in experiment.program():
         state = experiment.state
         if state.phase == Phase.STEADY and state.step == 1:  # the second step reports enough at once

@@ -20,7 +20,7 @@ from locust_llm.runtime.plan import load_plan
 from tests.helpers import REPO
 from tests.synthetic import stream_record
 
-from .fakes import Clock, FakeEnvironment, FakeSession, options
+from .fakes import Clock, FakeEnvironment, FakeSession, options, prompts_built_at_once
 from .test_recorder import wait_for
 
 SCENARIO = str(REPO / "scenarios" / "tiny-cpu-test.yaml")
@@ -76,7 +76,9 @@ def run(tmp_path: Path, disk: Disk) -> tuple[Experiment, int]:
             min_requests=0,
         )
     )
-    experiment = Experiment(FakeEnvironment(), plan, {"closed": "closed-user"}, session=FakeSession)
+    experiment = prompts_built_at_once(
+        Experiment(FakeEnvironment(), plan, {"closed": "closed-user"}, session=FakeSession)
+    )
     sent, fed = 0, set()
     for _ in experiment.program():
         state = experiment.state
