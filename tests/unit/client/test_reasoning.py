@@ -63,8 +63,9 @@ def test_time_to_first_output_token_and_reasoning_tokens_match_the_server(refser
         log = refserver.stream_log(record.request_id)
         assert record.reasoning_tokens == log["reasoning_tokens"] == 23
         assert record.output_tokens == 40
-        # the first answer chunk is after the first chunk (thinking came first), and stamped after the server sent it
-        assert record.t_first < record.t_first_output <= record.t_end
+        # the first answer chunk is not before the first chunk (thinking came first; a client slowed by a busy machine
+        # reads both in one go, with one stamp), and stamped after the server sent it
+        assert record.t_first <= record.t_first_output <= record.t_end
         lag = on_server_clock(record.t_first_output) - log["t_first_answer"]
         assert lag >= 0, f"the first answer chunk was stamped {-lag * 1e3:.3f} ms before the server sent it"
         errors.append(lag)
