@@ -1,7 +1,8 @@
 """``consistency.json``, ``quality.json`` and ``probes.json`` against their models (``rundir.consistency``,
 ``rundir.quality``, ``rundir.probes``): the files the previous release wrote fit them field for field, the loader
 reads them typed, a field the models do not describe is refused when a record is made (a typo fails the run that
-writes it, not the analysis a week later) and named when a file is read."""
+writes it, not the analysis a week later) and named when a file is read, and the published schemas are the
+models'."""
 
 import json
 import shutil
@@ -10,11 +11,13 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from locust_llm.cli import main
 from locust_llm.rundir import UnreadableFile, load_run
-from locust_llm.rundir.consistency import Answer, Consistency, ConsistencyAnswer
-from locust_llm.rundir.probes import VERDICTS, ProbeResult, ProbesFile
-from locust_llm.rundir.quality import QualityAnswer, QualityFile
+from locust_llm.rundir.consistency import Answer, Consistency, ConsistencyAnswer, consistency_schema
+from locust_llm.rundir.probes import VERDICTS, ProbeResult, ProbesFile, probes_schema
+from locust_llm.rundir.quality import QualityAnswer, QualityFile, quality_schema
 from tests.helpers import REPO
+from tests.unit.test_pipeline import undescribed
 
 # Written by a4e42c8 (the release before the models): a real two-server llama.cpp run (its consistency and quality
 # files cut to their first prompts and tasks, answers kept whole), a short run against the reference server with
@@ -24,6 +27,7 @@ from tests.helpers import REPO
 PREVIOUS = REPO / "tests" / "data" / "run-files-a4e42c8"
 STEPS = REPO / "tests" / "data" / "steps-7db6fe5" / "ladder.json"
 MODELS: dict[str, type[BaseModel]] = {"consistency": Consistency, "quality": QualityFile, "probes": ProbesFile}
+SCHEMAS = {"consistency": consistency_schema, "quality": quality_schema, "probes": probes_schema}
 
 
 def files(kind: str) -> list[Path]:
@@ -151,3 +155,12 @@ def test_answers_become_records_as_the_runtime_wrote_them():
         "tokens": None,
         "error": "HTTP 500: boom",
     }
+
+
+@pytest.mark.parametrize("kind", list(SCHEMAS))
+def test_the_published_schemas_are_the_models_and_say_what_each_field_means(kind, capsys):
+    published = json.loads((REPO / "docs" / f"{kind}.schema.json").read_text())
+    assert published == SCHEMAS[kind](), f"regenerate it: locust-llm schema {kind} > docs/{kind}.schema.json"
+    assert not undescribed(published), "give each field an attribute docstring (its unit too)"
+    assert main(["schema", kind]) == 0
+    assert json.loads(capsys.readouterr().out) == published
