@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from .errors import clip
 
 __all__ = ["agreement", "first_divergence"]
@@ -19,31 +22,41 @@ def first_divergence(reference: list | str, other: list | str) -> int | None:
     return min(len(reference), len(other))
 
 
-def agreement(baseline: list[dict], variant: list[dict]) -> dict:
-    """Per prompt: the first divergence position, in tokens when both sides gave ids, else characters."""
-    prompts = []
-    for ref, out in zip(baseline, variant, strict=False):
-        if ref.get("error") or out.get("error") or ref.get("text") is None or out.get("text") is None:
-            prompts.append(
-                {
-                    "prompt_id": ref.get("prompt_id"),
-                    "status": "error",
-                    "error": clip(ref.get("error") or out.get("error"), TEXT_MAX),
-                }
-            )
+class Answered(Protocol):
+    """A greedy answer of a run file (``rundir.consistency.ConsistencyAnswer``, ``rundir.quality.QualityAnswer``)."""
+
+    @property
+    def text(self) -> str | None: ...
+    @property
+    def tokens(self) -> list[int] | None: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+def agreement(prompt_ids: Sequence[str], baseline: Sequence[Answered], variant: Sequence[Answered]) -> dict:
+    """Per prompt: the first divergence position, in tokens when both sides gave ids, else characters. Answers pair
+    up by position; ``prompt_ids`` names the baseline's."""
+    prompts: list[dict] = []
+    for prompt_id, ref, out in zip(prompt_ids, baseline, variant, strict=False):
+        if ref.error or out.error or ref.text is None or out.text is None:
+            prompts.append({"prompt_id": prompt_id, "status": "error", "error": clip(ref.error or out.error, TEXT_MAX)})
             continue
-        use_tokens = ref.get("tokens") is not None and out.get("tokens") is not None
-        a, b = (ref["tokens"], out["tokens"]) if use_tokens else (ref["text"], out["text"])
+        a: list[int] | str
+        b: list[int] | str
+        if ref.tokens is not None and out.tokens is not None:
+            unit, a, b = "token", ref.tokens, out.tokens
+        else:
+            unit, a, b = "char", ref.text, out.text
         position = first_divergence(a, b)
         prompts.append(
             {
-                "prompt_id": ref.get("prompt_id"),
-                "unit": "token" if use_tokens else "char",
+                "prompt_id": prompt_id,
+                "unit": unit,
                 "length": len(a),
                 "first_divergence": position,
                 "status": "identical" if position is None else "diverged",
-                "baseline_text": clip(ref["text"], TEXT_MAX),
-                "variant_text": clip(out["text"], TEXT_MAX),
+                "baseline_text": clip(ref.text, TEXT_MAX),
+                "variant_text": clip(out.text, TEXT_MAX),
             }
         )
     compared = [p for p in prompts if p["status"] != "error"]

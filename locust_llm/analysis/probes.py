@@ -14,7 +14,7 @@ import math
 import pandas as pd
 
 from ..rundir.load import RunData
-from ..scenario.probes import VERDICTS, ProbeResult
+from ..rundir.probes import VERDICTS, ProbeResult
 from .documents.base import Doc
 
 __all__ = ["FaultFigures", "ProbeRow", "ProbeSummary", "fault_text", "probe_summary"]
@@ -127,8 +127,7 @@ def probe_summary(run: RunData, variants: dict[str, dict]) -> dict | None:
     if not run.probes:
         return None
     rows = []
-    for raw in run.probes:
-        row = ProbeResult.model_validate(raw)
+    for row in run.probes:
         figures = (
             fault_figures(run, (variants.get(row.variant) or {}).get("steps", []), row) if row.kind == "fault" else None
         )

@@ -16,6 +16,7 @@ consults (comparisons, the sweep schedule, cost); a variant that is not eligible
 from __future__ import annotations
 
 from ..fmt import NOT_MEASURED, pct, pct_ci, points, points_ci
+from ..rundir.quality import QualityAnswer, QualityFile, QualityTask
 from ..scenario.quality import BASELINE_REFERENCE
 from .agreement import agreement
 from .documents.quality import QualitySummary
@@ -36,20 +37,20 @@ METHOD = (
     "for greedy or for sampled answers. An answer the server failed to give counts as failed."
 )
 
-Scores = dict[tuple, tuple[bool, dict]]  # (task index, seed or None) -> (passed, the answer)
+Scores = dict[tuple, tuple[bool, QualityAnswer]]  # (task index, seed or None) -> (passed, the answer)
 
 
-def score(items: list[dict], references: list, answers: list[dict], sampled: bool) -> Scores:
+def score(items: list[QualityTask], references: list, answers: list[QualityAnswer], sampled: bool) -> Scores:
     """Every answer of one kind scored; tasks whose reference is unknown are left out."""
     out: Scores = {}
     for answer in answers:
-        index = answer["item"]
+        index = answer.item
         reference = references[index]
         if reference is None:
             continue
-        text = answer.get("text")
-        ok = not answer.get("error") and text is not None and passes(items[index]["match"], reference, text)
-        out[(index, answer.get("seed") if sampled else None)] = (ok, answer)
+        text = answer.text
+        ok = not answer.error and text is not None and passes(items[index].match, reference, text)
+        out[(index, answer.seed if sampled else None)] = (ok, answer)
     return out
 
 
@@ -60,7 +61,7 @@ def pass_rate(own: Scores, base: Scores | None, limit_pct: float) -> dict:
     out: dict[str, object] = {
         "answers": n,
         "passed": passed,
-        "errors": sum(bool(a.get("error")) for _, a in own.values()),
+        "errors": sum(bool(a.error) for _, a in own.values()),
         "rate": passed / n if n else None,
         "rate_ci95": wilson_interval(passed, n),
     }
@@ -88,28 +89,34 @@ def pass_rate(own: Scores, base: Scores | None, limit_pct: float) -> dict:
     return out
 
 
-def failing(items: list[dict], references: list, scores: dict[str, Scores]) -> list[dict]:
+def failing(items: list[QualityTask], references: list, scores: dict[str, Scores]) -> list[dict]:
     out = []
     for kind, scored in scores.items():
         for (index, seed), (ok, answer) in scored.items():
             if ok:
                 continue
             item = items[index]
-            expected = expectation(item["match"], references[index])
-            if item["reference"] == BASELINE_REFERENCE:
+            expected = expectation(item.match, references[index])
+            if item.reference == BASELINE_REFERENCE:
                 expected = f"the baseline's greedy answer: {expected!r}"
             out.append(
                 {
-                    "item": item["id"],
+                    "item": item.id,
                     "kind": kind,
                     "seed": seed,
-                    "prompt": clip(item["prompt"], TEXT_MAX),
+                    "prompt": clip(item.prompt, TEXT_MAX),
                     "expected": clip(expected, TEXT_MAX),
-                    "got": clip(answer.get("text"), TEXT_MAX),
-                    "error": clip(answer.get("error"), TEXT_MAX),
+                    "got": clip(answer.text, TEXT_MAX),
+                    "error": clip(answer.error, TEXT_MAX),
                 }
             )
     return out
+
+
+def greedy_of(doc: QualityFile, name: str | None) -> list[QualityAnswer]:
+    """``name``'s greedy answers; none when it gave none (or is no variant)."""
+    answers = doc.variants.get(name) if name is not None else None
+    return answers.greedy if answers is not None else []
 
 
 def _rate_text(kind: str, rate: dict) -> str:
@@ -148,12 +155,12 @@ def quality_state(
 def variant_quality(
     name: str,
     baseline: str | None,
-    doc: dict,
+    doc: QualityFile,
     references: list,
     scores: dict[str, dict[str, Scores]],
     judged: bool = True,
 ) -> dict:
-    limit = float(doc.get("max_drop_pct", 0.0))
+    limit = doc.max_drop_pct
     if name not in scores:
         return {
             "variant": name,
@@ -162,21 +169,17 @@ def variant_quality(
             "reason": None if name == baseline else "quality not measured: its server gave no answers",
             "text": "quality not measured: no answers from its server",
         }
-    items = doc["items"]
+    items = doc.items
     own, base = scores[name], scores.get(baseline) if baseline is not None and name != baseline else None
     rates = {
         kind: pass_rate(own[kind], base[kind] if base else None, limit)
         for kind in ("greedy", "sampled")
         if own[kind] or kind == "greedy"
     }
-    base_greedy = (doc["variants"].get(baseline) or {}).get("greedy") or []
     greedy_agreement = None
     if base is not None:
-        ids = {i: item["id"] for i, item in enumerate(items)}
-        greedy_agreement = agreement(
-            [{**a, "prompt_id": ids[a["item"]]} for a in base_greedy],
-            [{**a, "prompt_id": ids[a["item"]]} for a in doc["variants"][name]["greedy"]],
-        )
+        base_greedy = greedy_of(doc, baseline)
+        greedy_agreement = agreement([items[a.item].id for a in base_greedy], base_greedy, greedy_of(doc, name))
     reason = quality_state(name, baseline, rates, rates["greedy"].get("pairs", 0) > 0, limit) if judged else None
     failed = failing(items, references, own)
     parts = [_rate_text(kind, rate) for kind, rate in rates.items()]
@@ -201,43 +204,43 @@ def variant_quality(
     }
 
 
-def references_of(doc: dict, baseline: str | None) -> tuple[list, list[str]]:
+def references_of(doc: QualityFile, baseline: str | None) -> tuple[list, list[str]]:
     """Each task's reference (``@baseline``: the baseline's greedy answer), and the tasks left unscored because the
     baseline gave no such answer."""
-    base_greedy = {a["item"]: a for a in ((doc["variants"].get(baseline) or {}).get("greedy") or [])}
-    references, unscored = [], []
-    for index, item in enumerate(doc["items"]):
-        if item["reference"] != BASELINE_REFERENCE:
-            references.append(item["reference"])
+    base_greedy = {a.item: a for a in greedy_of(doc, baseline)}
+    references: list = []
+    unscored = []
+    for index, item in enumerate(doc.items):
+        if item.reference != BASELINE_REFERENCE:
+            references.append(item.reference)
             continue
-        answer = base_greedy.get(index) or {}
-        known = not answer.get("error") and answer.get("text") is not None
-        references.append(answer["text"] if known else None)
+        answer = base_greedy.get(index)
+        known = answer is not None and not answer.error and answer.text is not None
+        references.append(answer.text if answer is not None and known else None)
         if not known:
-            unscored.append(item["id"])
+            unscored.append(item.id)
     return references, unscored
 
 
-def quality_summary(doc: dict, baseline: str | None, measured: list[str]) -> QualitySummary | None:
+def quality_summary(doc: QualityFile | None, baseline: str | None, measured: list[str]) -> QualitySummary | None:
     """``doc``: ``quality.json``; ``measured``: the variants the ladder measured (a variant among them whose server
     gave no answers is not eligible). None when the run had no quality check."""
-    if not doc or not doc.get("items"):
+    if doc is None or not doc.items:
         return None
-    doc = {**doc, "variants": doc.get("variants") or {}}
     references, unscored = references_of(doc, baseline)
     scores = {
         name: {
-            "greedy": score(doc["items"], references, answers.get("greedy") or [], sampled=False),
-            "sampled": score(doc["items"], references, answers.get("sampled") or [], sampled=True),
+            "greedy": score(doc.items, references, answers.greedy, sampled=False),
+            "sampled": score(doc.items, references, answers.sampled, sampled=True),
         }
-        for name, answers in doc["variants"].items()
+        for name, answers in doc.variants.items()
     }
     names = [n for n in [baseline] if n is not None and (n in scores or n in measured)]
     names += [n for n in list(scores) + list(measured) if n not in names]
     # Without the baseline there is nothing to compare with (a one-variant run against --host): shown, not judged.
     judged = baseline in names
     variants = {name: variant_quality(name, baseline, doc, references, scores, judged) for name in dict.fromkeys(names)}
-    limit = float(doc.get("max_drop_pct", 0.0))
+    limit = doc.max_drop_pct
     if not judged:
         text = f"quality gate {NOT_JUDGED.format(baseline=baseline)}; pass rates shown"
     else:
@@ -249,14 +252,14 @@ def quality_summary(doc: dict, baseline: str | None, measured: list[str]) -> Qua
         text = (
             f"quality gate (no pass-rate drop beyond {limit:g} points): " + "; ".join(verdicts)
             if verdicts
-            else f"quality of the baseline only ({len(doc['items'])} tasks): nothing to compare"
+            else f"quality of the baseline only ({len(doc.items)} tasks): nothing to compare"
         )
     return QualitySummary.model_validate(
         {
-            "tasks": doc.get("tasks") or "",
-            "items": len(doc["items"]),
-            "seeds": doc.get("seeds") or [],
-            "temperature": float(doc.get("temperature") or 0.0),
+            "tasks": doc.tasks,
+            "items": len(doc.items),
+            "seeds": doc.seeds,
+            "temperature": doc.temperature,
             "max_drop_pct": limit,
             "method": METHOD,
             "unscored": unscored,

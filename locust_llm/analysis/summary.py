@@ -491,8 +491,9 @@ def build_summary(run: RunData) -> Summary:
             mark_not_eligible(point["comparisons"], blocked)
     consistency = {}
     if baseline in run.consistency:
+        reference = run.consistency[baseline]
         consistency = {
-            name: agreement(run.consistency[baseline], outputs)
+            name: agreement([answer.prompt_id for answer in reference], reference, outputs)
             for name, outputs in run.consistency.items()
             if name != baseline
         }

@@ -13,6 +13,7 @@ import time
 import gevent
 from gevent.event import Event
 
+from ..rundir.consistency import Answer, ConsistencyAnswer
 from ..workload import PromptItem
 from .engines import greedy_answer, greedy_request
 from .http import requests, session
@@ -37,9 +38,10 @@ def greedy_output(
     max_tokens: int,
     timeout_s: float = PROMPT_TIMEOUT_S,
     **sampling,
-) -> dict:
+) -> Answer:
     """One greedy answer (or, with ``sampling``: ``temperature``, ``seed``, ``ignore_eos``, one seeded sample),
-    within ``timeout_s`` in all (a server that trickles or never ends is cut off)."""
+    within ``timeout_s`` in all (a server that trickles or never ends is cut off). An answer that does not fit its
+    record (token ids that are not integers) is a failure like any other."""
     path, body = greedy_request(engine, model, prompt, max_tokens, **sampling)
     try:
         with gevent.Timeout(timeout_s, _Deadline(f"no complete answer within {timeout_s:.3g} s")):
@@ -50,13 +52,13 @@ def greedy_output(
             raise ValueError(f"HTTP {answer.status_code}: {raw[:200].decode('utf-8', 'replace')}")
         if len(raw) > MAX_ANSWER_BYTES:
             raise ValueError(f"answer longer than {MAX_ANSWER_BYTES} bytes")
-        return greedy_answer(engine, json.loads(raw))
+        return Answer.model_validate(greedy_answer(engine, json.loads(raw)))
     except Exception as exc:  # any failure of the probe is recorded, and the run goes on
         return _failed(f"{type(exc).__name__}: {exc}")
 
 
-def _failed(error: str) -> dict:
-    return {"text": None, "tokens": None, "error": error[:300]}
+def _failed(error: str) -> Answer:
+    return Answer(text=None, tokens=None, error=error[:300])
 
 
 def greedy_outputs(
@@ -66,11 +68,11 @@ def greedy_outputs(
     prompts: list[PromptItem],
     deadline_s: float = PROMPT_TIMEOUT_S,
     stop: Event | None = None,
-) -> list[dict]:
+) -> list[ConsistencyAnswer]:
     """One answer per prompt, all within ``deadline_s``. After the first failure, or once ``stop`` is set (SIGTERM),
     no further prompt is asked: those get an error saying why, so answers still pair up with prompts by index."""
     deadline = time.monotonic() + deadline_s
-    answers: list[dict] = []
+    answers: list[Answer] = []
 
     def ask() -> None:
         with session("consistency") as http:
@@ -89,7 +91,7 @@ def greedy_outputs(
                     if left > 0
                     else _failed(f"no time left of the check's {deadline_s:g} s")
                 )
-                if answers[-1].get("error"):
+                if answers[-1].error:
                     return
 
     job = gevent.spawn(ask)
@@ -97,10 +99,10 @@ def greedy_outputs(
     if not job.ready():  # stopped: the prompt in flight is abandoned
         job.kill()
         answers.append(_failed("stopped: the run was interrupted"))
-    why = answers[-1].get("error") if answers else job.exception
+    why = answers[-1].error if answers else job.exception
     while len(answers) < len(prompts):
         answers.append(_failed(f"not asked after: {why}"))
     return [
-        {"prompt_id": item.prompt_id or str(i), "max_tokens": item.max_tokens, **answer}
+        ConsistencyAnswer.of(item.prompt_id or str(i), item.max_tokens, answer)
         for i, (item, answer) in enumerate(zip(prompts, answers, strict=False))
     ]

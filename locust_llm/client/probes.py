@@ -20,7 +20,7 @@ import gevent
 import gevent.pool
 
 from ..records import now
-from ..scenario.probes import ProbeResult
+from ..rundir.probes import ProbeResult
 from ..workload import TokenCounter, WorkloadError
 from ..workload.generate import Generator, Measure
 from .engines import PATHS, request_extra

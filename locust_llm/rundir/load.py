@@ -11,17 +11,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..analysis.clocks import align, samples_of
 from ..records import REQUESTS_SCHEMA, ErrorClass
 from . import layout
+from .consistency import Consistency, ConsistencyAnswer
 from .parts import read_parquet, read_table, source_files
+from .probes import ProbeResult, ProbesFile
+from .quality import QualityFile
 from .steps import StepRow
 
 __all__ = [
@@ -34,12 +38,14 @@ __all__ = [
     "load_run",
     "load_telemetry",
     "read_steps",
+    "read_typed",
     "split_requests",
 ]
 
 TELEMETRY_COLUMNS = ["t", "variant", "source", "metric", "labels", "value"]
 USAGE_SUSPECT = "usage_suspect"  # run event: requests whose usage a tokenizer found suspect after they were sent
 LIST_COLUMNS = ["chunk_offsets", "chunk_tokens", "chunk_drafted", "chunk_accepted"]
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass
@@ -52,9 +58,9 @@ class RunData:
     env: dict = field(default_factory=dict)
     client: pd.DataFrame = field(default_factory=pd.DataFrame)
     host: pd.DataFrame = field(default_factory=pd.DataFrame)  # HOST_SCHEMA rows; empty when not recorded
-    consistency: dict = field(default_factory=dict)
-    quality: dict = field(default_factory=dict)  # quality.json: the task set and every variant's answers
-    probes: list[dict] = field(default_factory=list)  # probes.json: one row per probe or fault (ProbeResult)
+    consistency: dict[str, list[ConsistencyAnswer]] = field(default_factory=dict)
+    quality: QualityFile | None = None  # quality.json: the task set and every variant's answers (None: no check)
+    probes: list[ProbeResult] = field(default_factory=list)  # probes.json: one row per probe or fault
     telemetry: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TELEMETRY_COLUMNS))
     telemetry_meta: dict = field(default_factory=dict)
     run_dir: Path | None = None
@@ -126,6 +132,10 @@ def load_telemetry(run_dir: Path) -> pd.DataFrame:
     return table.to_pandas() if table is not None else pd.DataFrame(columns=TELEMETRY_COLUMNS)
 
 
+def _why(exc: ValidationError, whole: str) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors())
+
+
 def read_steps(path: Path, rows: list) -> list[StepRow]:
     """``steps.json``'s rows, typed; a row that does not fit names the file, the row and the field."""
     steps = []
@@ -133,9 +143,18 @@ def read_steps(path: Path, rows: list) -> list[StepRow]:
         try:
             steps.append(StepRow.model_validate(row))
         except ValidationError as exc:
-            why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}" for e in exc.errors())
-            raise layout.UnreadableFile(f"{path}: steps[{index}] is not a step row ({why})") from None
+            raise layout.UnreadableFile(f"{path}: steps[{index}] is not a step row ({_why(exc, 'row')})") from None
     return steps
+
+
+def read_typed(path: Path, model: type[M]) -> M | None:
+    """A JSON run file as its model (None when it does not exist); one that does not fit names the file and where."""
+    if not path.exists():
+        return None
+    try:
+        return model.model_validate(layout.read_json(path))
+    except ValidationError as exc:
+        raise layout.UnreadableFile(f"{path}: not a {path.name} file ({_why(exc, 'file')})") from None
 
 
 def close_open_steps(steps: list[StepRow], requests: pd.DataFrame) -> dict | None:
@@ -190,9 +209,9 @@ def load_run(run_dir: Path) -> RunData:
         env=layout.read_json(run_dir / layout.ENV),
         client=align(read_parquet(client).to_pandas(), clocks, columns=("t",)) if client.exists() else pd.DataFrame(),
         host=read_parquet(host).to_pandas() if host.exists() else pd.DataFrame(),
-        consistency=layout.read_json(run_dir / layout.CONSISTENCY),
-        quality=layout.read_json(run_dir / layout.QUALITY),
-        probes=list(layout.read_json(run_dir / layout.PROBES).get("probes") or []),
+        consistency=(read_typed(run_dir / layout.CONSISTENCY, Consistency) or Consistency({})).root,
+        quality=read_typed(run_dir / layout.QUALITY, QualityFile),
+        probes=(read_typed(run_dir / layout.PROBES, ProbesFile) or ProbesFile()).probes,
         telemetry=load_telemetry(run_dir),
         telemetry_meta=layout.read_json(run_dir / layout.TELEMETRY_META),
         run_dir=run_dir,

@@ -31,8 +31,9 @@ from ..client.probes import Target, recover, run_suite
 from ..client.tokenizer import counter_for
 from ..records import now
 from ..rundir import layout, write_json
+from ..rundir.probes import ProbeResult
 from ..rundir.steps import InjectedFault, StepRow
-from ..scenario.probes import MAX_BURST, ProbeResult
+from ..scenario.probes import MAX_BURST
 from ..servers import PortInUseError, ServerError
 from ..workload import WorkloadError
 from .session import ActiveServer

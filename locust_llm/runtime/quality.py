@@ -15,6 +15,8 @@ import time
 from ..client.greedy import greedy_output
 from ..client.http import session
 from ..rundir import RunDir, layout, write_json
+from ..rundir.consistency import Answer
+from ..rundir.quality import QualityAnswer, QualityFile, QualityTask, VariantAnswers
 from ..scenario.quality import read_tasks
 from .plan import Plan
 
@@ -29,53 +31,52 @@ class QualityProbes:
     def __init__(self, plan: Plan, run: RunDir):
         self.run = run
         self.engine = plan.engine
-        self.doc: dict | None = None
+        self.doc: QualityFile | None = None
         spec = plan.scenario.quality
         if spec is None or "quality" in plan.skipped:
             return
         path = spec.tasks_path(plan.base_dir)
         temperature = spec.temperature if spec.temperature is not None else plan.load.temperature
-        self.doc = {
-            "tasks": str(path),
-            "temperature": temperature,
-            "max_drop_pct": spec.max_drop_pct,
+        self.doc = QualityFile(
+            tasks=str(path),
+            temperature=temperature,
+            max_drop_pct=spec.max_drop_pct,
             # At temperature 0 every seed would repeat the greedy answer: no sampled answers then.
-            "seeds": [plan.load.seed + i for i in range(spec.seeds)] if temperature > 0 else [],
-            "items": [
-                {**item.model_dump(), "max_tokens": item.max_tokens or spec.max_tokens} for item in read_tasks(path)
+            seeds=[plan.load.seed + i for i in range(spec.seeds)] if temperature > 0 else [],
+            items=[
+                QualityTask.model_validate({**item.model_dump(), "max_tokens": item.max_tokens or spec.max_tokens})
+                for item in read_tasks(path)
             ],
-            "variants": {},
-        }
+            variants={},
+        )
 
     def measure(self, variant: str, base_url: str, model: str) -> None:
         """Ask ``variant``'s server every task (greedy, then once per seed) and write ``quality.json``."""
         doc = self.doc
-        if doc is None or variant in doc["variants"]:
+        if doc is None or variant in doc.variants:
             return  # a server started again (interleaved restarts, a restart fault) keeps its first answers
-        items, seeds = doc["items"], doc["seeds"]
+        items, seeds = doc.items, doc.seeds
         log.info(
             "quality check of %s: %d tasks greedy + %d sampled answers at temperature %g",
             variant,
             len(items),
             len(items) * len(seeds),
-            doc["temperature"],
+            doc.temperature,
         )
         started = time.monotonic()
         with session("quality") as http:
 
-            def ask(item: dict, **sampling) -> dict:
+            def ask(item: QualityTask, **sampling) -> Answer:
                 return greedy_output(
-                    http, base_url, self.engine, model, item["prompt"], item["max_tokens"], ignore_eos=False, **sampling
+                    http, base_url, self.engine, model, item.prompt, item.max_tokens, ignore_eos=False, **sampling
                 )
 
-            greedy = [{"item": i, **ask(item)} for i, item in enumerate(items)]
+            greedy = [QualityAnswer.of(i, ask(item)) for i, item in enumerate(items)]
             sampled = [
-                {"item": i, "seed": seed, **ask(item, temperature=doc["temperature"], seed=seed)}
+                QualityAnswer.of(i, ask(item, temperature=doc.temperature, seed=seed), seed=seed)
                 for i, item in enumerate(items)
                 for seed in seeds
             ]
-        for answer in sampled:
-            answer.pop("tokens", None)  # only the greedy answers are compared token by token
-        doc["variants"][variant] = {"greedy": greedy, "sampled": sampled}
-        write_json(self.run.file(layout.QUALITY), doc)
+        doc.variants[variant] = VariantAnswers(greedy=greedy, sampled=sampled)
+        write_json(self.run.file(layout.QUALITY), doc.written())
         log.info("quality answers of %s in %.1f s", variant, time.monotonic() - started)

@@ -19,6 +19,7 @@ from ..client.tokenizer import counter_for
 from ..host.procs import listener_pids
 from ..records import RequestRecord
 from ..rundir import RunDir, layout, write_json
+from ..rundir.consistency import Consistency, ConsistencyAnswer
 from ..scenario import LoadSpec
 from ..servers import ServerError, ServerProcess, context_size, launch_variant, served_model
 from ..servers.base import first_model_id, free_port, get_json
@@ -61,7 +62,7 @@ class ServerSession:
         self.servers: dict[str, ActiveServer] = {}  # every server that is up, by variant
         self.replicas: list[ServerProcess] = []  # a scale-out step's further servers we launched
         self.local_pids: set[int] = set()  # servers we did not start that run on this machine: their CPU is ours
-        self.consistency: dict[str, list[dict]] = {}
+        self.consistency: dict[str, list[ConsistencyAnswer]] = {}
         self.primers: dict[str, list] = {}  # per server: its shared prefixes as requests (``prime``)
         self.stopping = Event()  # set by interrupt()
         self.quality = QualityProbes(plan, run)
@@ -245,7 +246,7 @@ class ServerSession:
             deadline_s=CONSISTENCY_DEADLINE_S,
             stop=self.stopping,
         )
-        write_json(self.run.file(layout.CONSISTENCY), self.consistency)
+        write_json(self.run.file(layout.CONSISTENCY), Consistency(self.consistency).model_dump(exclude_unset=True))
         return workload
 
     def interrupt(self) -> None:

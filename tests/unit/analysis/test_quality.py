@@ -15,6 +15,7 @@ from locust_llm.analysis.proportions import paired_difference_interval, wilson_i
 from locust_llm.analysis.quality import mark_not_eligible, not_eligible, quality_summary
 from locust_llm.analysis.scoring import first_json_object, first_number, passes
 from locust_llm.pipeline import finish_run
+from locust_llm.rundir.quality import QualityFile
 from locust_llm.scenario import GatesSpec
 from tests.browser import assert_inert
 from tests.synthetic import back_to_back, patch_env, window, write_run
@@ -96,19 +97,21 @@ def answers(texts, seeds=()):
     return {"greedy": greedy, "sampled": sampled}
 
 
-def quality_doc(variants: dict, items: int = 10, limit: float = 5.0, seeds=()) -> dict:
+def quality_doc(variants: dict, items: int = 10, limit: float = 5.0, seeds=()) -> QualityFile:
     tasks = [
         {"id": f"t{i}", "prompt": f"prompt {i}", "reference": "@baseline", "match": "exact", "max_tokens": 8}
         for i in range(items)
     ]
-    return {
-        "tasks": "tasks.jsonl",
-        "temperature": 0.5 if seeds else 0.0,
-        "seeds": list(seeds),
-        "max_drop_pct": limit,
-        "items": tasks,
-        "variants": variants,
-    }
+    return QualityFile.model_validate(
+        {
+            "tasks": "tasks.jsonl",
+            "temperature": 0.5 if seeds else 0.0,
+            "seeds": list(seeds),
+            "max_drop_pct": limit,
+            "items": tasks,
+            "variants": variants,
+        }
+    )
 
 
 def summary_with(quality) -> Summary:
@@ -182,7 +185,7 @@ def test_unanswered_tasks_fail_and_unknown_references_are_left_out():
     assert spec.failing[0].error == "HTTP 500: boom"
     ghost = quality.variants["ghost"]  # measured on the ladder, no answers: never eligible
     assert not ghost.answered and not ghost.eligible and "not measured" in ghost.reason
-    assert quality.variants["baseline"].eligible and quality_summary({}, "baseline", []) is None
+    assert quality.variants["baseline"].eligible and quality_summary(None, "baseline", []) is None
     # A baseline that answered nothing leaves nothing to compare with: no evidence, no eligibility.
     silent = quality_summary(
         quality_doc({"baseline": answers([None] * 10), "spec": answers(base)}), "baseline", ["baseline", "spec"]
@@ -225,7 +228,7 @@ def quality_run(path):
     doc = quality_doc(
         {"baseline": answers(base), "spec-ok": answers(base), "spec-fast": answers([EVIL] * 12)}, items=12
     )
-    (path / "quality.json").write_text(json.dumps(doc))
+    (path / "quality.json").write_text(doc.model_dump_json())
     return path
 
 

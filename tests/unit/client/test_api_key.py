@@ -37,7 +37,7 @@ def test_every_request_to_the_server_carries_the_key(refserver_factory, monkeypa
     context_size(url)  # GET /v1/models, then GET /props
     assert ServerTokenizer(url).count("one two three") == 3  # POST /tokenize
     prompts = [PromptItem("b", "one two", 2, 4, True, "b/0")]
-    assert "HTTP 400" in greedy_outputs(url, "external", "m", prompts)[0]["error"]  # the refserver only streams
+    assert "HTTP 400" in greedy_outputs(url, "external", "m", prompts)[0].error  # the refserver only streams
     assert ScrapeSource("scrape", f"{url}/metrics", map_for("external"), 5).poll()  # its prompt-cache counters
     client = StreamingClient(url, engine="external")
     record = RequestRecord()

@@ -144,9 +144,9 @@ def test_the_consistency_check_stops_after_the_first_failure_within_its_deadline
         answers = greedy_outputs(server.url, "vllm", "m", PROMPTS, deadline_s=1.0)
         assert time.monotonic() - started < 3
         assert server.requests == 1  # the other prompts were never sent
-    assert [a["prompt_id"] for a in answers] == ["b/0", "b/1", "b/2", "b/3"]
-    assert "no complete answer within" in answers[0]["error"]
-    assert all(a["text"] is None and a["error"].startswith("not asked after: _Deadline") for a in answers[1:])
+    assert [a.prompt_id for a in answers] == ["b/0", "b/1", "b/2", "b/3"]
+    assert "no complete answer within" in answers[0].error
+    assert all(a.text is None and a.error.startswith("not asked after: _Deadline") for a in answers[1:])
 
 
 def test_a_stop_abandons_the_consistency_prompt_in_flight():
@@ -156,5 +156,5 @@ def test_a_stop_abandons_the_consistency_prompt_in_flight():
         answers = greedy_outputs(server.url, "vllm", "m", PROMPTS, deadline_s=60.0, stop=stop)
         assert time.monotonic() - started < 3
         assert server.requests == 1
-    assert answers[0]["error"] == "stopped: the run was interrupted"
-    assert all("not asked after: stopped" in a["error"] for a in answers[1:])
+    assert answers[0].error == "stopped: the run was interrupted"
+    assert all("not asked after: stopped" in a.error for a in answers[1:])
