@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from ..analysis.clocks import align, samples_of
 from ..records import REQUESTS_SCHEMA, ErrorClass
 from . import layout
+from .env import RunEnv
 from .parts import read_parquet, read_table, source_files
 from .steps import StepRow
 
@@ -33,6 +34,7 @@ __all__ = [
     "load_requests",
     "load_run",
     "load_telemetry",
+    "read_env",
     "read_steps",
     "split_requests",
 ]
@@ -49,7 +51,7 @@ class RunData:
     requests: pd.DataFrame  # one row per request; index = row position in ``lists``
     steps: list[StepRow]
     events: list[dict] = field(default_factory=list)
-    env: dict = field(default_factory=dict)
+    env: RunEnv = field(default_factory=RunEnv)
     client: pd.DataFrame = field(default_factory=pd.DataFrame)
     host: pd.DataFrame = field(default_factory=pd.DataFrame)  # HOST_SCHEMA rows; empty when not recorded
     consistency: dict = field(default_factory=dict)
@@ -126,6 +128,11 @@ def load_telemetry(run_dir: Path) -> pd.DataFrame:
     return table.to_pandas() if table is not None else pd.DataFrame(columns=TELEMETRY_COLUMNS)
 
 
+def _misfits(exc: ValidationError, whole: str) -> str:
+    """Each field that does not fit, by its place in the document (``whole``: the document itself)."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors())
+
+
 def read_steps(path: Path, rows: list) -> list[StepRow]:
     """``steps.json``'s rows, typed; a row that does not fit names the file, the row and the field."""
     steps = []
@@ -133,9 +140,16 @@ def read_steps(path: Path, rows: list) -> list[StepRow]:
         try:
             steps.append(StepRow.model_validate(row))
         except ValidationError as exc:
-            why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}" for e in exc.errors())
-            raise layout.UnreadableFile(f"{path}: steps[{index}] is not a step row ({why})") from None
+            raise layout.UnreadableFile(f"{path}: steps[{index}] is not a step row ({_misfits(exc, 'row')})") from None
     return steps
+
+
+def read_env(path: Path) -> RunEnv:
+    """``env.json``, typed (empty when absent); a field that does not fit names the file and the field."""
+    try:
+        return RunEnv.model_validate(layout.read_json(path))
+    except ValidationError as exc:
+        raise layout.UnreadableFile(f"{path}: not a run's env.json ({_misfits(exc, 'document')})") from None
 
 
 def close_open_steps(steps: list[StepRow], requests: pd.DataFrame) -> dict | None:
@@ -187,7 +201,7 @@ def load_run(run_dir: Path) -> RunData:
         lists=lists,
         steps=steps,
         events=list(steps_doc.get("events", [])) + ([unfinished] if unfinished else []),
-        env=layout.read_json(run_dir / layout.ENV),
+        env=read_env(run_dir / layout.ENV),
         client=align(read_parquet(client).to_pandas(), clocks, columns=("t",)) if client.exists() else pd.DataFrame(),
         host=read_parquet(host).to_pandas() if host.exists() else pd.DataFrame(),
         consistency=layout.read_json(run_dir / layout.CONSISTENCY),
