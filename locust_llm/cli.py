@@ -126,6 +126,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
     from .analysis.documents.summary import summary_schema
     from .rundir.consistency import consistency_schema
+    from .rundir.env import env_schema
     from .rundir.probes import probes_schema
     from .rundir.quality import quality_schema
     from .rundir.steps import steps_schema
@@ -133,6 +134,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     schemas = {
         "summary": summary_schema,
         "steps": steps_schema,
+        "env": env_schema,
         "consistency": consistency_schema,
         "quality": quality_schema,
         "probes": probes_schema,
@@ -262,10 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument(
         "document",
         nargs="?",
-        choices=("summary", "steps", "consistency", "quality", "probes"),
+        choices=("summary", "steps", "env", "consistency", "quality", "probes"),
         default="summary",
-        help="summary: summary.json (default); steps: one row of steps.json's steps; consistency, quality, probes: "
-        "that run file (consistency.json, ...)",
+        help="summary: summary.json (default); steps: one row of steps.json's steps; env, consistency, quality, "
+        "probes: that run file (env.json, ...)",
     )
     schema.set_defaults(func=cmd_schema)
 

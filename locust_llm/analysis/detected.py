@@ -14,6 +14,7 @@ import pandas as pd
 from ..client.engines import PATHS
 from ..client.ledger import server_of
 from ..client.usage import CACHED_PROMPT_TOKENS
+from ..rundir.env import ServerEnv
 from ..rundir.load import RunData
 
 __all__ = ["detected"]
@@ -32,10 +33,10 @@ USAGE = {
 }
 
 
-def _server_words(server: dict, engine: str | None) -> str:
-    if server.get("launched"):
-        return f"{server.get('engine') or engine or 'a server'}, launched by the run"
-    owner = server.get("owned_by")
+def _server_words(server: ServerEnv, engine: str | None) -> str:
+    if server.launched:
+        return f"{server.engine or engine or 'a server'}, launched by the run"
+    owner = server.owned_by
     if not owner:
         return "already running (--host); its /v1/models does not say what it is"
     known = f" ({OWNERS[owner]})" if owner in OWNERS else ""
@@ -97,37 +98,35 @@ def _streams(requests: pd.DataFrame, variants: list[str]) -> dict[str, int]:
 def detected(run: RunData, variants: dict[str, dict]) -> dict[str, dict]:
     """Per variant of the summary (``variants``: its figures so far), what its numbers rest on."""
     env = run.env
-    servers = env.get("servers") or {}
-    counted = env.get("server_requests") or []
-    seen = env.get("server_seen") or {}
+    seen = env.server_seen
     by_url: dict[str, list[str]] = {}
-    for name, server in servers.items():
-        if server.get("url"):
-            by_url.setdefault(server_of(server["url"]), []).append(name)
+    for name, known in env.servers.items():
+        if known is not None and known.url:
+            by_url.setdefault(server_of(known.url), []).append(name)
     out = {}
     for name, entry in variants.items():
-        server = servers.get(name) or {}
+        server = env.server(name)
         steps = entry.get("steps") or []
         sources: Counter[str] = Counter()
         for s in steps:
             sources.update(s.get("token_sources") or {})
-        key = server_of(server["url"]) if server.get("url") else None
+        key = server_of(server.url) if server.url else None
         requests = [
-            {k: e[k] for k in ("purpose", "method", "path", "count")} for e in counted if e.get("server") == key
+            e.model_dump(include={"purpose", "method", "path", "count"}) for e in env.server_requests if e.server == key
         ]
         streams = _streams(run.requests, by_url.get(key, [name]) if key is not None else [name])
         accounted: Counter[str] = Counter(streams)
         for e in requests:
             accounted[f"{e['method']} {e['path']}"] += e["count"]
         facts = {
-            "url": server.get("url"),
-            "launched": server.get("launched"),
-            "server": _server_words(server, (env.get("scenario") or {}).get("server", {}).get("engine")),
-            "model": server.get("served_model") or server.get("model"),
-            "api": (env.get("load") or {}).get("api"),
+            "url": server.url,
+            "launched": server.launched,
+            "server": _server_words(server, env.scenario.get("server", {}).get("engine")),
+            "model": server.served_model or server.model,
+            "api": env.load.get("api"),
             "token_sources": dict(sources),
             "usage": _usage_words(dict(sources)),
-            "cached_prompt_tokens": (CACHED_PROMPT_TOKENS in seen.get(key, [])) if sources else None,
+            "cached_prompt_tokens": (CACHED_PROMPT_TOKENS in seen.get(key or "", [])) if sources else None,
             "spec_decoding": _spec_words(steps),
             "metrics": _metrics_words(entry, run.telemetry_meta or {}, name),
             "streams": streams,

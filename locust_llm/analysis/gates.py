@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..fmt import lvl
+from ..rundir.env import RunEnv
 from ..scenario import GatesSpec
 from .documents.regression import RunComparison
 from .documents.summary import GateCheck, Summary, Verdict
@@ -74,9 +75,9 @@ SLO_GATES = {
 }
 
 
-def gates_of(env: dict) -> GatesSpec:
+def gates_of(env: RunEnv) -> GatesSpec:
     """The gates a run was judged by: as the run recorded them (scenario plus command-line overrides)."""
-    recorded = env.get("gates") or (env.get("scenario") or {}).get("gates") or {}
+    recorded = env.gates or env.scenario.get("gates") or {}
     return GatesSpec.model_validate(recorded)
 
 

@@ -48,12 +48,16 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
             ]
         meta["notes"] += run.telemetry_meta.get("notes", [])
     first = runs[0]
-    env = {
-        **first.env,
-        "run_id": "+".join(run_ids),
-        "baseline": rename(run_ids[0], first.env.get("baseline", "")),
-        "merged_from": run_ids,
-    }
+    env = first.env.model_copy(
+        update={
+            "run_id": "+".join(run_ids),
+            # an absent baseline is "" (a null one stays null)
+            "baseline": None
+            if first.env.baseline is None and "baseline" in first.env.model_fields_set
+            else rename(run_ids[0], first.env.baseline or ""),
+            "merged_from": run_ids,
+        }
+    )
     for key in ("interval_s", "timeout_s", "gpu"):
         if key in first.telemetry_meta:
             meta[key] = first.telemetry_meta[key]

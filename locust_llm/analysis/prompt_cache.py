@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..rundir.env import RunEnv, WorkloadEnv
 from .documents.base import Doc
 from .documents.server import CacheFigure
 from .stats import summarize
@@ -103,19 +104,19 @@ class LevelCache(Doc):
     """Why the level's latency speed-ups may compare cache hits (null: no reason)."""
 
 
-def cache_mode(env: dict) -> str:
+def cache_mode(env: RunEnv) -> str:
     """The run's prompt-cache mode: a conversation's history and a trace's shared blocks are hits on purpose; else
     the workload's own word, else the scenario's switches (runs recorded before the unique prefix was on by default
     have ``unique_prefix: false``: they replayed their prompts)."""
-    workload = env.get("workload") or {}
-    if workload.get("conversation"):
+    workload = env.workload or WorkloadEnv()
+    if workload.conversation:
         return "conversation"
-    if (workload.get("trace") or {}).get("shared_blocks"):
+    if workload.trace is not None and workload.trace.shared_blocks:
         return "trace"
-    mode = workload.get("prompt_cache")
+    mode = workload.prompt_cache
     if mode:
         return str(mode)
-    load = env.get("load") or {}
+    load = env.load
     if load.get("shared_prefix"):
         return "shared"
     if "unique_prefix" not in load:

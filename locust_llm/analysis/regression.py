@@ -69,14 +69,14 @@ def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) ->
                     regressions.append(row)
     modes = cache_mode(old.env), cache_mode(new.env)
     return RunComparison(
-        old=old.env.get("run_id"),
+        old=old.env.run_id,
         old_dir=str(old.run_dir) if old.run_dir else None,
-        new=new.env.get("run_id"),
+        new=new.env.run_id,
         max_regression_pct=max_regression_pct,
         rows=rows,
         regressions=regressions,
         prompt_cache=None
         if modes[0] == modes[1]
-        else f"the runs' prompts differ: {modes[0]} in {old.env.get('run_id')}, {modes[1]} in "
-        f"{new.env.get('run_id')}; a change of TTFT or throughput may be the prompt cache's, not the server's",
+        else f"the runs' prompts differ: {modes[0]} in {old.env.run_id}, {modes[1]} in "
+        f"{new.env.run_id}; a change of TTFT or throughput may be the prompt cache's, not the server's",
     )

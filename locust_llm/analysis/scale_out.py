@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..fmt import ci_text, lvl, num
+from ..rundir.env import RunEnv
 from ..rundir.steps import StepRow
 from .documents.scale_out import ScaleOutSummary
 from .rates import block_ratio_ci, series_mean_ci
@@ -186,12 +187,12 @@ def variant_scale_out(variant: str, blocks: list[ScaleBlock], servers: int, leve
     }
 
 
-def scale_out_summary(env: dict, scaled: dict[str, list[ScaleBlock]], frame: pd.DataFrame) -> ScaleOutSummary | None:
+def scale_out_summary(env: RunEnv, scaled: dict[str, list[ScaleBlock]], frame: pd.DataFrame) -> ScaleOutSummary | None:
     """The scale-out of every variant that had scale-out steps; None when the run had none planned."""
-    plan = env.get("scale_out")
-    if not plan:
+    plan = env.scale_out
+    if plan is None:
         return None
-    servers, level = int(plan["servers"]), float(plan["level"])
+    servers, level = int(plan.servers), float(plan.level)
     variants = [
         variant_scale_out(name, blocks, servers, level, frame[frame["variant"] == name] if len(frame) else frame)
         for name, blocks in scaled.items()
@@ -202,8 +203,8 @@ def scale_out_summary(env: dict, scaled: dict[str, list[ScaleBlock]], frame: pd.
             {
                 "servers": servers,
                 "level": level,
-                "pairs": plan["pairs"],
-                "min_efficiency": plan.get("min_efficiency"),
+                "pairs": plan.pairs,
+                "min_efficiency": plan.min_efficiency,
                 "method": METHOD,
                 "variants": variants,
                 "text": text,

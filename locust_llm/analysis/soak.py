@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from ..rundir.env import RunEnv
 from ..rundir.steps import StepRow
 from .documents.soak import SoakSummary
 from .documents.summary import StepFigures, Summary
@@ -211,18 +212,18 @@ def error_check(requests: int, errors: int, limit: float, windows: list[dict]) -
     }
 
 
-def soak_summary(summary: Summary, steps: list[StepRow], env: dict) -> SoakSummary | None:
+def soak_summary(summary: Summary, steps: list[StepRow], env: RunEnv) -> SoakSummary | None:
     """The soak section of a run that recorded ``soak`` in env.json; None for a ladder run."""
-    spec = env.get("soak")
-    if not spec:
+    spec = env.soak
+    if spec is None:
         return None
-    variant = spec["variant"]
+    variant = spec.variant
     entry = summary.variants.get(variant)
     figures = {s.step: s for s in entry.steps} if entry is not None else {}
     rows = [r for r in steps if r.variant == variant and r.step in figures]
     starts = [r.t_steady for r in rows]
     origin = next((t for t in starts if math.isfinite(t)), math.nan)
-    windows = [window_figures(figures[r.step], r, origin, float(spec["window_s"])) for r in rows]
+    windows = [window_figures(figures[r.step], r, origin, float(spec.window_s)) for r in rows]
     fitted = [w for w in windows if w["in_trend"]]
     hours = [(w["start_s"] + w["end_s"]) / 2 / 3600.0 for w in fitted]
     trends, checks, notes = [], [], []
@@ -231,15 +232,15 @@ def soak_summary(summary: Summary, steps: list[StepRow], env: dict) -> SoakSumma
             continue  # never measured (memory of an external server, KV-cache use not exported, ...)
         fit = trend(hours, [w[name] for w in fitted])
         trends.append({"figure": name, "label": label, "unit": unit, "worse": worse, **fit})
-        if name in DRIFTS and spec.get("max_drift_pct_per_hour") is not None:
-            checks.append(drift_check(name, fit, spec["max_drift_pct_per_hour"]))
-        if name in MEMORY and spec.get("max_memory_growth_mib_per_hour") is not None:
-            checks.append(memory_check(name, fit, spec["max_memory_growth_mib_per_hour"]))
+        if name in DRIFTS and spec.max_drift_pct_per_hour is not None:
+            checks.append(drift_check(name, fit, spec.max_drift_pct_per_hour))
+        if name in MEMORY and spec.max_memory_growth_mib_per_hour is not None:
+            checks.append(memory_check(name, fit, spec.max_memory_growth_mib_per_hour))
     requests = sum(w["requests"] for w in fitted)
     errors = sum(w["errors"] for w in fitted)
     timeouts = sum(w["timeouts"] for w in fitted)
-    if spec.get("max_error_rate") is not None:
-        checks.append(error_check(requests, errors, spec["max_error_rate"], windows))
+    if spec.max_error_rate is not None:
+        checks.append(error_check(requests, errors, spec.max_error_rate, windows))
     if len(fitted) < len(windows):
         notes.append(
             f"{len(windows) - len(fitted)} of {len(windows)} windows left out of the trends (contended, "
@@ -260,13 +261,13 @@ def soak_summary(summary: Summary, steps: list[StepRow], env: dict) -> SoakSumma
         json_safe(
             {
                 "variant": variant,
-                "level": spec["level"],
-                "mode": env.get("load", {}).get("mode", "closed"),
-                "duration_s": spec["duration_s"],
-                "window_s": spec["window_s"],
-                "windows_planned": spec["windows"],
+                "level": spec.level,
+                "mode": env.load.get("mode", "closed"),
+                "duration_s": spec.duration_s,
+                "window_s": spec.window_s,
+                "windows_planned": spec.windows,
                 "measured_s": measured,
-                "complete": len(windows) == spec["windows"] and all(w["complete"] for w in windows),
+                "complete": len(windows) == spec.windows and all(w["complete"] for w in windows),
                 "requests": requests,
                 "errors": errors,
                 "error_rate": errors / requests if requests else None,

@@ -9,10 +9,13 @@ whole step, its warm-up included. Latency from the trace's intended time is the 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from ..fmt import num
+from ..rundir.env import RunEnv
 from .documents.base import Doc
 from .stats import percentile_of
 
@@ -44,19 +47,19 @@ class TraceStep(Doc):
     """The replay in words."""
 
 
-def trace_step(rows: pd.DataFrame, level: float, env: dict) -> dict | None:
+def trace_step(rows: pd.DataFrame, level: float, env: RunEnv) -> dict | None:
     """The replay figures of one step (``rows``: the variant's requests of that step, every phase); None when the
     run replayed no trace."""
-    trace = ((env.get("workload") or {}).get("trace")) or None
-    if not trace or not trace.get("rate_rps"):
+    trace = env.workload.trace if env.workload is not None else None
+    if trace is None or not trace.rate_rps:
         return None
     sent = rows["t_send"].notna()
     dropped = int((rows["error_class"] == "dropped_inflight_cap").sum())
-    replayed, records, over = int(sent.sum()), int(trace["records"]), int(trace.get("over_context") or 0)
+    replayed, records, over = int(sent.sum()), int(trace.records or 0), int(trace.over_context or 0)
     error_ms = ((rows.loc[sent, "t_send"] - rows.loc[sent, "t_intended"]) * 1000).to_numpy(dtype=float)
     finite = error_ms[np.isfinite(error_ms)]
-    figures = {
-        "speed": level / trace["rate_rps"],
+    figures: dict[str, Any] = {
+        "speed": level / trace.rate_rps,
         "records": records,
         "over_context": over,
         "replayed": replayed,

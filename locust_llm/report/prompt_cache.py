@@ -25,14 +25,13 @@ MODES = {
 def mode_text(view: RunView) -> str | None:
     """The run's prompt-cache mode in words (None for a run that recorded none of it)."""
     workload = view.workload
-    mode = workload.get("prompt_cache")
+    mode = workload.prompt_cache
     if mode is None:
         return None
-    shared = workload.get("shared_prefix") or {}
-    text = MODES.get(mode, mode).format(
-        marker=workload.get("unique_prefix_tokens", "?"), groups=shared.get("groups"), tokens=shared.get("tokens")
-    )
-    return text + ("; each request also has a cache_salt of its own" if workload.get("cache_salt") else "")
+    shared = workload.shared_prefix or {}
+    marker = "?" if workload.unique_prefix_tokens is None else workload.unique_prefix_tokens
+    text = MODES.get(mode, mode).format(marker=marker, groups=shared.get("groups"), tokens=shared.get("tokens"))
+    return text + ("; each request also has a cache_salt of its own" if workload.cache_salt else "")
 
 
 def cache_cell(step: StepFigures) -> dict:

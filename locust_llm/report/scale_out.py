@@ -15,17 +15,17 @@ VERDICT_CLASS = {"linear": "ok", "sub-linear": "warn", "no gain": "bad", "not ju
 
 def servers_text(view: RunView, variant: str, servers: int) -> str:
     """Which servers the N-server steps used: launched replicas (their log files) or the external URLs."""
-    replicas = view.server_of(variant).get("replicas") or []
+    replicas = view.server_of(variant).replicas or []
     if not replicas:
         return f"{servers} servers (the further ones never came up)"
-    if replicas[0].get("launched"):
+    if replicas[0].launched:
         return (
             f"{len(replicas) + 1} {view.engine() or ''} servers of the same command on one host, each on its own "
-            f"port (logs: {', '.join(str(r.get('log', '')).rsplit('/', 1)[-1] for r in replicas)} beside the "
+            f"port (logs: {', '.join(str(r.log or '').rsplit('/', 1)[-1] for r in replicas)} beside the "
             "first)"
         )
-    first = view.server_of(variant).get("url")
-    return f"{len(replicas) + 1} external servers: {', '.join([str(first)] + [str(r.get('url')) for r in replicas])}"
+    first = view.server_of(variant).url
+    return f"{len(replicas) + 1} external servers: {', '.join([str(first)] + [str(r.url) for r in replicas])}"
 
 
 def scale_out_section(view: RunView) -> dict | None:

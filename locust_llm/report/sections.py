@@ -10,6 +10,7 @@ import time
 from ..analysis.errors import MESSAGE_MAX, clip
 from ..analysis.gates import EXIT_MEANINGS
 from ..fmt import ci_text, lvl, num, ok, pct, times
+from ..rundir.env import ClocksEnv
 from .prompt_cache import mode_text
 from .view import RunView, command_text, flags_text, level_name, unit_of
 
@@ -96,18 +97,18 @@ def regression(view: RunView) -> dict | None:
     }
 
 
-def clocks_text(clocks: dict | None) -> str | None:
+def clocks_text(clocks: ClocksEnv | None) -> str | None:
     """Each worker's measured offset from the master's clock, its uncertainty, and a warning beyond the bound."""
-    if not clocks or not clocks.get("workers"):
+    if clocks is None or not clocks.workers:
         return None
-    bound = clocks.get("bound_s") or 0.0
+    bound = clocks.bound_s or 0.0
     parts = []
-    for worker, est in sorted(clocks["workers"].items(), key=lambda item: int(item[0])):
+    for worker, est in sorted(clocks.workers.items()):
         text = (
-            f"worker {worker} {1000 * est['offset_s']:+.2f} ms \u00b1 {1000 * est['uncertainty_s']:.2f} ms "
-            f"(drift {1000 * est['drift_s']:.2f} ms, {est['exchanges']} exchanges)"
+            f"worker {worker} {1000 * est.offset_s:+.2f} ms \u00b1 {1000 * est.uncertainty_s:.2f} ms "
+            f"(drift {1000 * est.drift_s:.2f} ms, {est.exchanges} exchanges)"
         )
-        if est["uncertainty_s"] > bound:
+        if est.uncertainty_s > bound:
             text += f" WARNING: uncertain beyond {1000 * bound:g} ms, requests near window edges may be mislabelled"
         parts.append(text)
     return "; ".join(parts)
@@ -129,15 +130,15 @@ def conditions(view: RunView) -> dict:
         ("run id", view.run_id),
         (
             "scenario",
-            (view.scenario.get("name") or "") + (f" ({env['scenario_file']})" if env.get("scenario_file") else ""),
+            (view.scenario.get("name") or "") + (f" ({env.scenario_file})" if env.scenario_file else ""),
         ),
         ("started", meta(view)["started"]),
         ("variants (in order)", ", ".join(view.names) or None),
         ("baseline", view.baseline),
         ("requests recorded", view.summary.records),
-        ("seed", env.get("seed", load.get("seed"))),
+        ("seed", env.seed if "seed" in env.model_fields_set else load.get("seed")),
     ]
-    exact = workload.get("exact")
+    exact = workload.exact
     load_rows = [
         (
             "mode",
@@ -183,23 +184,21 @@ def conditions(view: RunView) -> dict:
         ),
     ]
     host_rows = [
-        ("server host", host.get("hostname")),
-        ("platform", host.get("platform")),
-        ("CPU", " ".join(str(x) for x in (host.get("processor"), host.get("machine")) if x) or None),
-        ("CPU cores", host.get("cpu_count")),
-        ("memory", f"{host['memory_total_gib']:g} GiB" if ok(host.get("memory_total_gib")) else None),
-        ("GPU", host.get("gpu")),
-        ("GPU driver", host.get("gpu_driver") or host.get("driver")),
-        ("CUDA", host.get("cuda")),
+        ("server host", host.hostname),
+        ("platform", host.platform),
+        ("CPU", " ".join(str(x) for x in (host.processor, host.machine) if x) or None),
+        ("CPU cores", host.cpu_count),
+        ("memory", f"{host.memory_total_gib:g} GiB" if ok(host.memory_total_gib) else None),
+        ("GPU", host.gpu),
     ]
-    client = env.get("client") or {}
+    client = view.client
     client_rows = [
-        ("client host", client.get("hostname") or host.get("hostname")),
-        ("Python", host.get("python") or client.get("python")),
+        ("client host", host.hostname),
+        ("Python", host.python),
         ("load processes", view.options.get("processes") or 1),
-        ("load processes' priority", f"nice {client['nice']}" if client.get("nice") is not None else None),
-        ("worker clocks (aligned to the master's)", clocks_text(env.get("clocks"))),
-    ] + [(name, version) for name, version in (client.get("packages") or {}).items()]
+        ("load processes' priority", f"nice {client.nice}" if client.nice is not None else None),
+        ("worker clocks (aligned to the master's)", clocks_text(env.clocks)),
+    ] + [(name, version) for name, version in client.packages.items()]
     servers = []
     for name in view.names:
         server = view.server_of(name)
@@ -208,16 +207,16 @@ def conditions(view: RunView) -> dict:
                 "variant": name,
                 "color": view.colors.get(name),
                 "baseline": name == view.baseline,
-                "engine": server.get("engine") or ("external" if env.get("external_url") else srv.get("engine")),
-                "version": str(server.get("version")).strip() if server.get("version") else None,
-                "model": server.get("model") or srv.get("model"),
-                "served_model": server.get("served_model") or srv.get("served_model_name"),
+                "engine": server.engine or ("external" if env.external_url else srv.get("engine")),
+                "version": server.version.strip() if server.version else None,
+                "model": server.model or srv.get("model"),
+                "served_model": server.served_model or srv.get("served_model_name"),
                 "speculative": flags_text(view.speculative_of(name)),
-                "command": command_text(server.get("command")),
-                "url": server.get("url"),
-                "launched": server.get("launched"),
-                "notes": json.dumps(server["notes"]) if server.get("notes") else None,
-                "priority": priority_text(server.get("nice"), client.get("nice")),
+                "command": command_text(server.command),
+                "url": server.url,
+                "launched": server.launched,
+                "notes": json.dumps(server.notes) if server.notes else None,
+                "priority": priority_text(server.nice, client.nice),
             }
         )
     optional = {
@@ -225,8 +224,6 @@ def conditions(view: RunView) -> dict:
         "dataset",
         "max in flight (open loop)",
         "think time",
-        "GPU driver",
-        "CUDA",
         "load processes' priority",
         "prompt lengths",
     }

@@ -112,7 +112,7 @@ def reasoning_section(view: RunView) -> dict | None:
         for step in comp.steps
         if step.ttfot_p50_speedup is not None
     ]
-    gates = view.env.get("gates") or {}
+    gates = view.env.gates
     used = [f"{key} {gates[key]:g} ms" for key in ("ttft_p99_ms", "ttfot_p99_ms") if gates.get(key) is not None]
     return {
         "rows": rows,

@@ -91,7 +91,7 @@ def conversations_section(view: RunView) -> dict | None:
 
 def trace_section(view: RunView) -> dict | None:
     """None for a run that replayed no trace."""
-    trace = view.workload.get("trace")
+    trace = view.workload.trace
     rows = [
         {
             "variant": name,
@@ -110,19 +110,19 @@ def trace_section(view: RunView) -> dict | None:
         for s in view.steps_of(name)
         if s.trace is not None
     ]
-    if not rows or not trace:
+    if not rows or trace is None:
         return None
-    skipped = ", ".join(f"{n} {why}" for why, n in (trace.get("skipped_rows") or {}).items())
+    skipped = ", ".join(f"{n} {why}" for why, n in (trace.skipped_rows or {}).items())
     return {
-        "file": trace.get("file"),
-        "format": trace.get("format"),
-        "records": trace.get("records"),
-        "span": num(trace.get("span_s")),
-        "rate": num(trace.get("rate_rps")),
-        "shared": trace.get("shared_blocks"),
-        "blocks": trace.get("blocks"),
+        "file": trace.file,
+        "format": trace.format,
+        "records": trace.records,
+        "span": num(trace.span_s),
+        "rate": num(trace.rate_rps),
+        "shared": trace.shared_blocks,
+        "blocks": trace.blocks,
         "skipped": skipped,
-        "outside": trace.get("outside_window"),
+        "outside": trace.outside_window,
         "rows": sorted(rows, key=lambda r: r["order"]),
     }
 

@@ -12,6 +12,7 @@ from ..analysis.documents.regression import RunComparison
 from ..analysis.documents.summary import StepFigures, Summary, Verdict
 from ..analysis.timeline import Timeline
 from ..fmt import lvl, ok
+from ..rundir.env import ClientEnv, HostEnv, RunEnv, ServerEnv, WorkloadEnv
 from .charts import variant_colors
 
 __all__ = ["ReportInput", "RunView", "command_text", "flags_text", "level_name", "mapping", "unit_of"]
@@ -22,7 +23,7 @@ class ReportInput:
     """Everything a report is made of; the pipeline computes it, the report only presents it."""
 
     summary: Summary
-    env: dict
+    env: RunEnv
     timeline: Timeline
     verdict: Verdict | None = None
     regression: RunComparison | None = None
@@ -75,33 +76,34 @@ class RunView:
     def __init__(self, inp: ReportInput):
         self.inp = inp
         self.summary = inp.summary
-        self.env = inp.env or {}
-        self.scenario = self.env.get("scenario") or {}
-        self.load = self.env.get("load") or self.scenario.get("load") or {}
+        self.env = inp.env
+        self.scenario = self.env.scenario
+        self.load = self.env.load or self.scenario.get("load") or {}
         self.variants = self.summary.variants
-        self.baseline = self.summary.baseline or self.env.get("baseline")
+        self.baseline = self.summary.baseline or self.env.baseline
         self.comparisons = self.summary.comparisons
-        self.servers = {k: v for k, v in (self.env.get("servers") or {}).items() if isinstance(v, dict)}
-        # env.json's sections as mappings, {} where absent or null (env.json is not a typed document yet)
-        self.host = mapping(self.env.get("host"))
-        self.workload = mapping(self.env.get("workload"))
-        self.options = mapping(self.env.get("options"))
+        self.servers = {k: v for k, v in self.env.servers.items() if v is not None}
+        # env.json's sections, empty (every field null) where a run lacks them
+        self.host = self.env.host or HostEnv()
+        self.client = self.env.client or ClientEnv()
+        self.workload = self.env.workload or WorkloadEnv()
+        self.options = self.env.options
         self.server_spec = mapping(self.scenario.get("server"))
         first_mode = next((s.mode for v in self.variants.values() for s in v.steps), "closed")
         self.mode = self.load.get("mode") or first_mode
         self.names = self.variant_order(self.summary, self.env)
         self.colors = variant_colors(self.names, self.baseline)
         self.ids = {name: _slug(name, i) for i, name in enumerate(self.names)}
-        self.run_id = self.summary.run_id or self.env.get("run_id") or inp.run_name
+        self.run_id = self.summary.run_id or self.env.run_id or inp.run_name
 
     @staticmethod
-    def variant_order(summary: Summary, env: dict) -> list[str]:
+    def variant_order(summary: Summary, env: RunEnv) -> list[str]:
         """The baseline first, then the variants in run order (planned ones that never ran included)."""
         names = list(summary.variants)
-        for name in env.get("variants") or []:
+        for name in env.variants:
             if name not in names:
                 names.append(name)
-        baseline = summary.baseline or env.get("baseline")
+        baseline = summary.baseline or env.baseline
         if baseline in names:
             names.remove(baseline)
             names.insert(0, baseline)
@@ -124,42 +126,41 @@ class RunView:
             else []
         )
 
-    def server_of(self, name: str) -> dict:
-        return self.servers.get(name) or {}
+    def server_of(self, name: str) -> ServerEnv:
+        return self.env.server(name)
 
     def speculative_of(self, name: str):
-        spec = self.server_of(name).get("speculative")
+        spec = self.server_of(name).speculative
         if spec is None:
             spec = mapping(mapping(self.scenario.get("variants")).get(name)).get("speculative")
         return spec
 
     def model_name(self) -> str | None:
         for server in self.servers.values():
-            if server.get("served_model") or server.get("model"):
-                return server.get("served_model") or server.get("model")
+            if server.served_model or server.model:
+                return server.served_model or server.model
         return self.server_spec.get("served_model_name") or self.server_spec.get("model")
 
     def engine(self) -> str | None:
         for server in self.servers.values():
-            if server.get("engine"):
-                version = short_version(server.get("version"))
-                return server["engine"] + (f" {version}" if version else "")
-        if self.env.get("external_url"):
+            if server.engine:
+                version = short_version(server.version)
+                return server.engine + (f" {version}" if version else "")
+        if self.env.external_url:
             return "external server"
         return self.server_spec.get("engine")
 
     def host_text(self) -> str:
         host = self.host
         parts = []
-        if host.get("cpu_count"):
-            parts.append(f"{host['cpu_count']} CPUs")
-        gpu = str(host.get("gpu") or "not recorded")
+        if host.cpu_count:
+            parts.append(f"{host.cpu_count} CPUs")
+        gpu = str(host.gpu or "not recorded")
         parts.append("GPU " + (re.sub(r"\s*\(.*\)$", "", gpu) or gpu))
-        return f"{host.get('hostname') or 'unknown host'} ({', '.join(parts)})"
+        return f"{host.hostname or 'unknown host'} ({', '.join(parts)})"
 
     def lengths_text(self) -> str:
         load = self.load
-        workload = self.workload
         trace = load.get("trace") or {}
         if trace:
             text = f"{trace.get('format')} trace {trace.get('path')}"
@@ -172,7 +173,7 @@ class RunView:
         conversation = load.get("conversation") or {}
         if conversation:
             text += f", {conversation.get('turns')}-turn conversations ({conversation.get('think_s'):g} s think time)"
-        if workload and workload.get("exact") is False:
+        if self.workload.exact is False:
             text += " (prompt lengths approximate)"
         return text
 

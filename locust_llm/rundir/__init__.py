@@ -2,8 +2,8 @@
 
 ``layout`` (file names, the atomic writer, ``RunDir``), ``parts`` (rows -> part files -> merged Parquet),
 ``load`` (run directory -> ``RunData``), ``lock`` (one writer per run directory), ``facts`` (host and package
-facts for ``env.json``), ``steps`` (a row of ``steps.json``, typed), ``consistency``, ``quality``, ``probes`` (those
-files, typed). No Locust imports.
+facts for ``env.json``), ``env`` (``env.json``, typed), ``steps`` (a row of ``steps.json``, typed), ``consistency``,
+``quality``, ``probes`` (those files, typed). No Locust imports.
 """
 
 from . import layout

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .env import RunEnv
 from .redact import redact, redact_text
 from .steps import StepRow
 
@@ -129,7 +130,7 @@ class RunDir:
         self.run_id = run_id
         self.path = Path(root) / run_id
         self.path.mkdir(parents=True, exist_ok=True)
-        self.env: dict[str, Any] = {}
+        self.env = RunEnv()
         self.steps: list[StepRow] = []
         self.events: list[dict] = []
 
@@ -137,7 +138,7 @@ class RunDir:
         return self.path / name
 
     def write_env(self) -> None:
-        self._write(ENV, self.env)
+        self._write(ENV, self.env.written())
 
     def steps_doc(self) -> dict:
         """``steps.json``: each row with the fields the runtime set (a later field is absent until it is set)."""
@@ -148,7 +149,7 @@ class RunDir:
 
     def write_all(self) -> None:
         """Both files as they are in memory, for the analysis that reads them next; here a failure raises."""
-        write_json(self.file(ENV), self.env)
+        write_json(self.file(ENV), self.env.written())
         write_json(self.file(STEPS), self.steps_doc())
 
     def _write(self, name: str, data: Any) -> None:

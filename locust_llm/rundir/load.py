@@ -23,6 +23,7 @@ from ..analysis.clocks import align, samples_of
 from ..records import REQUESTS_SCHEMA, ErrorClass
 from . import layout
 from .consistency import Consistency, ConsistencyAnswer
+from .env import RunEnv
 from .parts import read_parquet, read_table, source_files
 from .probes import ProbeResult, ProbesFile
 from .quality import QualityFile
@@ -55,7 +56,7 @@ class RunData:
     requests: pd.DataFrame  # one row per request; index = row position in ``lists``
     steps: list[StepRow]
     events: list[dict] = field(default_factory=list)
-    env: dict = field(default_factory=dict)
+    env: RunEnv = field(default_factory=RunEnv)
     client: pd.DataFrame = field(default_factory=pd.DataFrame)
     host: pd.DataFrame = field(default_factory=pd.DataFrame)  # HOST_SCHEMA rows; empty when not recorded
     consistency: dict[str, list[ConsistencyAnswer]] = field(default_factory=dict)
@@ -132,7 +133,8 @@ def load_telemetry(run_dir: Path) -> pd.DataFrame:
     return table.to_pandas() if table is not None else pd.DataFrame(columns=TELEMETRY_COLUMNS)
 
 
-def _why(exc: ValidationError, whole: str) -> str:
+def _misfits(exc: ValidationError, whole: str) -> str:
+    """Each field that does not fit, by its place in the document (``whole``: the document itself)."""
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors())
 
 
@@ -143,7 +145,7 @@ def read_steps(path: Path, rows: list) -> list[StepRow]:
         try:
             steps.append(StepRow.model_validate(row))
         except ValidationError as exc:
-            raise layout.UnreadableFile(f"{path}: steps[{index}] is not a step row ({_why(exc, 'row')})") from None
+            raise layout.UnreadableFile(f"{path}: steps[{index}] is not a step row ({_misfits(exc, 'row')})") from None
     return steps
 
 
@@ -154,7 +156,7 @@ def read_typed(path: Path, model: type[M]) -> M | None:
     try:
         return model.model_validate(layout.read_json(path))
     except ValidationError as exc:
-        raise layout.UnreadableFile(f"{path}: not a {path.name} file ({_why(exc, 'file')})") from None
+        raise layout.UnreadableFile(f"{path}: not a {path.name} file ({_misfits(exc, 'file')})") from None
 
 
 def close_open_steps(steps: list[StepRow], requests: pd.DataFrame) -> dict | None:
@@ -206,7 +208,7 @@ def load_run(run_dir: Path) -> RunData:
         lists=lists,
         steps=steps,
         events=list(steps_doc.get("events", [])) + ([unfinished] if unfinished else []),
-        env=layout.read_json(run_dir / layout.ENV),
+        env=read_typed(run_dir / layout.ENV, RunEnv) or RunEnv(),
         client=align(read_parquet(client).to_pandas(), clocks, columns=("t",)) if client.exists() else pd.DataFrame(),
         host=read_parquet(host).to_pandas() if host.exists() else pd.DataFrame(),
         consistency=(read_typed(run_dir / layout.CONSISTENCY, Consistency) or Consistency({})).root,

@@ -23,6 +23,7 @@ from locust.runners import MasterRunner
 from ..analysis.clocks import UNCERTAINTY_MAX_S, ClockSample, estimate, track
 from ..records import now
 from ..rundir import RunDir, layout, write_json
+from ..rundir.env import ClocksEnv
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def write_clocks(run: RunDir, samples: list[ClockSample], since: float) -> None:
         run.file(layout.CLOCKS),
         {"bound_s": UNCERTAINTY_MAX_S, "workers": estimates, "samples": [s.to_dict() for s in kept]},
     )
-    run.env["clocks"] = {"bound_s": UNCERTAINTY_MAX_S, "workers": estimates}
+    run.env.clocks = ClocksEnv(bound_s=UNCERTAINTY_MAX_S, workers=estimates)
     run.write_env()
     noted = {e.get("worker") for e in run.events if e["kind"] == "clock_uncertain"}
     for worker, est in estimates.items():

@@ -25,6 +25,7 @@ from ..client.engines import cache_extra
 from ..pipeline import Outcome, finish_run
 from ..records import Phase, now
 from ..rundir import RunDir, layout
+from ..rundir.env import ClientEnv, HostEnv, RunEnv, ServerRequests, WorkloadEnv
 from ..rundir.facts import host_info, package_versions
 from ..rundir.load import USAGE_SUSPECT
 from ..rundir.lock import RunLock
@@ -74,24 +75,24 @@ class Experiment:
         self.interrupted = False
         self.outcome: Outcome | None = None
         self.analysed: tuple | None = None  # (records, run events) the last summary was computed from
-        self.run.env = {
-            "run_id": plan.run_id,
-            "scenario": plan.scenario.model_dump(mode="json"),
-            "scenario_file": str(plan.scenario.source),
-            "load": plan.load.model_dump(mode="json"),
-            "gates": plan.gates.model_dump(mode="json"),
-            "variants": plan.variants,
-            "baseline": plan.scenario.baseline_variant,
-            "options": plan.options,
-            "external_url": plan.external_url,
-            "servers": {},
-            "host": host_info(),
+        self.run.env = RunEnv(
+            run_id=plan.run_id,
+            scenario=plan.scenario.model_dump(mode="json"),
+            scenario_file=str(plan.scenario.source),
+            load=plan.load.model_dump(mode="json"),
+            gates=plan.gates.model_dump(mode="json"),
+            variants=plan.variants,
+            baseline=plan.scenario.baseline_variant,
+            options=plan.options,
+            external_url=plan.external_url,
+            servers={},
+            host=HostEnv.model_validate(host_info()),
             # The load processes' own priority, beside each launched server's (servers.<variant>.nice).
-            "client": {"packages": package_versions(), "nice": os.getpriority(os.PRIO_PROCESS, 0)},
-            "seed": plan.load.seed,
-            "scale_out": plan.scale_out.describe() if plan.scale_out is not None else None,
-            "checks_skipped": plan.skipped,
-        }
+            client=ClientEnv(packages=package_versions(), nice=os.getpriority(os.PRIO_PROCESS, 0)),
+            seed=plan.load.seed,
+            scale_out=plan.scale_out,
+            checks_skipped=plan.skipped,
+        )
         for why in plan.skipped.values():
             log.info(why)
         self.run.write_env()
@@ -238,18 +239,17 @@ class Experiment:
         self.broadcast(variant, -1, math.nan, Phase.STARTING)
         self.check_context(variant)
         workload = self.session.check_consistency(variant) if check else None
-        if workload is not None and "workload" not in self.run.env:
+        if workload is not None and self.run.env.workload is None:
             cold = workload.lead.mode == "cold"
-            self.run.env["workload"] = {
-                **workload.describe(),
-                "cache_salt": cold and bool(cache_extra(self.plan.engine, "")),
-            }
+            self.run.env.workload = WorkloadEnv(
+                **workload.describe(), cache_salt=cold and bool(cache_extra(self.plan.engine, ""))
+            )
             self.run.write_env()
         return True
 
     def check_context(self, variant: str) -> None:
         """Context lengths whose prompt and output do not fit the server's context are left out, and said so."""
-        size = (self.run.env["servers"].get(variant) or {}).get("context_size")
+        size = self.run.env.server(variant).context_size
         max_tokens = self.plan.load.max_tokens
         for n in self.plan.load.context_tokens:
             if size and n + max_tokens > size and n not in self.too_long:
@@ -598,7 +598,8 @@ class Experiment:
                 checked["requests"] = dict(self.recorder.suspect)
         self.run.write_steps()
         counted = self.recorder.server_requests(ledger.snapshot())
-        self.run.env["server_requests"], self.run.env["server_seen"] = counted["requests"], counted["seen"]
+        self.run.env.server_requests = [ServerRequests(**r) for r in counted["requests"]]
+        self.run.env.server_seen = counted["seen"]
         self.run.write_env()
         self.host.stop()
         if final:

@@ -293,14 +293,13 @@ class Faults:
 
     def target(self, server: ActiveServer) -> Target:
         plan = self.experiment.plan
-        info = self.experiment.run.env["servers"].get(server.variant) or {}
         burst = self.spec.burst or min(max(2 * math.ceil(max(plan.load.ladder)), 2), MAX_BURST)
         return Target(
             variant=server.variant,
             base_url=server.base_url,
             engine=plan.engine,
             model=server.model,
-            context=info.get("context_size"),
+            context=self.experiment.run.env.server(server.variant).context_size,
             burst=burst,
             alive=self.alive_check(server),
             burst_tokens=min(plan.load.max_tokens, BURST_TOKENS),

@@ -20,6 +20,7 @@ from ..host.procs import listener_pids
 from ..records import RequestRecord
 from ..rundir import RunDir, layout, write_json
 from ..rundir.consistency import Consistency, ConsistencyAnswer
+from ..rundir.env import ServerEnv
 from ..scenario import LoadSpec
 from ..servers import ServerError, ServerProcess, context_size, launch_variant, served_model
 from ..servers.base import first_model_id, free_port, get_json
@@ -103,24 +104,23 @@ class ServerSession:
             url = plan.external_url.rstrip("/")
             model, owner = served_model(url)
             server = ActiveServer(variant, url, plan.model or model, None)
-            self.run.env["servers"][variant] = {
-                "url": url,
-                "served_model": server.model,
-                "owned_by": owner,  # what /v1/models says serves it (llamacpp, vllm, sglang, ...)
-                "launched": False,
-                "local_pids": self.on_this_host(url),
-            }
+            described = ServerEnv(
+                url=url,
+                served_model=server.model,
+                owned_by=owner,  # what /v1/models says serves it (llamacpp, vllm, sglang, ...)
+                launched=False,
+                local_pids=self.on_this_host(url),
+            )
         else:
             log.info("starting the %s server for variant %s", plan.scenario.server.engine, variant)
             process = launch_variant(plan.scenario, variant, log_dir=self.run.path, port=port)
             server = ActiveServer(variant, process.base_url, plan.model or process.served_model or "", process)
             spec = plan.scenario.speculative(variant)
-            self.run.env["servers"][variant] = {
-                **process.describe(),
-                "launched": True,
-                "speculative": spec.model_dump(mode="json") if spec else None,
-            }
-        self.run.env["servers"][variant]["context_size"] = context_size(server.base_url)
+            described = ServerEnv(
+                **process.describe(), launched=True, speculative=spec.model_dump(mode="json") if spec else None
+            )
+        self.run.env.servers[variant] = described
+        described.context_size = context_size(server.base_url)
         self.run.write_env()
         self.servers[variant] = server
         if self.prometheus is not None:
@@ -167,8 +167,8 @@ class ServerSession:
                         f"{model!r}; --host serves {primary.model!r}: every server must serve the same "
                         "model"
                     )
-            self.run.env["servers"][variant]["replicas"] = [
-                {"url": url, "launched": False, "local_pids": self.on_this_host(url)} for url in urls
+            self.run.env.server(variant).replicas = [
+                ServerEnv(url=url, launched=False, local_pids=self.on_this_host(url)) for url in urls
             ]
             self.run.write_env()
             return [primary.base_url] + list(urls)
@@ -178,7 +178,7 @@ class ServerSession:
             self.replicas.append(
                 launch_variant(spec, variant, log_dir=self.run.path, port=free_port(spec.server.host), replica=replica)
             )
-        self.run.env["servers"][variant]["replicas"] = [{**r.describe(), "launched": True} for r in self.replicas]
+        self.run.env.server(variant).replicas = [ServerEnv(**r.describe(), launched=True) for r in self.replicas]
         self.run.write_env()
         return [primary.base_url] + [r.base_url for r in self.replicas]
 

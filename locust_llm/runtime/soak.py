@@ -31,7 +31,7 @@ __all__ = ["soak_program", "soak_progress"]
 def soak_program(exp) -> Iterator[tuple]:
     """Start the soak's server, hold its level window after window, then drain and stop it."""
     soak = exp.plan.soak
-    exp.run.env["soak"] = soak.describe()
+    exp.run.env.soak = soak
     exp.run.write_env()
     if not exp.bring_up(soak.variant):
         return

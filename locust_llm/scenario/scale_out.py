@@ -11,10 +11,10 @@ URLs of its other replicas.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from .base import Strict
 
@@ -58,14 +58,20 @@ class ScaleOutSpec(Strict):
 class ScaleOutPlan:
     """What the scale-out measurement does; written to env.json as ``scale_out`` (the analysis reads it there)."""
 
-    servers: int
-    level: float  # per server: the one-server steps run at it, the N-server steps at servers x level
-    pairs: int
-    min_efficiency: float | None
-    urls: list[str] = field(default_factory=list)  # the external replicas beyond --host (empty: launched servers)
+    # env.json's schema (``rundir.env``) takes each field's description from its docstring
+    __pydantic_config__ = ConfigDict(use_attribute_docstrings=True)
 
-    def describe(self) -> dict:
-        return asdict(self)
+    servers: int
+    """Servers of the N-server steps."""
+    level: float
+    """The level per server: the one-server steps run at it, the N-server steps at servers x level."""
+    pairs: int
+    """One-server/N-server pairs of steps measured."""
+    min_efficiency: float | None
+    """The gate: N servers must serve at least this share of N x one server's goodput (exit 3 when the whole CI
+    of the scaling efficiency lies below it); null: no gate."""
+    urls: list[str] = field(default_factory=list)
+    """The external replicas beyond ``--host`` (empty: launched servers)."""
 
 
 def scale_out_plan(

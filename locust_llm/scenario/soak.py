@@ -8,9 +8,9 @@ step of ``steps.json`` (with a ``window`` index), so every per-step figure exist
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from .base import Strict
 
@@ -38,17 +38,27 @@ class SoakSpec(Strict):
 class SoakPlan:
     """What a soak run does; written to env.json as ``soak`` (the analysis reads it from there)."""
 
-    variant: str
-    level: float
-    duration_s: float
-    windows: int
-    window_s: float  # the duration split into equal windows of about the scenario's window_s
-    max_drift_pct_per_hour: float | None
-    max_error_rate: float | None
-    max_memory_growth_mib_per_hour: float | None
+    # env.json's schema (``rundir.env``) takes each field's description from its docstring
+    __pydantic_config__ = ConfigDict(use_attribute_docstrings=True)
 
-    def describe(self) -> dict:
-        return asdict(self)
+    variant: str
+    """The one variant the soak holds."""
+    level: float
+    """The level held: concurrent streams (closed loop) or requests/s (open loop)."""
+    duration_s: float
+    """The soak's planned length (s)."""
+    windows: int
+    """Windows the duration is split into."""
+    window_s: float
+    """Each window's length (s): the duration split into equal windows of about the scenario's ``window_s``."""
+    max_drift_pct_per_hour: float | None
+    """A figure drifting by more than this (percent of its first window's level per hour), the trend's whole 95% CI
+    beyond it in the bad direction, fails the soak (exit 3); null: no gate."""
+    max_error_rate: float | None
+    """An error rate over the whole soak above this fails it; null: no gate."""
+    max_memory_growth_mib_per_hour: float | None
+    """Server memory (resident, or GPU memory) growing faster than this (MiB/hour, CI wholly above it) fails the
+    soak; null: no gate."""
 
 
 def parse_duration(text: str) -> float:

@@ -15,6 +15,7 @@ from locust_llm.analysis.timeline import Timeline
 from locust_llm.pipeline import finish_run
 from locust_llm.report import ReportInput, RunView
 from locust_llm.report.html import render_html
+from locust_llm.rundir.env import RunEnv
 from locust_llm.scenario import CostSpec
 from tests.browser import assert_inert
 from tests.synthetic import EVIL_VARIANT, back_to_back, hostile_run, patch_env, window, write_run
@@ -216,5 +217,5 @@ def test_cost_section_with_every_optional_figure_missing(tmp_path):
     finish_run(ladder_run(tmp_path / "run", {"gpu_hour_usd": 1.0, "target_rps": 5}))
     summary = Summary.model_validate_json((tmp_path / "run" / "summary.json").read_text())
     sparse = strip_optional(summary).model_copy(update={"cost": strip_optional(summary.cost)})
-    html = render_html(RunView(ReportInput(summary=sparse, env={}, timeline=Timeline(None))))
+    html = render_html(RunView(ReportInput(summary=sparse, env=RunEnv(), timeline=Timeline(None))))
     assert "could not be rendered" not in html and '<section id="cost">' in html

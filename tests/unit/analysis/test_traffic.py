@@ -13,6 +13,7 @@ from locust_llm.analysis.metrics import request_metrics
 from locust_llm.analysis.traces import trace_step
 from locust_llm.pipeline import finish_run
 from locust_llm.records import ErrorClass, RequestRecord
+from locust_llm.rundir.env import RunEnv
 from tests.synthetic import write_requests
 
 
@@ -119,7 +120,7 @@ def test_a_trace_step_counts_replayed_skipped_dropped_and_unsent_records_and_the
         for i, lag in enumerate(lags_ms)
     ]
     rows.append(RequestRecord(step=2, seq=9, t_intended=t0 + 9, error_class=ErrorClass.DROPPED).to_dict())
-    env = {"workload": {"trace": {"records": 10, "over_context": 2, "rate_rps": 4.0}}}
+    env = RunEnv.model_validate({"workload": {"trace": {"records": 10, "over_context": 2, "rate_rps": 4.0}}})
     figures = trace_step(frame_of(rows), 8.0, env)
     assert figures["speed"] == 2.0
     assert (figures["replayed"], figures["dropped"], figures["over_context"], figures["not_sent"]) == (5, 1, 2, 2)
@@ -127,7 +128,7 @@ def test_a_trace_step_counts_replayed_skipped_dropped_and_unsent_records_and_the
     assert figures["arrival_error_p99_ms"] == pytest.approx(np.percentile(lags_ms, 99), abs=1e-3)
     assert figures["arrival_error_max_ms"] == pytest.approx(50.0, abs=1e-3)
     assert "5 of 10 records replayed, 2 skipped (over the server's context)" in figures["text"]
-    assert trace_step(frame_of(rows), 8.0, {}) is None
+    assert trace_step(frame_of(rows), 8.0, RunEnv()) is None
 
 
 def conversation_run(path, rng) -> None:

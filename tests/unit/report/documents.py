@@ -14,6 +14,7 @@ from locust_llm.analysis.documents.summary import (
 )
 from locust_llm.analysis.timeline import Timeline
 from locust_llm.report import ReportInput, RunView
+from locust_llm.rundir.env import RunEnv
 
 
 def step(level: float, number: int = 0, **figures) -> StepFigures:
@@ -59,4 +60,4 @@ def summary(variants: dict[str, list[StepFigures]], comparisons: list[Comparison
 
 
 def view(doc: Summary, env: dict | None = None, verdict: Verdict | None = None) -> RunView:
-    return RunView(ReportInput(doc, env if env is not None else {}, Timeline(None), verdict))
+    return RunView(ReportInput(doc, RunEnv.model_validate(env or {}), Timeline(None), verdict))

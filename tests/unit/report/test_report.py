@@ -19,6 +19,7 @@ from locust_llm.pipeline import finish_run
 from locust_llm.report import ReportInput, RunView, write_report
 from locust_llm.report.exports import step_rows, steps_csv, summary_markdown
 from locust_llm.report.html import render_html
+from locust_llm.rundir.env import RunEnv
 from tests.browser import assert_inert
 from tests.synthetic import EVIL_VARIANT, PAYLOAD, hostile_run, minimal_run
 
@@ -47,7 +48,7 @@ def hostile(tmp_path_factory):
     # The report presents whatever verdict it is given: one whose texts carry markup must show them as text.
     inp = ReportInput(
         summary=outcome.summary,
-        env=json.loads((path / "env.json").read_text()),
+        env=RunEnv.model_validate_json((path / "env.json").read_text()),
         timeline=outcome_timeline(path),
         verdict=HOSTILE_VERDICT,
         run_name=path.name,
@@ -187,7 +188,7 @@ def sparse_summaries(summary: dict) -> list[Summary]:
 def test_empty_and_missing_figures_never_crash(tmp_path, hostile):
     summary = json.loads((hostile / "summary.json").read_text())
     for sparse in sparse_summaries(summary):
-        for env in ({}, json.loads((hostile / "env.json").read_text())):
+        for env in (RunEnv(), RunEnv.model_validate_json((hostile / "env.json").read_text())):
             view = RunView(ReportInput(summary=sparse, env=env, timeline=Timeline(None)))
             text = render_html(view)
             assert "could not be rendered" not in text, sparse
@@ -196,7 +197,7 @@ def test_empty_and_missing_figures_never_crash(tmp_path, hostile):
             summary_markdown(view)
     empty = tmp_path / "empty"
     empty.mkdir()
-    inp = ReportInput(summary=Summary(generated_at="now", records=0), env={}, timeline=Timeline(None))
+    inp = ReportInput(summary=Summary(generated_at="now", records=0), env=RunEnv(), timeline=Timeline(None))
     assert "locust-llm report" in write_report(empty, inp).read_text()
 
 

@@ -7,6 +7,7 @@ from locust_llm.analysis.gates import EXIT_MEANINGS
 from locust_llm.analysis.timeline import Timeline
 from locust_llm.report import ReportInput, RunView
 from locust_llm.report.sections import LOG_TAIL_MAX, gates, regression, run_events
+from locust_llm.rundir.env import RunEnv
 from tests.unit.report.documents import step, summary, view
 
 T0 = 1_700_000_000.0
@@ -30,7 +31,7 @@ def test_a_regression_row_is_flagged_only_when_the_comparison_lists_it():
     slower = RegressionRow(variant="spec", level=2.0, metric="output_tps", ratio=0.8, ci95=[0.7, 0.9], change="-20%")
     same = RegressionRow(variant="spec", level=1.0, metric="output_tps", ratio=1.0, ci95=[0.9, 1.1], change="0%")
     doc = RunComparison(old="run-a", new="run-b", max_regression_pct=5.0, rows=[same, slower], regressions=[slower])
-    inp = ReportInput(summary({"spec": [step(1.0)]}), {}, Timeline(None), regression=doc)
+    inp = ReportInput(summary({"spec": [step(1.0)]}), RunEnv(), Timeline(None), regression=doc)
     section = regression(RunView(inp))
     assert [(r["level"], r["regression"]) for r in section["rows"]] == [("1", False), ("2", True)]
     assert section["regressions"] == 1 and section["threshold"] == "5"
@@ -41,7 +42,7 @@ def test_events_are_timed_from_the_run_start_and_a_long_log_tail_is_cut():
     doc.events.append(
         {"kind": "server_exited", "t": T0 + 12.5, "variant": "spec", "code": 137, "log_tail": "x" * (3 * LOG_TAIL_MAX)}
     )
-    section = run_events(RunView(ReportInput(doc, {}, Timeline(T0))))
+    section = run_events(RunView(ReportInput(doc, RunEnv(), Timeline(T0))))
     (event,) = section["events"]
     assert (event["t"], event["kind"], event["variant"]) == ("+12.5 s", "server_exited", "spec")
     assert event["details"] == "code: 137"

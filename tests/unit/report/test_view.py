@@ -1,7 +1,8 @@
 """``RunView`` (``report.view``): the order variants are shown in, and env.json sections a run lacks or wrote as
-null read as empty, never as an error."""
+null read as empty, never as an error (a garbled section is refused when env.json is read: ``rundir.load``)."""
 
 from locust_llm.report.charts import PALETTE
+from locust_llm.rundir.env import HostEnv, WorkloadEnv
 from tests.unit.report.documents import step, summary, view
 
 
@@ -14,9 +15,9 @@ def test_the_baseline_comes_first_then_run_order_with_planned_variants_that_neve
 
 
 def test_null_or_missing_env_sections_read_as_empty():
-    env = {"host": None, "workload": "garbled", "scenario": {"server": None, "variants": {"base": None}}}
+    env = {"host": None, "workload": None, "scenario": {"server": None, "variants": {"base": None}}}
     v = view(summary({"base": [step(1.0)]}), env=env)
-    assert (v.host, v.workload, v.options, v.server_spec) == ({}, {}, {}, {})
+    assert (v.host, v.workload, v.options, v.server_spec) == (HostEnv(), WorkloadEnv(), {}, {})
     assert v.speculative_of("base") is None
     assert v.model_name() is None and v.engine() is None
     assert "host unknown host (GPU not recorded)" in v.conditions_line()

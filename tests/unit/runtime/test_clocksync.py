@@ -6,6 +6,7 @@ import pytest
 from locust_llm.analysis.clocks import UNCERTAINTY_MAX_S, ClockSample
 from locust_llm.report.sections import clocks_text
 from locust_llm.rundir import RunDir, layout, read_json
+from locust_llm.rundir.env import ClocksEnv
 from locust_llm.runtime.clocksync import write_clocks
 
 
@@ -38,7 +39,7 @@ def test_offsets_reach_env_json_an_uncertain_worker_is_an_event_and_the_report_w
     assert (event["worker"], event["bound_s"]) == (1, 0.005) and event["uncertainty_s"] == pytest.approx(0.010)
     write_clocks(run, samples, since=1002.0)  # measured again at the end: still one event per worker
     assert [e["worker"] for e in read_json(run.file(layout.STEPS))["events"]] == [1]
-    assert clocks_text(clocks) == (
+    assert clocks_text(ClocksEnv.model_validate(clocks)) == (
         "worker 0 +200.05 ms \u00b1 0.25 ms (drift 0.40 ms, 2 exchanges); "
         "worker 1 -8.00 ms \u00b1 10.00 ms (drift 0.00 ms, 1 exchanges) WARNING: uncertain beyond 5 ms, requests "
         "near window edges may be mislabelled"
@@ -48,5 +49,5 @@ def test_offsets_reach_env_json_an_uncertain_worker_is_an_event_and_the_report_w
 def test_no_exchanges_no_clock_entry(tmp_path):
     run = RunDir(tmp_path, "r")
     write_clocks(run, [], since=0.0)
-    assert "clocks" not in run.env and not run.file(layout.CLOCKS).exists()
-    assert clocks_text(run.env.get("clocks")) is None
+    assert run.env.clocks is None and not run.file(layout.CLOCKS).exists()
+    assert clocks_text(run.env.clocks) is None

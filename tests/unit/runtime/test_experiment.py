@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from locust_llm.records import Phase
+from locust_llm.rundir.env import ServerEnv
 from locust_llm.runtime import experiment as experiment_module
 from locust_llm.runtime.cockpit import live_view
 from locust_llm.runtime.experiment import Experiment
@@ -331,7 +332,7 @@ def test_a_context_length_the_server_cannot_hold_is_left_out_and_said(tmp_path, 
     class SizedSession(FakeSession):
         def start(self, variant):
             server = super().start(variant)
-            self.run.env["servers"][variant] = {"context_size": 512}  # llama.cpp -c 2048 -np 4
+            self.run.env.servers[variant] = ServerEnv(context_size=512)  # llama.cpp -c 2048 -np 4
             return server
 
     experiment, *_ = run_program(

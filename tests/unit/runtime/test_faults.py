@@ -13,6 +13,7 @@ from locust_llm.client.http import session
 from locust_llm.pipeline import finish_run
 from locust_llm.records import now
 from locust_llm.rundir import RunDir, layout
+from locust_llm.rundir.env import RunEnv, ServerEnv
 from locust_llm.rundir.steps import StepRow
 from locust_llm.runtime.plan import load_plan
 from locust_llm.runtime.probes import Faults
@@ -44,7 +45,7 @@ class RefSession:
             plan, self.run.file(layout.server_log(variant)), startup_timeout_s=30, stop_grace_s=5
         ).start()
         self.servers[variant] = ActiveServer(variant, process.base_url, "refserver-model", process)
-        self.run.env["servers"][variant] = {"url": process.base_url, "context_size": None}
+        self.run.env.servers[variant] = ServerEnv(url=process.base_url, context_size=None)
         return self.activate(variant)
 
     def activate(self, variant: str) -> ActiveServer:
@@ -72,7 +73,7 @@ class Experiment:
         path.write_text(yaml.safe_dump({**scenario, "probes": probes}))
         self.plan = load_plan(options(scenario=str(path), report_dir=str(tmp_path), run_id="unit", variant="baseline"))
         self.run = RunDir(self.plan.report_dir, self.plan.run_id)
-        self.run.env = {"run_id": "unit", "servers": {}, "scenario": self.plan.scenario.model_dump(mode="json")}
+        self.run.env = RunEnv(run_id="unit", servers={}, scenario=self.plan.scenario.model_dump(mode="json"))
         self.run.write_env()
         self.session = RefSession(self.run, *server_args)
         self.state = StepState(run_id="unit", variant="baseline", step=1, level=2.0, phase="steady")
