@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from ..analysis.clocks import align, samples_of
 from ..records import REQUESTS_SCHEMA, ErrorClass
 from . import layout
+from .clocks import align, samples_of
 from .parts import read_parquet, read_table, source_files
 from .steps import StepRow
 
