@@ -14,7 +14,7 @@ __all__ = ["FAST_FAIL_S", "NEVER_REACHED", "NOT_SENT", "ErrorClass", "Phase", "R
 # One clock per run: perf_counter's resolution, anchored once per process to the epoch so that
 # processes (and machines) line up with each other and with telemetry timestamps.
 # LOCUST_LLM_TEST_CLOCK_OFFSET_S moves this process's clock, as another host's would be: for tests of the clock
-# alignment only (``analysis.clocks``).
+# alignment only (``rundir.clocks``).
 _EPOCH_ANCHOR = time.time() - time.perf_counter() + float(os.environ.get("LOCUST_LLM_TEST_CLOCK_OFFSET_S") or 0.0)
 
 

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 
-from ..analysis.clocks import align, samples_of
 from ..records import REQUESTS_SCHEMA, ErrorClass
 from . import layout
+from .clocks import align, samples_of
 from .consistency import Consistency, ConsistencyAnswer
 from .env import RunEnv
 from .parts import read_parquet, read_table, source_files

@@ -9,8 +9,8 @@ So the master sends each worker a ping with its time ``t0``; the worker answers 
     round trip = (t3 - t0) - (t2 - t1)
 
 The offset is exact when both legs take equally long; otherwise it is off by at most half the round trip, the
-uncertainty recorded with it. The analysis maps worker stamps onto the master's clock (``analysis.clocks``);
-the workers learn their offset with each step message, so open-loop arrival clocks start together.
+uncertainty recorded with it. The run directory's loader maps worker stamps onto the master's clock
+(``rundir.clocks``); the workers learn their offset with each step message, so open-loop arrival clocks start together.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import logging
 import gevent
 from locust.runners import MasterRunner
 
-from ..analysis.clocks import UNCERTAINTY_MAX_S, ClockSample, estimate, track
 from ..records import now
 from ..rundir import RunDir, layout, write_json
+from ..rundir.clocks import UNCERTAINTY_MAX_S, ClockSample, estimate, track
 from ..rundir.env import ClocksEnv
 
 log = logging.getLogger(__name__)

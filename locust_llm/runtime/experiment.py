@@ -1,9 +1,10 @@
 """The experiment on the master: variants over the ladder, with servers started and stopped.
 
-Variants run one after the other, or interleaved per level in ABBA blocks (``load.order``).
-``Experiment.program()`` is a generator the load shape advances once per tick; each value is
-Locust's ``(users, spawn_rate, user_classes)``. Blocking work (starting a server) happens inside
-it, on the shape's greenlet, while Locust keeps serving heartbeats. When the run stops,
+Variants run one after the other, or interleaved per level in ABBA blocks (``load.order``, ``runtime.ladder``), or
+one level is soaked (``runtime.soak``); these programs reach the experiment only through ``runtime.conductor``, which
+``Experiment`` implements. ``Experiment.program()`` is a generator the load shape advances once per tick; each value
+is Locust's ``(users, spawn_rate, user_classes)``. Blocking work (starting a server) happens inside it, on the
+shape's greenlet, while Locust keeps serving heartbeats. When the run stops,
 ``finish()`` writes the records and hands the run directory to ``pipeline.finish_run``.
 """
 
@@ -16,9 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 from locust.runners import MasterRunner
 
-from ..analysis.rates import block_ratio_ci
 from ..analysis.steady import drift
 from ..client import ledger
 from ..client.engines import cache_extra
@@ -31,11 +32,13 @@ from ..rundir.load import USAGE_SUSPECT
 from ..rundir.lock import RunLock
 from ..rundir.steps import StepRow
 from .clocksync import ClockSync, write_clocks
+from .conductor import Tick
 from .hostmon import HostMonitor
+from .ladder import interleaved, sequential
 from .plan import Block, Plan, plan_blocks
 from .probes import Faults
-from .recorder import Recorder
-from .scale_out import scale_out, scale_out_all, scale_out_steps
+from .recorder import CLIENT_SCHEMA, Recorder
+from .scale_out import scale_out_all, scale_out_steps
 from .session import ServerError, ServerSession
 from .soak import soak_program, soak_progress
 from .steps import STEP_MESSAGE, StepState
@@ -124,109 +127,20 @@ class Experiment:
         self.run.note("interrupted", signal=signal_name, step=self.state.step, variant=self.state.variant)
 
     # -- load shape program ---------------------------------------------------------------
-    def program(self) -> Iterator[tuple]:
+    def program(self) -> Iterator[Tick]:
         if self.plan.soak is not None:
             yield from soak_program(self)
         elif self.plan.load.interleaved and len(self.plan.variants) > 1:
-            yield from self.interleaved()
+            yield from interleaved(self)
             yield from scale_out_all(self)
             yield from self.faults.probe_all()
         else:
-            yield from self.sequential()
+            yield from sequential(self)
         self.session.stop_all()
         self.broadcast(self.state.variant, self.state.step, self.state.level, Phase.IDLE)
 
     def blocks(self) -> list[Block]:
         return plan_blocks(self.plan.load, self.too_long)
-
-    def sequential(self) -> Iterator[tuple]:
-        """Each variant over every block (the ladder, repeats, context lengths), then the next variant."""
-        for variant in self.plan.variants:
-            if self.interrupted:
-                break
-            if not self.bring_up(variant):
-                continue
-            for block in self.blocks():
-                yield from self.measure(variant, block)
-                if not self.session.alive() or self.interrupted:
-                    break
-            self.broadcast(variant, self.state.step, self.state.level, Phase.DRAIN)
-            yield from self.drain()
-            yield from scale_out(self, variant)
-            yield from self.faults.probe(variant)
-            self.session.stop()
-
-    def interleaved(self) -> Iterator[tuple]:
-        """Per level, blocks of every variant in ABBA order (reversed every other repeat), so that drift and
-        passing neighbours hit both sides alike. Servers stay up together, or (``server.interleave: restart``)
-        the block's server is started for it. A sweep stops climbing the levels (of the ladder, or of a context
-        length) once every swept setting is clearly slower than the baseline."""
-        together = bool(self.plan.external_url) or self.plan.scenario.server.servers_together
-        variants = [v for v in self.plan.variants if not together or self.bring_up(v)]
-        checked: set[str] = set()  # restart mode: variants whose consistency prompts were asked already
-        dropped: dict[int, set[str]] = {}  # per group: swept variants left out of the higher levels
-        order = sorted(self.blocks(), key=lambda b: (b.group, b.index, b.repeat))
-        for block in order:
-            active = [v for v in variants if v not in dropped.get(block.group, set())]
-            if (len(active) < 2 and len(variants) >= 2) or block.context in self.too_long:
-                continue  # nothing left to compare with the baseline at this level, or a context too long
-            for variant in active if block.repeat % 2 == 0 else active[::-1]:
-                if self.interrupted:
-                    return
-                if together:
-                    if variant not in self.session.servers:
-                        continue  # it died in an earlier block
-                    self.session.activate(variant)
-                else:
-                    self.session.stop()
-                    if not self.bring_up(variant, check=variant not in checked):
-                        continue
-                    checked.add(variant)
-                yield from self.measure(variant, block)
-                # No stream of this block may still run on its server while the next block's server is measured.
-                self.broadcast(variant, block.step, block.level, Phase.DRAIN, context=block.context)
-                yield from self.drain()
-                if not self.session.alive():
-                    self.session.stop(variant)
-            if block.repeat == self.plan.load.repeats - 1:
-                lost = self.sweeps_lost(block)
-                if lost:
-                    dropped.setdefault(block.group, set()).update(lost)
-
-    def sweeps_lost(self, block: Block) -> set[str]:
-        """The variants of every sweep whose settings were all clearly slower than the baseline at this level
-        (live per-second throughput of the level's blocks, the analysis's interval): measuring them at higher
-        levels would only cost time."""
-        baseline = self.plan.scenario.baseline_variant
-        steps = {b.step for b in self.blocks() if (b.group, b.index) == (block.group, block.index)}
-
-        def rates(variant: str) -> dict[int, np.ndarray]:
-            return {
-                row.step: self.recorder.live.token_rates(variant, row.level, row.t_steady, row.t_end)
-                for row in self.run.steps
-                if row.variant == variant and row.step in steps and math.isfinite(row.t_steady)
-            }
-
-        lost = set()
-        for name, sweep in self.plan.scenario.sweeps.items():
-            swept = [v for v in sweep.variants if v in self.plan.variants]
-            ratios = [block_ratio_ci(rates(v), rates(baseline)) for v in swept]
-            if swept and all(r["ci95"] is not None and r["ci95"][1] < 1 for r in ratios):
-                log.warning(
-                    "sweep %s: every setting clearly slower than %s at level %g; not measuring it at higher levels",
-                    name,
-                    baseline,
-                    block.level,
-                )
-                self.run.note(
-                    "sweep_stopped",
-                    sweep=name,
-                    level=block.level,
-                    context=block.context or None,
-                    speedups=[r["value"] for r in ratios],
-                )
-                lost.update(swept)
-        return lost
 
     def bring_up(self, variant: str, check: bool = True) -> bool:
         """Start the variant's server and ask it the consistency prompts; False when it would not start."""
@@ -266,13 +180,13 @@ class Experiment:
                     "context_too_long", variant=variant, context=n, max_tokens=max_tokens, server_context=size
                 )
 
-    def measure(self, variant: str, block: Block, urls: list[str] | None = None) -> Iterator[tuple]:
+    def measure(self, variant: str, block: Block, urls: list[str] | None = None) -> Iterator[Tick]:
         """One step: warm-up, steady window, extensions while it drifts or has seen too few requests. ``urls``: the
         servers of a scale-out step, sent to round-robin (``runtime.scale_out``)."""
         load = self.plan.load
         step, level, context = block.step, block.level, block.context
         users = self.users_for(level)
-        tick = (users, max(users, self.environment.runner.user_count, 1), self.classes)
+        tick = self.tick(users)
         yield from self.settle(tick)
         yield from self.await_workloads(variant, tick)
         row = StepRow(
@@ -291,6 +205,7 @@ class Experiment:
         self.run.steps.append(row)
         self.run.write_steps()  # a run killed now can still be analysed up to here
         sent_to = tuple(urls or ())
+        assert self.session.server is not None  # the step's variant was brought up or activated
         self.session.prime(list(sent_to) or [self.session.server.base_url])  # shared prefixes into the cache
         self.broadcast(variant, step, level, Phase.WARMUP, t_start=row.t_start, context=context, base_urls=sent_to)
         self.announce(variant, level, context, len(sent_to))
@@ -322,7 +237,7 @@ class Experiment:
         row.t_end = now()
         self.run.write_steps()
 
-    def await_workloads(self, variant: str, tick: tuple) -> Iterator[tuple]:
+    def await_workloads(self, variant: str, tick: Tick) -> Iterator[Tick]:
         """Before a server's first step, wait until every load process has built its prompts for it (the server's
         tokenizer counts each word of the generator's vocabulary, some 500 calls; a trace's blocks), so that the
         step's clock does not start while they still do: a closed loop's users would send nothing in its first
@@ -363,7 +278,7 @@ class Experiment:
         open loop's throughput follows its arrivals; its steadiness is judged on latency and in-flight afterwards)."""
         if self.plan.load.mode == "open":
             return True
-        rates = self.recorder.live.token_rates(variant, level, row.t_steady, now())
+        rates = self.token_rates(variant, level, row.t_steady, now())
         if rates.size < 3:
             return True
         return drift(row.t_steady + np.arange(rates.size) + 0.5, rates)["steady"] is not False
@@ -425,7 +340,7 @@ class Experiment:
             progress["run_left_s"],
         )
 
-    def hold(self, until: float, tick: tuple) -> Iterator[tuple]:
+    def hold(self, until: float, tick: Tick) -> Iterator[Tick]:
         while now() < until:
             if not self.session.alive() or self.interrupted:
                 return
@@ -433,7 +348,7 @@ class Experiment:
             self.send_state()
             yield tick
 
-    def settle(self, tick: tuple) -> Iterator[tuple]:
+    def settle(self, tick: Tick) -> Iterator[Tick]:
         """Before a step with fewer users, stop the surplus ones: nobody sends (the previous step drains, its
         streams finish and keep its label) until only the new step's users are left."""
         users = tick[0]
@@ -446,17 +361,36 @@ class Experiment:
             self.send_state()
             yield tick
 
-    def drain(self) -> Iterator[tuple]:
+    def drain(self) -> Iterator[Tick]:
         """Zero users; wait until every stream in flight has ended and its record has arrived."""
         grace = INTERRUPT_GRACE_S if self.interrupted else DRAIN_GRACE_S
         deadline = now() + (self.environment.stop_timeout or 0) + grace
         while now() < deadline:
             self.send_state()
-            yield (0, 100, self.classes)
+            yield self.idle_tick()
             if self.environment.runner.user_count == 0 and self.recorder.drained():
                 return
         log.warning("drain timed out; records missing per worker: %s", self.recorder.missing())
         self.run.note("drain_timeout", missing=self.recorder.missing())
+
+    def tick(self, users: int) -> Tick:
+        """The tick that holds ``users`` users, reached at once (the spawn rate covers every user to start or stop)."""
+        return (users, max(users, self.environment.runner.user_count, 1), self.classes)
+
+    def idle_tick(self) -> Tick:
+        return (0, 100, self.classes)
+
+    def token_rates(self, variant: str, level: float, t_from: float, t_to: float) -> np.ndarray:
+        return self.recorder.live.token_rates(variant, level, t_from, t_to)
+
+    def checkpoint(self) -> None:
+        """Steps, host and client samples on disk, telemetry parts flushed: a run killed now is reported up to here."""
+        self.run.write_steps()
+        layout.write_parquet(self.run.file(layout.HOST), self.host.table())
+        layout.write_parquet(
+            self.run.file(layout.CLIENT), pa.Table.from_pylist(self.recorder.client_samples, schema=CLIENT_SCHEMA)
+        )
+        self.session.telemetry.flush()
 
     def users_for(self, level: float) -> int:
         if self.plan.load.mode == "open":

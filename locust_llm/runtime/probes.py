@@ -36,6 +36,7 @@ from ..rundir.steps import InjectedFault, StepRow
 from ..scenario.probes import MAX_BURST
 from ..servers import PortInUseError, ServerError
 from ..workload import WorkloadError
+from .conductor import Conductor, Tick
 from .session import ActiveServer
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ WAIT_S = 0.2  # how often a wait looks whether the run was interrupted
 class Faults:
     """The probes and faults of one experiment; ``tick`` is called once per tick while a step holds its level."""
 
-    def __init__(self, experiment):
+    def __init__(self, experiment: Conductor):
         self.experiment = experiment
         plan = experiment.plan
         self.spec = plan.scenario.probes
@@ -108,6 +109,8 @@ class Faults:
         return now() - t_start
 
     def pause(self, row: StepRow, server: ActiveServer) -> None:
+        # tick() checked that a process of ours serves it, and opened the step's list of faults
+        assert server.process is not None and server.process.proc is not None and row.faults is not None
         pid, pause_s = server.process.proc.pid, self.spec.pause_s
         log.warning("pausing the %s server (SIGSTOP to process group %d) for %g s", server.variant, pid, pause_s)
         t_start = now()
@@ -155,6 +158,7 @@ class Faults:
         )
 
     def restart(self, row: StepRow, server: ActiveServer) -> None:
+        assert row.faults is not None  # tick() opened the step's list of faults
         session, variant = self.experiment.session, server.variant
         port = urlsplit(server.base_url).port
         log.warning("restarting the %s server (%s)", variant, server.base_url)
@@ -245,7 +249,7 @@ class Faults:
         )
 
     # -- the probe suite ------------------------------------------------------------------------------------------
-    def probe(self, variant: str) -> Iterator[tuple]:
+    def probe(self, variant: str) -> Iterator[Tick]:
         """The probe suite against ``variant``'s server (up and idle), one probe per tick."""
         experiment = self.experiment
         server = experiment.session.servers.get(variant)
@@ -273,9 +277,9 @@ class Faults:
                 return
             self.add(result)
             experiment.send_state()
-            yield (0, 100, experiment.classes)
+            yield experiment.idle_tick()
 
-    def probe_all(self) -> Iterator[tuple]:
+    def probe_all(self) -> Iterator[Tick]:
         """After interleaved blocks: each variant's server in turn (``interleave: restart`` starts each again)."""
         experiment = self.experiment
         together = bool(experiment.plan.external_url) or experiment.plan.scenario.server.servers_together

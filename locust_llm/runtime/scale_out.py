@@ -7,7 +7,7 @@ level, N servers at N x that level with the requests spread round-robin (``StepS
 ladder's analysis never sees it and the scale-out's pairs it by ``pair`` (``analysis.scale_out``). Telemetry follows
 the first server only. Scale-out comes before the probe suite, which may leave a server broken.
 
-The functions take the ``Experiment`` (``runtime.experiment``), which calls them; it is not imported here.
+The functions take the ``Conductor`` (``runtime.conductor``) that ``runtime.experiment.Experiment`` implements.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from ..records import Phase
 from ..servers import ServerError
+from .conductor import Conductor, Tick
 from .plan import Block, plan_blocks
 
 log = logging.getLogger(__name__)
@@ -24,13 +25,13 @@ log = logging.getLogger(__name__)
 __all__ = ["scale_out", "scale_out_all", "scale_out_steps"]
 
 
-def scale_out_steps(exp) -> int:
+def scale_out_steps(exp: Conductor) -> int:
     """Steps the scale-out adds to each variant's run (0 when it is off)."""
     plan = exp.plan.scale_out
     return 2 * plan.pairs if plan is not None else 0
 
 
-def scale_out(exp, variant: str) -> Iterator[tuple]:
+def scale_out(exp: Conductor, variant: str) -> Iterator[Tick]:
     """The scale-out pairs of ``variant``, its server up and idle; the further servers are stopped afterwards."""
     plan = exp.plan.scale_out
     session = exp.session
@@ -76,7 +77,7 @@ def scale_out(exp, variant: str) -> Iterator[tuple]:
     session.stop_replicas()
 
 
-def scale_out_all(exp) -> Iterator[tuple]:
+def scale_out_all(exp: Conductor) -> Iterator[Tick]:
     """After interleaved blocks: each variant in turn (``interleave: restart`` starts each server again)."""
     if exp.plan.scale_out is None:
         return

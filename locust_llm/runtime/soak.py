@@ -6,37 +6,35 @@ is on disk: ``steps.json``, the host and client samples (records and telemetry g
 anyway), so a soak killed with SIGKILL is still reported by ``locust-llm report RUN_DIR`` up to its last record.
 SIGTERM and Ctrl-C take the experiment's interrupt path, which writes the whole report.
 
-The functions take the ``Experiment`` (``runtime.experiment``), which calls them; it is not imported here, so the
-two modules do not import each other.
+The functions take the ``Conductor`` (``runtime.conductor``) that ``runtime.experiment.Experiment`` implements.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
-
-import pyarrow as pa
+from collections.abc import Generator, Iterator
 
 from ..records import Phase, now
-from ..rundir import layout
 from ..rundir.steps import StepRow
-from .recorder import CLIENT_SCHEMA
+from ..scenario.soak import SoakPlan
+from .conductor import Conductor, Tick
 
 log = logging.getLogger(__name__)
 
 __all__ = ["soak_program", "soak_progress"]
 
 
-def soak_program(exp) -> Iterator[tuple]:
+def soak_program(exp: Conductor) -> Iterator[Tick]:
     """Start the soak's server, hold its level window after window, then drain and stop it."""
     soak = exp.plan.soak
+    assert soak is not None  # the experiment runs this program for a soak only
     exp.run.env.soak = soak
     exp.run.write_env()
     if not exp.bring_up(soak.variant):
         return
     users = exp.users_for(soak.level)
-    tick = (users, max(users, exp.environment.runner.user_count, 1), exp.classes)
+    tick = exp.tick(users)
     unit = "req/s" if exp.plan.load.mode == "open" else "users"
     log.info(
         "soak: %s at %g %s for %gs, %d windows of %gs (after a %gs warm-up)",
@@ -52,9 +50,9 @@ def soak_program(exp) -> Iterator[tuple]:
     for index in range(soak.windows):
         if exp.interrupted or not exp.session.alive():
             break
-        row = yield from window(exp, index, tick, first)
+        row = yield from window(exp, soak, index, tick, first)
         first = row.t_steady if first is None else first
-        checkpoint(exp)
+        exp.checkpoint()
         if math.isfinite(row.t_steady):
             log.info(
                 "soak window %d/%d done; about %ds left",
@@ -67,9 +65,11 @@ def soak_program(exp) -> Iterator[tuple]:
     exp.session.stop()
 
 
-def window(exp, index: int, tick: tuple, first: float | None) -> Iterator[tuple]:
+def window(
+    exp: Conductor, soak: SoakPlan, index: int, tick: Tick, first: float | None
+) -> Generator[Tick, None, StepRow]:
     """One window; the first has the warm-up before it. Returns its steps.json row."""
-    soak, load = exp.plan.soak, exp.plan.load
+    load = exp.plan.load
     # Later windows begin where the one before ended: no token falls between two windows.
     begin = now() if first is None else exp.run.steps[-1].t_end
     row = StepRow(
@@ -87,6 +87,7 @@ def window(exp, index: int, tick: tuple, first: float | None) -> Iterator[tuple]
     exp.run.steps.append(row)
     exp.run.write_steps()
     if first is None:
+        assert exp.session.server is not None  # brought up for the soak
         exp.session.prime([exp.session.server.base_url])  # shared prefixes into the cache before the first window
     if first is None and load.warmup_s > 0:
         exp.broadcast(soak.variant, index, soak.level, Phase.WARMUP, t_start=row.t_start)
@@ -105,19 +106,10 @@ def window(exp, index: int, tick: tuple, first: float | None) -> Iterator[tuple]
     return row
 
 
-def checkpoint(exp) -> None:
-    """The window's end, the host's and the load processes' samples on disk, the telemetry parts flushed."""
-    exp.run.write_steps()
-    layout.write_parquet(exp.run.file(layout.HOST), exp.host.table())
-    layout.write_parquet(
-        exp.run.file(layout.CLIENT), pa.Table.from_pylist(exp.recorder.client_samples, schema=CLIENT_SCHEMA)
-    )
-    exp.session.telemetry.flush()
-
-
-def soak_progress(exp) -> dict:
+def soak_progress(exp: Conductor) -> dict:
     """``Experiment.progress()`` for a soak: the window in progress and the time left in it and in the soak."""
     soak, load = exp.plan.soak, exp.plan.load
+    assert soak is not None  # the experiment asks for a soak's progress only
     rows = exp.run.steps
     if rows and math.isfinite(rows[0].t_steady):
         first = rows[0].t_steady

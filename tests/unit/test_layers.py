@@ -1,4 +1,4 @@
-"""The package's shape: no import cycle, and the pure layers never reach Locust.
+"""The package's shape: no import cycle between modules or between packages, and the pure layers never reach Locust.
 
 Static, from the source: a module's imports are read with ``ast`` (function-local imports included), and
 the package-internal graph is followed transitively.
@@ -97,3 +97,21 @@ def test_no_import_cycle():
     for name in edges:
         cycle = [nxt for nxt in edges[name] if nxt != name and name in reachable(edges, nxt)]
         assert not cycle, f"{name} -> {cycle[0]} -> ... -> {name}"
+
+
+def package_of(module: str) -> str:
+    """``locust_llm.analysis.rates`` -> ``locust_llm.analysis``; a top-level module is a package of its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_package_cycle():
+    # Between packages the arrows go one way (rundir <- analysis <- report <- pipeline <- runtime ...): two that
+    # import each other, directly or through a chain of others, are one topic split in two, or a layer reaching up.
+    edges: dict[str, set[str]] = {}
+    for name, imported in graph().items():
+        for other in imported:
+            if other.startswith("locust_llm.") and package_of(other) != package_of(name):
+                edges.setdefault(package_of(name), set()).add(package_of(other))
+    for package in edges:
+        cycle = [nxt for nxt in edges[package] if package in reachable(edges, nxt)]
+        assert not cycle, f"{package} -> {cycle[0]} -> ... -> {package}"

@@ -3,9 +3,9 @@ event for a worker measured less certainly than the bound, and the report's text
 
 import pytest
 
-from locust_llm.analysis.clocks import UNCERTAINTY_MAX_S, ClockSample
 from locust_llm.report.sections import clocks_text
 from locust_llm.rundir import RunDir, layout, read_json
+from locust_llm.rundir.clocks import UNCERTAINTY_MAX_S, ClockSample
 from locust_llm.rundir.env import ClocksEnv
 from locust_llm.runtime.clocksync import write_clocks
 

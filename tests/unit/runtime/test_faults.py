@@ -91,6 +91,9 @@ class Experiment:
     def send_state(self) -> None:
         pass
 
+    def idle_tick(self) -> tuple:
+        return (0, 100, self.classes)
+
 
 def steady_row(level: float = 2.0) -> StepRow:
     # The middle of the window is long past: the next tick injects the fault.

@@ -99,8 +99,8 @@ def test_the_soak_holds_its_level_in_consecutive_windows_and_writes_them_as_it_g
             )
         )
 
-    written = soak_module.checkpoint
-    monkeypatch.setattr(soak_module, "checkpoint", checkpoint)
+    written = experiment_module.Experiment.checkpoint
+    monkeypatch.setattr(experiment_module.Experiment, "checkpoint", checkpoint)
     experiment, ticks, phases, env = run_program(tmp_path, scenario=scenario, soak="6s", warmup=1, ladder="1,3")
     rows = experiment.run.steps
     assert [(r.window, r.step, r.level, r.users) for r in rows] == [

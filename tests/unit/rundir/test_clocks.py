@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locust_llm.analysis.clocks import ClockSample, align, estimate
+from locust_llm.rundir.clocks import ClockSample, align, estimate
 
 
 def exchange(worker, t0, offset, out_s, back_s, turn_s=0.0001):
