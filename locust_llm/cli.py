@@ -125,9 +125,11 @@ def cmd_schema(args: argparse.Namespace) -> int:
     import json
 
     from .analysis.documents.summary import summary_schema
+    from .rundir.events import events_schema
     from .rundir.steps import steps_schema
 
-    print(json.dumps(steps_schema() if args.document == "steps" else summary_schema(), indent=2))
+    schemas = {"summary": summary_schema, "steps": steps_schema, "events": events_schema}
+    print(json.dumps(schemas[args.document](), indent=2))
     return 0
 
 
@@ -248,13 +250,15 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", type=Path, default=None, help="where compare.json goes (default: NEW)")
     compare.set_defaults(func=cmd_compare)
 
-    schema = sub.add_parser("schema", help="print the JSON Schema of summary.json (or of a steps.json row)")
+    schema = sub.add_parser(
+        "schema", help="print the JSON Schema of summary.json (or of a steps.json row, or of a run event)"
+    )
     schema.add_argument(
         "document",
         nargs="?",
-        choices=("summary", "steps"),
+        choices=("summary", "steps", "events"),
         default="summary",
-        help="summary: summary.json (default); steps: one row of steps.json's steps",
+        help="summary: summary.json (default); steps: one row of steps.json's steps; events: one of its events",
     )
     schema.set_defaults(func=cmd_schema)
 

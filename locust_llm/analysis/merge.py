@@ -32,7 +32,7 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
             frames.append(frame)
             lists.append(run.lists)
         steps += [step.model_copy(update={"variant": rename(run_id, step.variant)}) for step in run.steps]
-        events += [{**event, "run_id": run_id} for event in run.events]
+        events += [event.of_run(run_id) for event in run.events]
         if len(run.client):
             clients.append(run.client)
         if len(run.host):
