@@ -127,8 +127,9 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from .analysis.documents.summary import summary_schema
     from .rundir.events import events_schema
     from .rundir.steps import steps_schema
+    from .rundir.telemetry_meta import telemetry_schema
 
-    schemas = {"summary": summary_schema, "steps": steps_schema, "events": events_schema}
+    schemas = {"summary": summary_schema, "steps": steps_schema, "events": events_schema, "telemetry": telemetry_schema}
     print(json.dumps(schemas[args.document](), indent=2))
     return 0
 
@@ -251,14 +252,15 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(func=cmd_compare)
 
     schema = sub.add_parser(
-        "schema", help="print the JSON Schema of summary.json (or of a steps.json row, or of a run event)"
+        "schema", help="print the JSON Schema of summary.json (or of a steps.json row, a run event, telemetry.json)"
     )
     schema.add_argument(
         "document",
         nargs="?",
-        choices=("summary", "steps", "events"),
+        choices=("summary", "steps", "events", "telemetry"),
         default="summary",
-        help="summary: summary.json (default); steps: one row of steps.json's steps; events: one of its events",
+        help="summary: summary.json (default); steps: one row of steps.json's steps; events: one of its events; "
+        "telemetry: telemetry.json",
     )
     schema.set_defaults(func=cmd_schema)
 

@@ -2,8 +2,8 @@
 
 ``layout`` (file names, the atomic writer, ``RunDir``), ``parts`` (rows -> part files -> merged Parquet),
 ``load`` (run directory -> ``RunData``), ``lock`` (one writer per run directory), ``facts`` (host and package
-facts for ``env.json``), ``steps`` (a row of ``steps.json``, typed), ``events`` (a run event, typed). No Locust
-imports.
+facts for ``env.json``), ``steps`` (a row of ``steps.json``, typed), ``events`` (a run event, typed),
+``telemetry_meta`` (``telemetry.json``, typed). No Locust imports.
 """
 
 from . import layout

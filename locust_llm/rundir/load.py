@@ -24,6 +24,7 @@ from . import layout
 from .events import Event, Unfinished, UsageSuspect, parse_event
 from .parts import read_parquet, read_table, source_files
 from .steps import StepRow
+from .telemetry_meta import TelemetryMeta
 
 __all__ = [
     "ChunkLists",
@@ -35,6 +36,7 @@ __all__ = [
     "load_telemetry",
     "read_events",
     "read_steps",
+    "read_telemetry_meta",
     "split_requests",
 ]
 
@@ -56,7 +58,7 @@ class RunData:
     quality: dict = field(default_factory=dict)  # quality.json: the task set and every variant's answers
     probes: list[dict] = field(default_factory=list)  # probes.json: one row per probe or fault (ProbeResult)
     telemetry: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TELEMETRY_COLUMNS))
-    telemetry_meta: dict = field(default_factory=dict)
+    telemetry_meta: TelemetryMeta = field(default_factory=TelemetryMeta)
     run_dir: Path | None = None
     lists: ChunkLists | None = None  # chunk_offsets, chunk_tokens per request (None: columns of ``requests``)
 
@@ -138,6 +140,15 @@ def read_steps(path: Path, rows: list) -> list[StepRow]:
     return steps
 
 
+def read_telemetry_meta(path: Path) -> TelemetryMeta:
+    """``telemetry.json``, typed (empty when there is none); a file that does not fit names itself and the field."""
+    try:
+        return TelemetryMeta.model_validate(layout.read_json(path))
+    except ValidationError as exc:
+        why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors())
+        raise layout.UnreadableFile(f"{path}: not the telemetry's metadata ({why})") from None
+
+
 def read_events(path: Path, events: list) -> list[Event]:
     """``steps.json``'s events, typed (``rundir.events``); one of a known kind that does not fit names the file,
     the event and the field."""
@@ -208,6 +219,6 @@ def load_run(run_dir: Path) -> RunData:
         quality=layout.read_json(run_dir / layout.QUALITY),
         probes=list(layout.read_json(run_dir / layout.PROBES).get("probes") or []),
         telemetry=load_telemetry(run_dir),
-        telemetry_meta=layout.read_json(run_dir / layout.TELEMETRY_META),
+        telemetry_meta=read_telemetry_meta(run_dir / layout.TELEMETRY_META),
         run_dir=run_dir,
     )
