@@ -225,8 +225,8 @@ class ProbeServerFailed(Event):
     """The probe (``probes.py``'s name for it)."""
     reason: str | None
     """What the probe saw."""
-    log_tail: str
-    """The last lines of the server's log."""
+    log_tail: str | None
+    """The last lines of the server's log; null when locust-llm did not launch it (no log)."""
 
 
 class ScaleOutFailed(Event):

@@ -16,6 +16,7 @@ from locust_llm.rundir.events import (
     ClientRefused,
     Interrupted,
     OtherEvent,
+    ProbeServerFailed,
     ServerExited,
     UsageSuspect,
     WorkerLost,
@@ -180,3 +181,13 @@ def test_the_published_schema_is_the_models_and_says_what_each_field_means():
     assert not undescribed(published), "give each field an attribute docstring (its unit too)"
     kinds = {d["properties"]["kind"]["const"] for d in published["$defs"].values()}
     assert kinds == set(MODELS)
+
+
+def test_a_server_locust_llm_did_not_launch_has_no_log_to_show():
+    # A probe that made an external server (--host) stop answering: no log tail, and it is said so.
+    raw = {"kind": "probe_server_failed", "t": 1.0, "variant": "ref", "probe": "p", "reason": None, "log_tail": None}
+    event = parse_event(raw)
+    assert isinstance(event, ProbeServerFailed) and event.log_tail is None
+    assert json.dumps(event.written()) == json.dumps(raw)
+    with pytest.raises(ValidationError, match="log_tail"):  # said, not left out
+        ProbeServerFailed(variant="ref", probe="p", reason=None)  # type: ignore[call-arg]
