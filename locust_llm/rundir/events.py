@@ -16,7 +16,7 @@ models). An event of a known kind that does not fit its model is refused, naming
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -437,33 +437,6 @@ class OtherEvent(Event):
     """When it happened (s, master clock, epoch), as written (an integer stays one); null when unknown."""
 
 
-KNOWN = (
-    ServerExited,
-    ServerStartFailed,
-    ServerPaused,
-    ServerRestarted,
-    ServerRestartFailed,
-    FaultsNotInjected,
-    ProbeServerFailed,
-    ScaleOutFailed,
-    PrometheusUnavailable,
-    ConsistencySkipped,
-    ContextTooLong,
-    Interrupted,
-    Unfinished,
-    SweepStopped,
-    ClientRefused,
-    WorkerLost,
-    WorkerJoined,
-    ClockUncertain,
-    RecordsMissing,
-    DrainTimeout,
-    RecordsLost,
-    UsageSuspect,
-)
-_KINDS = {model.model_fields["kind"].default: model for model in KNOWN}
-
-
 def _known_or_other(data: Any) -> str:
     kind = data.get("kind") if isinstance(data, dict) else getattr(data, "kind", None)
     return "known" if kind in _KINDS else "other"
@@ -494,6 +467,8 @@ KnownEvent = Annotated[
     | UsageSuspect,
     Field(discriminator="kind"),
 ]
+KNOWN: tuple[type[Event], ...] = get_args(get_args(KnownEvent)[0])  # every kind this release knows
+_KINDS = {model.model_fields["kind"].default for model in KNOWN}
 RunEvent = Annotated[
     Annotated[KnownEvent, Tag("known")] | Annotated[OtherEvent, Tag("other")],
     Discriminator(_known_or_other),
