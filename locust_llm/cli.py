@@ -127,14 +127,18 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from .analysis.documents.summary import summary_schema
     from .rundir.consistency import consistency_schema
     from .rundir.env import env_schema
+    from .rundir.events import events_schema
     from .rundir.probes import probes_schema
     from .rundir.quality import quality_schema
     from .rundir.steps import steps_schema
+    from .rundir.telemetry_meta import telemetry_schema
 
     schemas = {
         "summary": summary_schema,
         "steps": steps_schema,
+        "events": events_schema,
         "env": env_schema,
+        "telemetry": telemetry_schema,
         "consistency": consistency_schema,
         "quality": quality_schema,
         "probes": probes_schema,
@@ -264,10 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument(
         "document",
         nargs="?",
-        choices=("summary", "steps", "env", "consistency", "quality", "probes"),
+        choices=("summary", "steps", "events", "env", "telemetry", "consistency", "quality", "probes"),
         default="summary",
-        help="summary: summary.json (default); steps: one row of steps.json's steps; env, consistency, quality, "
-        "probes: that run file (env.json, ...)",
+        help="summary: summary.json (default); steps: one row of steps.json's steps; events: one of its events; env, "
+        "telemetry, consistency, quality, probes: that run file (env.json, telemetry.json, ...)",
     )
     schema.set_defaults(func=cmd_schema)
 

@@ -16,6 +16,7 @@ from ..client.ledger import server_of
 from ..client.usage import CACHED_PROMPT_TOKENS
 from ..rundir.env import ServerEnv
 from ..rundir.load import RunData
+from ..rundir.telemetry_meta import TelemetryMeta
 
 __all__ = ["detected"]
 
@@ -43,22 +44,18 @@ def _server_words(server: ServerEnv, engine: str | None) -> str:
     return f"already running (--host); its /v1/models says owned_by {owner}{known}"
 
 
-def _metrics_words(entry: dict, meta: dict, variant: str) -> str:
+def _metrics_words(entry: dict, meta: TelemetryMeta, variant: str) -> str:
     telemetry = entry.get("telemetry") or {}
     if telemetry.get("missing"):
         return f"not read: {telemetry['missing']}"
     scraped = [
-        s
-        for a in meta.get("attachments") or []
-        if a.get("variant") == variant
-        for s in a.get("sources") or []
-        if s.get("source") in ("scrape", "prometheus")
+        s for a in meta.attachments if a.variant == variant for s in a.sources if s.source in ("scrape", "prometheus")
     ]
-    answered = [s for s in scraped if s.get("polls", 0) > s.get("failures", 0)]
+    answered = [s for s in scraped if s.polls > s.failures]
     if answered:
         engine = telemetry.get("engine")
         names = f"{OWNERS.get(engine, engine)} names, " if engine and engine != "external" else ""
-        return f"found ({names}{'scraped' if answered[0]['source'] == 'scrape' else 'through Prometheus'})"
+        return f"found ({names}{'scraped' if answered[0].source == 'scrape' else 'through Prometheus'})"
     errors = [g.get("error") for g in telemetry.get("gaps") or [] if g.get("error")]
     return "not found" + (f": {errors[0]}" if errors else "")
 
@@ -128,7 +125,7 @@ def detected(run: RunData, variants: dict[str, dict]) -> dict[str, dict]:
             "usage": _usage_words(dict(sources)),
             "cached_prompt_tokens": (CACHED_PROMPT_TOKENS in seen.get(key or "", [])) if sources else None,
             "spec_decoding": _spec_words(steps),
-            "metrics": _metrics_words(entry, run.telemetry_meta or {}, name),
+            "metrics": _metrics_words(entry, run.telemetry_meta, name),
             "streams": streams,
             "requests": requests,
             "accounted": dict(sorted(accounted.items())),

@@ -13,10 +13,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from ..fmt import lvl
 from ..rundir.env import RunEnv
+from ..rundir.events import (
+    ClientRefused,
+    DrainTimeout,
+    Event,
+    Interrupted,
+    ProbeServerFailed,
+    RecordsLost,
+    RecordsMissing,
+    ScaleOutFailed,
+    ServerExited,
+    ServerRestartFailed,
+    ServerStartFailed,
+    Unfinished,
+    WorkerLost,
+)
 from ..scenario import GatesSpec
 from .documents.regression import RunComparison
 from .documents.summary import GateCheck, Summary, Verdict
@@ -52,18 +66,12 @@ EXIT_MEANINGS = {
     EXIT_INTERRUPTED: "interrupted (SIGTERM or Ctrl-C), or not finished",
 }
 SEVERITY = (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_SERVER, EXIT_INVALID, EXIT_REGRESSION, EXIT_SLO)
-SERVER_EVENTS = (
-    "server_start_failed",
-    "server_exited",
-    "probe_server_failed",
-    "server_restart_failed",
-    "scale_out_failed",
-)
+SERVER_EVENTS = (ServerStartFailed, ServerExited, ProbeServerFailed, ServerRestartFailed, ScaleOutFailed)
 # A fault injected on purpose, a level not held, or a busy host says nothing about the server's normal latency.
 UNJUDGED = ("fault-injected", "worker-lost", "contended")
 # The run, the machine or the server's own accounting may have made these numbers.
 UNTRUSTED = ("worker-lost", "suspect-usage", "failed-fast", "contended", "client-invalid")
-INVALID_EVENTS = ("records_missing", "records_lost", "drain_timeout")
+INVALID_EVENTS = (RecordsMissing, RecordsLost, DrainTimeout)
 # gate -> (step figure per mode, percentile key or None). Gates judge every request, failures included (at the time
 # they failed); in an open loop TTFT runs from the intended send time.
 SLO_GATES = {
@@ -153,40 +161,43 @@ def scale_out_checks(summary: Summary) -> list[GateCheck]:
     ]
 
 
-def _event_reasons(events: list[dict[str, Any]], reasons: dict[int, list[str]]) -> None:
+def _event_reasons(events: Sequence[Event], reasons: dict[int, list[str]]) -> None:
     """Adds to ``reasons`` what the run's events say: an interruption, a server fault, a refused client, a lost
-    worker or another event that invalidates the run."""
+    worker or another event that invalidates the run. An event of a kind this release does not know says nothing."""
     for event in events:
-        if event.get("kind") == "interrupted":
-            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event["t"])) if event.get("t") else "?"
+        if isinstance(event, Interrupted):
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event.t)) if event.t else "?"
             reasons.setdefault(EXIT_INTERRUPTED, []).append(
-                f"interrupted by {event.get('signal')} at {when} during {event.get('variant')} step "
-                f"{event.get('step')}: the figures cover what was measured until then"
+                f"interrupted by {event.signal} at {when} during {event.variant} step "
+                f"{event.step}: the figures cover what was measured until then"
             )
-        elif event.get("kind") == "unfinished":
+        elif isinstance(event, Unfinished):
             reasons.setdefault(EXIT_INTERRUPTED, []).append(
-                f"the run did not finish (it is still running, or was killed): {event.get('variant')} step(s) "
-                f"{event.get('steps')} end at the last record; the figures cover what was recorded until then"
+                f"the run did not finish (it is still running, or was killed): {event.variant} step(s) "
+                f"{event.steps} end at the last record; the figures cover what was recorded until then"
             )
-        elif event.get("kind") in SERVER_EVENTS:
+        elif isinstance(event, SERVER_EVENTS):
             reasons.setdefault(EXIT_SERVER, []).append(
-                f"{event['kind']}: variant {event.get('variant')}"
-                + (f" at probe {event['probe']}: {event.get('reason')}" if event.get("probe") else "")
+                f"{event.kind}: variant {event.variant}"
+                + (
+                    f" at probe {event.probe}: {event.reason}"
+                    if isinstance(event, ProbeServerFailed) and event.probe
+                    else ""
+                )
             )
-        elif event.get("kind") == "client_refused":
+        elif isinstance(event, ClientRefused):
             reasons.setdefault(EXIT_BAD_INPUT, []).append(
-                f"load process {event.get('worker')} could not build a request, so none was sent and the run "
-                f"stopped: {event.get('message')}"
+                f"load process {event.worker} could not build a request, so none was sent and the run "
+                f"stopped: {event.message}"
             )
-        elif event.get("kind") == "worker_lost" and event.get("stopped"):
+        elif isinstance(event, WorkerLost) and event.stopped:
             reasons.setdefault(EXIT_INVALID, []).append(
-                f"load process {event.get('worker')} lost during {event.get('variant')} step {event.get('step')} "
-                f"(it had sent {event.get('records_sent')} records; {event.get('requests_lost', 0)} requests in "
+                f"load process {event.worker} lost during {event.variant} step {event.step} "
+                f"(it had sent {event.records_sent} records; {event.requests_lost} requests in "
                 "flight or not yet shipped are lost): the run stopped (load.on_worker_loss: stop)"
             )
-        elif event.get("kind") in INVALID_EVENTS:
-            detail = {k: v for k, v in event.items() if k not in ("kind", "t")}
-            reasons.setdefault(EXIT_INVALID, []).append(f"{event['kind']}: {detail}")
+        elif isinstance(event, INVALID_EVENTS):
+            reasons.setdefault(EXIT_INVALID, []).append(f"{event.kind}: {event.details()}")
 
 
 def evaluate(

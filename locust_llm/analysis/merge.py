@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..rundir.load import ChunkLists, RunData
+from ..rundir.telemetry_meta import TelemetryMeta
 
 __all__ = ["merge_runs"]
 
@@ -24,7 +25,7 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
         return f"{run_id}:{name}" if seen.get(name, 0) > 1 else name
 
     frames, lists, steps, events, clients, hosts, telemetry, consistency = [], [], [], [], [], [], [], {}
-    meta: dict = {"attachments": [], "gaps": [], "notes": []}
+    meta = TelemetryMeta()
     for run, run_id in zip(runs, run_ids, strict=False):
         if len(run.requests):
             frame = run.requests.copy()
@@ -32,7 +33,7 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
             frames.append(frame)
             lists.append(run.lists)
         steps += [step.model_copy(update={"variant": rename(run_id, step.variant)}) for step in run.steps]
-        events += [{**event, "run_id": run_id} for event in run.events]
+        events += [event.of_run(run_id) for event in run.events]
         if len(run.client):
             clients.append(run.client)
         if len(run.host):
@@ -42,11 +43,10 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
             rows = run.telemetry.copy()
             rows["variant"] = rows["variant"].map(lambda v, r=run_id: rename(r, v))
             telemetry.append(rows)
-        for key in ("attachments", "gaps"):
-            meta[key] += [
-                {**item, "variant": rename(run_id, item.get("variant", ""))} for item in run.telemetry_meta.get(key, [])
-            ]
-        meta["notes"] += run.telemetry_meta.get("notes", [])
+        theirs = run.telemetry_meta
+        meta.attachments += [a.model_copy(update={"variant": rename(run_id, a.variant)}) for a in theirs.attachments]
+        meta.gaps += [g.model_copy(update={"variant": rename(run_id, g.variant)}) for g in theirs.gaps]
+        meta.notes += theirs.notes
     first = runs[0]
     env = first.env.model_copy(
         update={
@@ -58,9 +58,11 @@ def merge_runs(runs: list[RunData], run_ids: list[str]) -> RunData:
             "merged_from": run_ids,
         }
     )
-    for key in ("interval_s", "timeout_s", "gpu"):
-        if key in first.telemetry_meta:
-            meta[key] = first.telemetry_meta[key]
+    meta.interval_s, meta.timeout_s, meta.gpu = (
+        first.telemetry_meta.interval_s,
+        first.telemetry_meta.timeout_s,
+        first.telemetry_meta.gpu,
+    )
     present = [t for t in lists if t is not None]  # the lists are read only when every run kept its own
     return RunData(
         requests=pd.concat(frames, ignore_index=True) if frames else first.requests.iloc[0:0],

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
 from ..fmt import lvl
+from ..rundir.events import Event, SweepStopped
 from .speedup import speedup_state
 
 __all__ = ["NOT_ELIGIBLE", "OFF", "UNJUDGED", "choose", "schedule", "sweep_schedule", "sweep_stops", "vllm_schedule"]
@@ -127,14 +128,14 @@ def vllm_schedule(ranges: list[dict]) -> dict | None:
     }
 
 
-def sweep_stops(sweep: dict, events: list[dict]) -> list[dict]:
+def sweep_stops(sweep: dict, events: list[Event]) -> list[dict]:
     """Where the sweep stopped climbing (the run's ``sweep_stopped`` events), in words: the level, the prompt
     length of a context-axis stop, and every setting's live speed-up there."""
     out = []
     for event in events:
-        if event.get("kind") != "sweep_stopped" or event.get("sweep") != sweep["name"]:
+        if not isinstance(event, SweepStopped) or event.sweep != sweep["name"]:
             continue
-        speedups = list(event.get("speedups") or [])
+        speedups = list(event.speedups)
         pairs = (
             zip(sweep["values"], speedups, strict=False)
             if len(speedups) == len(sweep["values"])
@@ -145,13 +146,13 @@ def sweep_stops(sweep: dict, events: list[dict]) -> list[dict]:
             + (f"{v:.2f}x" if isinstance(v, (int, float)) else "n/m")
             for value, v in pairs
         )
-        where = f"with {event['context']}-token prompts, " if event.get("context") else ""
+        where = f"with {event.context}-token prompts, " if event.context else ""
         out.append(
             {
-                "level": event.get("level"),
-                "context": event.get("context"),
+                "level": event.level,
+                "context": event.context,
                 "speedups": speedups,
-                "text": f"{where}stopped after level {lvl(event.get('level'))}: every setting was clearly "
+                "text": f"{where}stopped after level {lvl(event.level)}: every setting was clearly "
                 f"slower than the baseline there (95% interval of the live output tok/s ratio below 1; "
                 f"{each}), so higher levels were not measured",
             }
@@ -164,7 +165,7 @@ def sweep_schedule(
     comparisons: list[dict],
     acceptance: dict[str, dict[float, dict | None]],
     blocked: AbstractSet[str] = frozenset(),
-    events: Sequence[dict] = (),
+    events: Sequence[Event] = (),
 ) -> dict:
     """``sweep``: ``{"name", "setting", "label", "values": [...], "variants": [...]}`` (variants in value order);
     ``comparisons``: the summary's comparisons; ``acceptance``: per variant and level the server's pooled

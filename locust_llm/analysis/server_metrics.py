@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..rundir.steps import StepRow
+from ..rundir.telemetry_meta import TelemetryGap, TelemetryMeta
 from ..telemetry.maps import CANONICAL, COUNTER, HISTOGRAM, canonical_of, histogram_parts
 from .steady import drift
 from .values import json_safe, to_float
@@ -126,7 +127,7 @@ def _group_key(labels: str, group_by: str | None) -> str | None:
 class VariantTelemetry:
     """One variant's rows, indexed by canonical metric (the preferred source only)."""
 
-    def __init__(self, frame: pd.DataFrame, meta: dict, variant: str):
+    def __init__(self, frame: pd.DataFrame, meta: TelemetryMeta, variant: str):
         self.variant = variant
         self.meta = meta
         rows = frame[frame["variant"] == variant] if len(frame) else frame
@@ -141,15 +142,15 @@ class VariantTelemetry:
             chosen = ranked[0]
             self.source_of[metric] = chosen
             self.by_metric[metric] = group[group["source"] == chosen].sort_values("t", kind="stable")
-        interval = to_float(meta.get("interval_s", 1.0))
-        timeout = to_float(meta.get("timeout_s", interval))
+        interval = to_float(meta.interval_s)  # absent: 1 s, the poller's default
+        timeout = to_float(meta.timeout_s)
         interval = interval if math.isfinite(interval) else 1.0
         timeout = timeout if math.isfinite(timeout) else interval
         # A sample counts as "at" a window edge when it lies within two poll periods plus a timeout of it.
         self.edge_tolerance_s = 2.0 * interval + timeout
-        self.gaps = [g for g in meta.get("gaps", []) if g.get("variant") == variant]
-        self.attachments = [a for a in meta.get("attachments", []) if a.get("variant") == variant]
-        self.engine = self.attachments[0].get("engine") if self.attachments else None
+        self.gaps = [g for g in meta.gaps if g.variant == variant]
+        self.attachments = [a for a in meta.attachments if a.variant == variant]
+        self.engine = self.attachments[0].engine if self.attachments else None
         self.spans: dict[str, tuple[float, float]] = {}  # metric -> times of the edge samples last used
 
     def absent(self) -> str:
@@ -230,13 +231,13 @@ class VariantTelemetry:
         return (stat, None) if stat["n"] else (None, "no finite sample inside the window")
 
     # -- gaps -----------------------------------------------------------------------------
-    def gaps_in(self, t0: float, t1: float, source: str | None = None) -> list[dict]:
+    def gaps_in(self, t0: float, t1: float, source: str | None = None) -> list[TelemetryGap]:
         out = []
         for gap in self.gaps:
-            start = to_float(gap.get("start"))
-            end = to_float(gap.get("end"))
+            start = to_float(gap.start)
+            end = to_float(gap.end)
             end = end if math.isfinite(end) else math.inf
-            if start < t1 and end > t0 and (source is None or gap.get("source") == source):
+            if start < t1 and end > t0 and (source is None or gap.source == source):
                 out.append(gap)
         return out
 
@@ -247,9 +248,9 @@ class VariantTelemetry:
             return 0.0
         covered = t1 - t0
         for gap in self.gaps_in(t0, t1, source):
-            end = to_float(gap.get("end"))
+            end = to_float(gap.end)
             end = end if math.isfinite(end) else t1
-            covered -= max(0.0, min(end, t1) - max(to_float(gap.get("start")), t0))
+            covered -= max(0.0, min(end, t1) - max(to_float(gap.start), t0))
         return max(0.0, covered / (t1 - t0))
 
 
@@ -454,7 +455,7 @@ def hardware(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> tuple
             else:
                 process[figure] = stat
     if gpu is None:
-        missing.append({"figure": "gpu", "reason": vt.meta.get("gpu") or "no GPU telemetry"})
+        missing.append({"figure": "gpu", "reason": vt.meta.gpu or "no GPU telemetry"})
         if process is None:
             missing.append({"figure": "process", "reason": "server process not known (external server?)"})
     return gpu, process
@@ -501,18 +502,12 @@ def step_figures(vt: VariantTelemetry, window: StepRow) -> dict:
                 partial.append({"metric": metric, "coverage": round(cover, 4)})
         for entry in missing:
             if str(entry["reason"]).startswith("no sample"):
-                entry["reason"] += f" (telemetry gap: {gaps[0].get('error', '')})"
+                entry["reason"] += f" (telemetry gap: {gaps[0].error})"
     return {**base, **figures, "gaps": [_gap_view(g) for g in gaps], "missing": missing, "partial": partial}
 
 
-def _gap_view(gap: dict) -> dict:
-    return {
-        "source": gap.get("source"),
-        "start": gap.get("start"),
-        "end": gap.get("end"),
-        "recovered": gap.get("recovered"),
-        "error": gap.get("error"),
-    }
+def _gap_view(gap: TelemetryGap) -> dict:
+    return {"source": gap.source, "start": gap.start, "end": gap.end, "recovered": gap.recovered, "error": gap.error}
 
 
 def memory_trend(vt: VariantTelemetry) -> dict | None:
@@ -543,12 +538,10 @@ def memory_trend(vt: VariantTelemetry) -> dict | None:
     return None
 
 
-def server_figures(frame: pd.DataFrame, meta: dict, windows: list[StepRow]) -> dict:
+def server_figures(frame: pd.DataFrame, meta: TelemetryMeta, windows: list[StepRow]) -> dict:
     variants: dict[str, dict] = {}
-    names = list(dict.fromkeys([w.variant for w in windows] + [a.get("variant") for a in meta.get("attachments", [])]))
+    names = list(dict.fromkeys([w.variant for w in windows] + [a.variant for a in meta.attachments]))
     for variant in names:
-        if variant is None:
-            continue
         vt = VariantTelemetry(frame, meta, variant)
         steps = [step_figures(vt, w) for w in windows if w.variant == variant]
         variants[variant] = {
@@ -571,10 +564,10 @@ def server_figures(frame: pd.DataFrame, meta: dict, windows: list[StepRow]) -> d
     return json_safe(
         {
             "source": "server",
-            "gpu": meta.get("gpu"),
-            "interval_s": meta.get("interval_s"),
+            "gpu": meta.gpu,
+            "interval_s": meta.interval_s,
             "variants": variants,
-            "notes": meta.get("notes", []),
+            "notes": [note.model_dump() for note in meta.notes],
         }
     )
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..records import FAST_FAIL_S, NEVER_REACHED, NOT_SENT, ErrorClass
+from ..rundir.events import Event
 from ..rundir.load import RunData
 from ..rundir.steps import StepRow
 from ..scenario import CostSpec, PositionsSpec, ReasoningSpec
@@ -367,7 +368,7 @@ def sweep_schedules(
     comparisons: list[dict],
     variants: dict[str, dict],
     blocked: dict[str, str],
-    events: list[dict],
+    events: list[Event],
 ) -> list[dict]:
     """Per swept setting, the best value per level, the schedule and where the run stopped climbing (the sweeps
     measured against a baseline); settings that are not eligible (``blocked``) are never chosen."""

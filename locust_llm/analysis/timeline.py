@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..rundir.load import RunData
+from ..rundir.telemetry_meta import TelemetryMeta
 from .server_metrics import counter_increments
 
 __all__ = ["Panel", "Series", "StepSpan", "Timeline", "build_timeline", "downsample"]
@@ -107,11 +108,10 @@ def _counter_rates(frame: pd.DataFrame, metric: str, variants: list[str]) -> dic
     return out
 
 
-def source_notes(meta: dict) -> list[str]:
-    notes = [str(n.get("message")) for n in meta.get("notes") or [] if isinstance(n, dict)]
-    for attachment in meta.get("attachments") or []:
-        if isinstance(attachment, dict):
-            notes += [f"{attachment.get('variant')}: {err}" for err in (attachment.get("errors") or [])[:5]]
+def source_notes(meta: TelemetryMeta) -> list[str]:
+    notes = [note.message for note in meta.notes]
+    for attachment in meta.attachments:
+        notes += [f"{attachment.variant}: {err}" for err in attachment.errors[:5]]
     return notes
 
 
@@ -238,8 +238,7 @@ def build_timeline(run: RunData, variants: list[str]) -> Timeline:
                 )
             )
         if not present & {"gpu_util", "gpu_mem_used_mib"}:
-            why = run.telemetry_meta.get("gpu")
-            why = why if isinstance(why, str) else "no GPU source"
+            why = run.telemetry_meta.gpu if run.telemetry_meta.gpu is not None else "no GPU source"
             timeline.notes.append(f"GPU utilisation and memory: not measured ({why})")
     else:
         timeline.notes.append("server telemetry over time: not measured (no telemetry in the run directory)")

@@ -13,6 +13,7 @@ from ..analysis.documents.summary import Comparison, StepComparison
 from ..analysis.quality import not_eligible
 from ..analysis.speedup import speedup_state
 from ..fmt import ci_text, lvl, ok, pct, points, times
+from ..rundir.events import Interrupted, Unfinished
 from .prompt_cache import cache_warnings
 from .view import RunView, unit_of
 
@@ -191,21 +192,20 @@ def _warnings(view: RunView, cards: tuple[Card, ...]) -> list[str]:
     warnings += cache_warnings(view)
     events = view.summary.events
     for event in events:
-        if event.get("kind") == "interrupted" and ok(event.get("t")):
-            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event["t"]))
+        if isinstance(event, Interrupted) and ok(event.t):
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event.t))
             warnings.insert(
                 0,
-                f"interrupted at {when} by {event.get('signal')}: every figure covers only what was "
-                "measured until then",
+                f"interrupted at {when} by {event.signal}: every figure covers only what was measured until then",
             )
-        elif event.get("kind") == "unfinished":
+        elif isinstance(event, Unfinished):
             warnings.insert(
                 0,
                 "the run has not finished (it is still running, or was killed): its open steps end at "
                 "the last record, and every figure covers only what was recorded until then",
             )
     if events:
-        kinds = sorted({str(e.get("kind")) for e in events})
+        kinds = sorted({e.kind for e in events})
         warnings.append(f"{len(events)} run event(s): {', '.join(kinds)}")
     errored = [
         f"{view.where(n, s)} ({pct(s.error_rate)})"

@@ -11,6 +11,7 @@ from ..analysis.errors import MESSAGE_MAX, clip
 from ..analysis.gates import EXIT_MEANINGS
 from ..fmt import ci_text, lvl, num, ok, pct, times
 from ..rundir.env import ClocksEnv
+from ..rundir.events import ConsistencySkipped
 from .prompt_cache import mode_text
 from .view import RunView, command_text, flags_text, level_name, unit_of
 
@@ -277,9 +278,7 @@ def consistency(view: RunView) -> dict:
         for name, figures in view.summary.consistency.items()
     ]
     skipped = [
-        f"{e.get('variant')}: {clip(e.get('error'), MESSAGE_MAX)}"
-        for e in view.summary.events
-        if e.get("kind") == "consistency_skipped"
+        f"{e.variant}: {clip(e.error, MESSAGE_MAX)}" for e in view.summary.events if isinstance(e, ConsistencySkipped)
     ]
     return {"variants": variants, "skipped": skipped, "conditions": view.conditions_line()}
 
@@ -385,17 +384,20 @@ def _since(view: RunView, t) -> str | None:
 def run_events(view: RunView) -> dict:
     rows = []
     for e in view.summary.events:
-        details = {k: v for k, v in e.items() if k not in ("kind", "t", "variant", "log_tail")}
+        # Every kind's own fields as written (a kind this release does not know too); the variant and the log
+        # have columns of their own.
+        details = e.details()
+        variant, log_tail = details.pop("variant", None), details.pop("log_tail", None)
         rows.append(
             {
-                "t": _since(view, e.get("t")) or "\u2014",
-                "kind": e.get("kind"),
-                "variant": e.get("variant"),
+                "t": _since(view, e.t) or "\u2014",
+                "kind": e.kind,
+                "variant": variant,
                 "details": clip(
                     "; ".join(f"{k}: {json.dumps(v) if not isinstance(v, str) else v}" for k, v in details.items()),
                     MESSAGE_MAX * 2,
                 ),
-                "log_tail": clip(e.get("log_tail"), LOG_TAIL_MAX) if e.get("log_tail") else None,
+                "log_tail": clip(log_tail, LOG_TAIL_MAX) if log_tail else None,
             }
         )
     gaps = []

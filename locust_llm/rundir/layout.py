@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .env import RunEnv
+from .events import Event
 from .redact import redact, redact_text
 from .steps import StepRow
 
@@ -132,7 +132,7 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         self.env = RunEnv()
         self.steps: list[StepRow] = []
-        self.events: list[dict] = []
+        self.events: list[Event] = []
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -142,7 +142,7 @@ class RunDir:
 
     def steps_doc(self) -> dict:
         """``steps.json``: each row with the fields the runtime set (a later field is absent until it is set)."""
-        return {"steps": [row.written() for row in self.steps], "events": self.events}
+        return {"steps": [row.written() for row in self.steps], "events": [e.written() for e in self.events]}
 
     def write_steps(self) -> None:
         self._write(STEPS, self.steps_doc())
@@ -164,7 +164,8 @@ class RunDir:
                 exc.strerror or exc,
             )
 
-    def note(self, kind: str, **details: Any) -> None:
-        """A run event (server exit, missing records, ...) that the summary and report must show."""
-        self.events.append({"kind": kind, "t": time.time(), **details})
+    def note(self, event: Event) -> None:
+        """A run event (server exit, missing records, ...) that the summary and report must show
+        (``rundir.events``)."""
+        self.events.append(event)
         self.write_steps()

@@ -24,13 +24,14 @@ from . import layout
 from .clocks import align, samples_of
 from .consistency import Consistency, ConsistencyAnswer
 from .env import RunEnv
+from .events import Event, Unfinished, UsageSuspect, parse_event
 from .parts import read_parquet, read_table, source_files
 from .probes import ProbeResult, ProbesFile
 from .quality import QualityFile
 from .steps import StepRow
+from .telemetry_meta import TelemetryMeta
 
 __all__ = [
-    "USAGE_SUSPECT",
     "ChunkLists",
     "RunData",
     "amend_usage",
@@ -38,13 +39,13 @@ __all__ = [
     "load_requests",
     "load_run",
     "load_telemetry",
+    "read_events",
     "read_steps",
     "read_typed",
     "split_requests",
 ]
 
 TELEMETRY_COLUMNS = ["t", "variant", "source", "metric", "labels", "value"]
-USAGE_SUSPECT = "usage_suspect"  # run event: requests whose usage a tokenizer found suspect after they were sent
 LIST_COLUMNS = ["chunk_offsets", "chunk_tokens", "chunk_drafted", "chunk_accepted"]
 M = TypeVar("M", bound=BaseModel)
 
@@ -55,7 +56,7 @@ class RunData:
 
     requests: pd.DataFrame  # one row per request; index = row position in ``lists``
     steps: list[StepRow]
-    events: list[dict] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     env: RunEnv = field(default_factory=RunEnv)
     client: pd.DataFrame = field(default_factory=pd.DataFrame)
     host: pd.DataFrame = field(default_factory=pd.DataFrame)  # HOST_SCHEMA rows; empty when not recorded
@@ -63,7 +64,7 @@ class RunData:
     quality: QualityFile | None = None  # quality.json: the task set and every variant's answers (None: no check)
     probes: list[ProbeResult] = field(default_factory=list)  # probes.json: one row per probe or fault
     telemetry: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TELEMETRY_COLUMNS))
-    telemetry_meta: dict = field(default_factory=dict)
+    telemetry_meta: TelemetryMeta = field(default_factory=TelemetryMeta)
     run_dir: Path | None = None
     lists: ChunkLists | None = None  # chunk_offsets, chunk_tokens per request (None: columns of ``requests``)
 
@@ -159,7 +160,21 @@ def read_typed(path: Path, model: type[M]) -> M | None:
         raise layout.UnreadableFile(f"{path}: not a {path.name} file ({_misfits(exc, 'file')})") from None
 
 
-def close_open_steps(steps: list[StepRow], requests: pd.DataFrame) -> dict | None:
+def read_events(path: Path, events: list) -> list[Event]:
+    """``steps.json``'s events, typed (``rundir.events``); one of a known kind that does not fit names the file,
+    the event and the field."""
+    out = []
+    for index, data in enumerate(events):
+        try:
+            out.append(parse_event(data))
+        except ValidationError as exc:
+            # The location starts with the union's tags (known/other, the kind): the field is what follows.
+            why = "; ".join(f"{'.'.join(map(str, e['loc'][2:])) or 'kind'}: {e['msg']}" for e in exc.errors())
+            raise layout.UnreadableFile(f"{path}: events[{index}] is not a run event ({why})") from None
+    return out
+
+
+def close_open_steps(steps: list[StepRow], requests: pd.DataFrame) -> Unfinished | None:
     """Steps a run left open (no ``t_end``: it is still running, or was killed before it could finish) end at its
     last record; each is marked ``closed_at_last_record``. Returns the ``unfinished`` run event, or None."""
     open_steps = [step for step in steps if not np.isfinite(step.t_end)]
@@ -170,19 +185,18 @@ def close_open_steps(steps: list[StepRow], requests: pd.DataFrame) -> dict | Non
     for step in open_steps:
         steady = step.t_steady
         step.close_at(max(last, steady) if np.isfinite(steady) and np.isfinite(last) else last)
-    return {
-        "kind": "unfinished",
-        "t": last if np.isfinite(last) else None,
-        "variant": open_steps[-1].variant,
-        "step": open_steps[-1].step,
-        "steps": [step.step for step in open_steps],
-    }
+    return Unfinished(
+        t=last if np.isfinite(last) else None,
+        variant=open_steps[-1].variant,
+        step=open_steps[-1].step,
+        steps=[step.step for step in open_steps],
+    )
 
 
-def amend_usage(requests: pd.DataFrame, events: list[dict]) -> pd.DataFrame:
+def amend_usage(requests: pd.DataFrame, events: list[Event]) -> pd.DataFrame:
     """Requests a tokenizer found suspect after they were sent (the ``usage_suspect`` run event: request id -> why)
     become ``suspect_usage`` failures; their rows on disk keep what the server said."""
-    suspect = {rid: why for e in events if e.get("kind") == USAGE_SUSPECT for rid, why in e["requests"].items()}
+    suspect = {rid: why for e in events if isinstance(e, UsageSuspect) for rid, why in e.requests.items()}
     if not suspect or not len(requests):
         return requests
     hit = requests["request_id"].isin(list(suspect)) & requests["error_class"].isna()
@@ -201,13 +215,14 @@ def load_run(run_dir: Path) -> RunData:
     clocks = samples_of(layout.read_json(run_dir / layout.CLOCKS).get("samples") or [])
     requests = align(requests, clocks)
     steps = read_steps(run_dir / layout.STEPS, list(steps_doc.get("steps", [])))
-    requests = amend_usage(requests, list(steps_doc.get("events", [])))
+    events = read_events(run_dir / layout.STEPS, list(steps_doc.get("events", [])))
+    requests = amend_usage(requests, events)
     unfinished = close_open_steps(steps, requests)
     return RunData(
         requests=requests,
         lists=lists,
         steps=steps,
-        events=list(steps_doc.get("events", [])) + ([unfinished] if unfinished else []),
+        events=events + ([unfinished] if unfinished else []),
         env=read_typed(run_dir / layout.ENV, RunEnv) or RunEnv(),
         client=align(read_parquet(client).to_pandas(), clocks, columns=("t",)) if client.exists() else pd.DataFrame(),
         host=read_parquet(host).to_pandas() if host.exists() else pd.DataFrame(),
@@ -215,6 +230,6 @@ def load_run(run_dir: Path) -> RunData:
         quality=read_typed(run_dir / layout.QUALITY, QualityFile),
         probes=(read_typed(run_dir / layout.PROBES, ProbesFile) or ProbesFile()).probes,
         telemetry=load_telemetry(run_dir),
-        telemetry_meta=layout.read_json(run_dir / layout.TELEMETRY_META),
+        telemetry_meta=read_typed(run_dir / layout.TELEMETRY_META, TelemetryMeta) or TelemetryMeta(),
         run_dir=run_dir,
     )

@@ -24,6 +24,7 @@ from ..records import now
 from ..rundir import RunDir, layout, write_json
 from ..rundir.clocks import UNCERTAINTY_MAX_S, ClockSample, estimate, track
 from ..rundir.env import ClocksEnv
+from ..rundir.events import ClockUncertain
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +107,14 @@ def write_clocks(run: RunDir, samples: list[ClockSample], since: float) -> None:
     )
     run.env.clocks = ClocksEnv(bound_s=UNCERTAINTY_MAX_S, workers=estimates)
     run.write_env()
-    noted = {e.get("worker") for e in run.events if e["kind"] == "clock_uncertain"}
+    noted = {e.worker for e in run.events if isinstance(e, ClockUncertain)}
     for worker, est in estimates.items():
         if est["uncertainty_s"] > UNCERTAINTY_MAX_S and worker not in noted:
             run.note(
-                "clock_uncertain",
-                worker=worker,
-                offset_s=est["offset_s"],
-                uncertainty_s=est["uncertainty_s"],
-                bound_s=UNCERTAINTY_MAX_S,
+                ClockUncertain(
+                    worker=worker,
+                    offset_s=est["offset_s"],
+                    uncertainty_s=est["uncertainty_s"],
+                    bound_s=UNCERTAINTY_MAX_S,
+                )
             )

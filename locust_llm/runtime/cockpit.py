@@ -19,6 +19,7 @@ from ..analysis.validity import CPU_PERCENT_MAX, LOOP_LAG_MS_MAX
 from ..records import now
 from ..report import RunView, render_verdict
 from ..report.charts import variant_colors
+from ..rundir.events import Event
 
 __all__ = ["HOST_WINDOW_S", "live_view", "run_files", "verdict_view"]
 
@@ -95,20 +96,20 @@ def _watch(experiment) -> None:
         )
 
 
-def _event_warnings(events: list[dict]) -> list[dict]:
+def _event_warnings(events: list[Event]) -> list[dict]:
     """Run events (server exited, records lost, sweep stopped, ...) in words: the kind and its plain details."""
     out = []
     for event in events:
         details = ", ".join(
             f"{k.replace('_', ' ')} {v}"
-            for k, v in event.items()
-            if k not in ("kind", "t", "log_tail") and isinstance(v, (str, int, float))
+            for k, v in event.details().items()
+            if k != "log_tail" and isinstance(v, (str, int, float))
         )
         out.append(
             {
-                "t": event.get("t", 0.0),
-                "kind": event["kind"],
-                "text": event["kind"].replace("_", " ") + (f": {details}" if details else ""),
+                "t": event.t,
+                "kind": event.kind,
+                "text": event.kind.replace("_", " ") + (f": {details}" if details else ""),
             }
         )
     return out

@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from ..rundir.env import RunEnv
+from ..rundir.events import Event
 from ..rundir.steps import StepRow
 from ..servers import ServerProcess
 from .plan import Block, Plan
@@ -39,7 +40,7 @@ class RunFiles(Protocol):
 
     def write_steps(self) -> None: ...
 
-    def note(self, kind: str, **details: Any) -> None: ...
+    def note(self, event: Event) -> None: ...
 
     def file(self, name: str) -> Path: ...
 

@@ -27,8 +27,19 @@ from ..pipeline import Outcome, finish_run
 from ..records import Phase, now
 from ..rundir import RunDir, layout
 from ..rundir.env import ClientEnv, HostEnv, RunEnv, ServerRequests, WorkloadEnv
+from ..rundir.events import (
+    ClientRefused,
+    ContextTooLong,
+    DrainTimeout,
+    Interrupted,
+    RecordsLost,
+    RecordsMissing,
+    ServerStartFailed,
+    UsageSuspect,
+    WorkerJoined,
+    WorkerLost,
+)
 from ..rundir.facts import host_info, package_versions
-from ..rundir.load import USAGE_SUSPECT
 from ..rundir.lock import RunLock
 from ..rundir.steps import StepRow
 from .clocksync import ClockSync, write_clocks
@@ -124,7 +135,7 @@ class Experiment:
         self.session.interrupt()
         self.environment.stop_timeout = min(self.environment.stop_timeout or INTERRUPT_GRACE_S, INTERRUPT_GRACE_S)
         log.warning("%s: stopping the run; what was measured until now is kept and reported", signal_name)
-        self.run.note("interrupted", signal=signal_name, step=self.state.step, variant=self.state.variant)
+        self.run.note(Interrupted(signal=signal_name, step=self.state.step, variant=self.state.variant))
 
     # -- load shape program ---------------------------------------------------------------
     def program(self) -> Iterator[Tick]:
@@ -148,7 +159,7 @@ class Experiment:
             self.session.start(variant)
         except ServerError as exc:
             log.error("variant %s: %s", variant, exc)
-            self.run.note("server_start_failed", variant=variant, error=str(exc))
+            self.run.note(ServerStartFailed(variant=variant, error=str(exc)))
             return False
         self.broadcast(variant, -1, math.nan, Phase.STARTING)
         self.check_context(variant)
@@ -176,9 +187,7 @@ class Experiment:
                     variant,
                     size,
                 )
-                self.run.note(
-                    "context_too_long", variant=variant, context=n, max_tokens=max_tokens, server_context=size
-                )
+                self.run.note(ContextTooLong(variant=variant, context=n, max_tokens=max_tokens, server_context=size))
 
     def measure(self, variant: str, block: Block, urls: list[str] | None = None) -> Iterator[Tick]:
         """One step: warm-up, steady window, extensions while it drifts or has seen too few requests. ``urls``: the
@@ -371,7 +380,8 @@ class Experiment:
             if self.environment.runner.user_count == 0 and self.recorder.drained():
                 return
         log.warning("drain timed out; records missing per worker: %s", self.recorder.missing())
-        self.run.note("drain_timeout", missing=self.recorder.missing())
+        missing = self.recorder.missing()
+        self.run.note(DrainTimeout(missing={str(worker): n for worker, n in missing.items()}))
 
     def tick(self, users: int) -> Tick:
         """The tick that holds ``users`` users, reached at once (the spawn rate covers every user to start or stop)."""
@@ -447,7 +457,7 @@ class Experiment:
                     continue
                 self.warned.add(("client_refused", worker, message))
                 log.error("load process %d cannot build a request (nothing sent); stopping: %s", worker, message)
-                self.run.note("client_refused", worker=worker, message=message)
+                self.run.note(ClientRefused(worker=worker, message=message))
                 self.interrupted = True
 
     def watch_workers(self, missing_only: bool = False) -> None:
@@ -474,16 +484,17 @@ class Experiment:
                 else "going on with the others (load.on_worker_loss: continue)",
             )
             self.run.note(
-                "worker_lost",
-                worker=change.index,
-                client_id=change.client_id,
-                variant=self.state.variant,
-                step=self.state.step,
-                level=self.state.level,
-                records_sent=tally.sent_total if tally else 0,
-                records_received=tally.received if tally else 0,
-                requests_lost=self.recorder.unaccounted(change.index),
-                stopped=stop,
+                WorkerLost(
+                    worker=change.index,
+                    client_id=change.client_id,
+                    variant=self.state.variant,
+                    step=self.state.step,
+                    level=self.state.level,
+                    records_sent=tally.sent_total if tally else 0,
+                    records_received=tally.received if tally else 0,
+                    requests_lost=self.recorder.unaccounted(change.index),
+                    stopped=stop,
+                )
             )
             if stop:
                 self.interrupted = True
@@ -496,11 +507,9 @@ class Experiment:
                 self.state.step,
             )
             self.run.note(
-                "worker_joined",
-                worker=change.index,
-                client_id=change.client_id,
-                variant=self.state.variant,
-                step=self.state.step,
+                WorkerJoined(
+                    worker=change.index, client_id=change.client_id, variant=self.state.variant, step=self.state.step
+                )
             )
         if joined:
             self.environment.runner.shape_last_tick = None  # the next tick dispatches the users again, to all
@@ -520,16 +529,17 @@ class Experiment:
                 row.t_end = now()
         missing = self.recorder.missing()
         if missing:
-            self.run.note("records_missing", missing=missing)
+            # JSON's keys are strings: the worker indices are written as the file will read them back.
+            self.run.note(RecordsMissing(missing={str(worker): n for worker, n in missing.items()}))
         for event in self.run.events:  # records of a lost worker that came back late are rows, not lost
-            if event["kind"] == "worker_lost":
-                event["requests_lost"] = self.recorder.unaccounted(event["worker"])
+            if isinstance(event, WorkerLost):
+                event.requests_lost = self.recorder.unaccounted(event.worker)
         if self.recorder.suspect:  # the usage checks made after their records were sent amend them (rundir.load)
-            checked = next((e for e in self.run.events if e["kind"] == USAGE_SUSPECT), None)
+            checked = next((e for e in self.run.events if isinstance(e, UsageSuspect)), None)
             if checked is None:
-                self.run.note(USAGE_SUSPECT, requests=dict(self.recorder.suspect))
+                self.run.note(UsageSuspect(requests=dict(self.recorder.suspect)))
             else:
-                checked["requests"] = dict(self.recorder.suspect)
+                checked.requests = dict(self.recorder.suspect)
         self.run.write_steps()
         counted = self.recorder.server_requests(ledger.snapshot())
         self.run.env.server_requests = [ServerRequests(**r) for r in counted["requests"]]
@@ -545,9 +555,9 @@ class Experiment:
         if self.clocks is not None:
             write_clocks(self.run, self.clocks.samples, since=self.t_begin)
         parts = self.recorder.parts
-        if parts.rows_lost and not any(e["kind"] == "records_lost" for e in self.run.events):
+        if parts.rows_lost and not any(isinstance(e, RecordsLost) for e in self.run.events):
             log.error("%d records could not be written: %s", parts.rows_lost, "; ".join(parts.loss_reasons))
-            self.run.note("records_lost", lost=parts.rows_lost, reasons=parts.loss_reasons)
+            self.run.note(RecordsLost(lost=parts.rows_lost, reasons=parts.loss_reasons))
         analysed = (self.recorder.rows_written, len(self.run.events))
         if analysed != self.analysed:  # headless runs stop, then quit: nothing new arrived in between
             self.analysed = analysed

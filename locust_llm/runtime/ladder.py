@@ -14,6 +14,7 @@ import numpy as np
 
 from ..analysis.rates import block_ratio_ci
 from ..records import Phase
+from ..rundir.events import SweepStopped
 from .conductor import Conductor, Tick
 from .plan import Block
 from .scale_out import scale_out
@@ -105,11 +106,12 @@ def sweeps_lost(exp: Conductor, block: Block) -> set[str]:
                 block.level,
             )
             exp.run.note(
-                "sweep_stopped",
-                sweep=name,
-                level=block.level,
-                context=block.context or None,
-                speedups=[r["value"] for r in ratios],
+                SweepStopped(
+                    sweep=name,
+                    level=block.level,
+                    context=block.context or None,
+                    speedups=[r["value"] for r in ratios],
+                )
             )
             lost.update(swept)
     return lost

@@ -31,6 +31,14 @@ from ..client.probes import Target, recover, run_suite
 from ..client.tokenizer import counter_for
 from ..records import now
 from ..rundir import layout, write_json
+from ..rundir.events import (
+    FaultsNotInjected,
+    ProbeServerFailed,
+    ServerPaused,
+    ServerRestarted,
+    ServerRestartFailed,
+    ServerStartFailed,
+)
 from ..rundir.probes import ProbeResult
 from ..rundir.steps import InjectedFault, StepRow
 from ..scenario.probes import MAX_BURST
@@ -61,10 +69,9 @@ class Faults:
         if self.pending and self.level not in plan.load.ladder:
             log.error("probes.fault_level %g is not a ladder level; no fault is injected", self.level)
             experiment.run.note(
-                "faults_not_injected",
-                fault_level=self.level,
-                ladder=plan.load.ladder,
-                reason="fault_level is not a ladder level",
+                FaultsNotInjected(
+                    fault_level=self.level, ladder=plan.load.ladder, reason="fault_level is not a ladder level"
+                )
             )
             self.pending = []
 
@@ -91,10 +98,9 @@ class Faults:
         if server is None or server.process is None or server.process.proc is None:
             log.warning("faults need a server locust-llm launched (a process to pause or restart); none injected")
             self.experiment.run.note(
-                "faults_not_injected",
-                faults=self.pending,
-                variant=row.variant,
-                reason="the server was not launched by locust-llm",
+                FaultsNotInjected(
+                    faults=self.pending, variant=row.variant, reason="the server was not launched by locust-llm"
+                )
             )
             self.pending = []
             return 0.0
@@ -126,14 +132,15 @@ class Faults:
         t_end = now()
         row.faults.append(InjectedFault(kind="pause", t_start=t_start, t_end=t_end, pause_s=pause_s))
         self.experiment.run.note(
-            "server_paused",
-            variant=server.variant,
-            step=row.step,
-            level=row.level,
-            t_start=t_start,
-            t_end=t_end,
-            pause_s=pause_s,
-            pid=pid,
+            ServerPaused(
+                variant=server.variant,
+                step=row.step,
+                level=row.level,
+                t_start=t_start,
+                t_end=t_end,
+                pause_s=pause_s,
+                pid=pid,
+            )
         )
         recovered, recover_ms, why = self.recovery(server, t_end)
         self.add(
@@ -174,7 +181,7 @@ class Faults:
             t_end = now()
             log.error("the %s server did not come back after its restart: %s", variant, exc)
             row.faults.append(InjectedFault(kind="restart", t_start=t_start, t_end=t_end))
-            self.experiment.run.note("server_restart_failed", variant=variant, step=row.step, error=str(exc))
+            self.experiment.run.note(ServerRestartFailed(variant=variant, step=row.step, error=str(exc)))
             self.failed.add(variant)  # the event above is its failure: no probe_server_failed on top
             self.experiment.interrupted = True  # nothing left to measure this variant on: end the run (exit 6)
             self.add(self.restart_result(row, variant, t_start, t_end, "no server", False, None, str(exc)))
@@ -183,16 +190,17 @@ class Faults:
         self.rebroadcast()
         row.faults.append(InjectedFault(kind="restart", t_start=t_start, t_end=t_ready))
         self.experiment.run.note(
-            "server_restarted",
-            variant=variant,
-            step=row.step,
-            level=row.level,
-            t_start=t_start,
-            t_end=t_ready,
-            down_s=t_ready - t_start,
-            old_url=server.base_url,
-            new_url=new.base_url,
-            same_port=new.base_url == server.base_url,
+            ServerRestarted(
+                variant=variant,
+                step=row.step,
+                level=row.level,
+                t_start=t_start,
+                t_end=t_ready,
+                down_s=t_ready - t_start,
+                old_url=server.base_url,
+                new_url=new.base_url,
+                same_port=new.base_url == server.base_url,
+            )
         )
         recovered, recover_ms, why = self.recovery(new, t_ready)
         recover_ms = recover_ms + (t_ready - t_start) * 1e3 if recover_ms is not None else None
@@ -291,7 +299,7 @@ class Faults:
                 try:
                     experiment.session.start(variant)
                 except ServerError as exc:
-                    experiment.run.note("server_start_failed", variant=variant, error=str(exc), during="probes")
+                    experiment.run.note(ServerStartFailed(variant=variant, error=str(exc), during="probes"))
                     continue
             yield from self.probe(variant)
 
@@ -331,5 +339,5 @@ class Faults:
             tail = server.process.log_tail() if server is not None and server.process is not None else None
             log.error("the %s server failed at probe %s: %s", result.variant, result.probe, result.note)
             self.experiment.run.note(
-                "probe_server_failed", variant=result.variant, probe=result.probe, reason=result.note, log_tail=tail
+                ProbeServerFailed(variant=result.variant, probe=result.probe, reason=result.note, log_tail=tail)
             )

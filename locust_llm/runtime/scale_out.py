@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterator
 
 from ..records import Phase
+from ..rundir.events import ScaleOutFailed
 from ..servers import ServerError
 from .conductor import Conductor, Tick
 from .plan import Block, plan_blocks
@@ -42,7 +43,7 @@ def scale_out(exp: Conductor, variant: str) -> Iterator[Tick]:
         urls = session.start_replicas(variant, plan.servers, plan.urls)
     except ServerError as exc:
         log.error("variant %s: no scale-out: %s", variant, exc)
-        exp.run.note("scale_out_failed", variant=variant, error=str(exc))
+        exp.run.note(ScaleOutFailed(variant=variant, error=str(exc)))
         session.stop_replicas()
         return
     base = len(plan_blocks(exp.plan.load))
@@ -64,10 +65,11 @@ def scale_out(exp: Conductor, variant: str) -> Iterator[Tick]:
         if not session.replicas_alive():
             log.error("a scale-out server of %s exited; the scale-out stops here", variant)
             exp.run.note(
-                "scale_out_failed",
-                variant=variant,
-                error="a scale-out server exited",
-                log_tails=[r.log_tail() for r in session.replicas if not r.alive()],
+                ScaleOutFailed(
+                    variant=variant,
+                    error="a scale-out server exited",
+                    log_tails=[r.log_tail() for r in session.replicas if not r.alive()],
+                )
             )
             break
         block = Block(base + index, servers * plan.level, 0, pair, -1, index)

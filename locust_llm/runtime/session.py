@@ -21,6 +21,7 @@ from ..records import RequestRecord
 from ..rundir import RunDir, layout, write_json
 from ..rundir.consistency import Consistency, ConsistencyAnswer
 from ..rundir.env import ServerEnv
+from ..rundir.events import ConsistencySkipped, PrometheusUnavailable, ServerExited
 from ..scenario import LoadSpec
 from ..servers import ServerError, ServerProcess, context_size, launch_variant, served_model
 from ..servers.base import first_model_id, free_port, get_json
@@ -93,7 +94,7 @@ class ServerSession:
             ).start()
         except PrometheusError as exc:
             log.warning("no Prometheus of our own (%s); scraping /metrics directly", exc)
-            self.run.note("prometheus_unavailable", error=str(exc))
+            self.run.note(PrometheusUnavailable(error=str(exc)))
             return None
 
     def start(self, variant: str, port: int | None = None) -> ActiveServer:
@@ -231,7 +232,7 @@ class ServerSession:
         try:
             workload = self.workload(server.base_url)
         except WorkloadError as exc:
-            self.run.note("consistency_skipped", variant=variant, error=str(exc))
+            self.run.note(ConsistencySkipped(variant=variant, error=str(exc)))
             return None
         if "consistency" in self.plan.skipped:
             return workload
@@ -261,7 +262,7 @@ class ServerSession:
             server.exit_reported = True
             tail = server.process.log_tail()
             log.error("the %s server exited during the run; moving on. Log tail:\n%s", server.variant, tail)
-            self.run.note("server_exited", variant=server.variant, log_tail=tail)
+            self.run.note(ServerExited(variant=server.variant, log_tail=tail))
         return False
 
     def stop(self, variant: str | None = None) -> None:

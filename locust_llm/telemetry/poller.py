@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from ..records import now
 from ..rundir import PartWriter, layout
+from ..rundir.telemetry_meta import SourceRecord, TelemetryAttachment, TelemetryGap, TelemetryMeta, TelemetryNote
 from .maps import CANONICAL, map_for
 from .sources import NvmlSource, ProcessSource, PrometheusSource, Row, ScrapeSource, SourceError, probe_nvml
 
@@ -63,7 +64,7 @@ class SourceState:
     polls: int = 0
     failures: int = 0
     last_ok: float | None = None
-    gap: dict | None = None
+    gap: TelemetryGap | None = None
     warned: bool = False
     greenlet: gevent.Greenlet | None = None
 
@@ -80,18 +81,21 @@ class Attachment:
     states: list[SourceState] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
-    def describe(self) -> dict:
-        return {
-            "variant": self.variant,
-            "engine": self.engine,
-            "base_url": self.base_url,
-            "server_pid": self.server_pid,
-            "prometheus_url": self.prometheus_url,
-            "t_attach": self.t_attach,
-            "t_detach": self.t_detach,
-            "sources": [{**s.source.describe, "polls": s.polls, "failures": s.failures} for s in self.states],
-            "errors": self.errors,
-        }
+    def describe(self) -> TelemetryAttachment:
+        return TelemetryAttachment(
+            variant=self.variant,
+            engine=self.engine,
+            base_url=self.base_url,
+            server_pid=self.server_pid,
+            prometheus_url=self.prometheus_url,
+            t_attach=self.t_attach,
+            t_detach=self.t_detach,
+            sources=[
+                SourceRecord.model_validate({**s.source.describe, "polls": s.polls, "failures": s.failures})
+                for s in self.states
+            ],
+            errors=list(self.errors),
+        )
 
 
 class TelemetryPoller:
@@ -119,8 +123,8 @@ class TelemetryPoller:
         )
         self.attachments: list[Attachment] = []
         self.current: Attachment | None = None
-        self.gaps: list[dict] = []
-        self.notes: list[dict] = []
+        self.gaps: list[TelemetryGap] = []
+        self.notes: list[TelemetryNote] = []
         self.closed = False
         self.live: dict[tuple[str, str], deque] = {}  # (variant, metric) -> recent (t, value)
         self.nvml, self.gpu_description = probe_nvml(nvml_module)
@@ -323,25 +327,25 @@ class TelemetryPoller:
         else:
             log.debug("telemetry: %s/%s still failing: %s", att.variant, state.source.name, message)
         if state.gap is None:
-            state.gap = {
-                "variant": att.variant,
-                "source": state.source.name,
-                "start": state.last_ok if state.last_ok is not None else att.t_attach,
-                "first_failure": t,
-                "end": None,
-                "failures": 0,
-                "error": message,
-                "recovered": None,
-            }
+            state.gap = TelemetryGap(
+                variant=att.variant,
+                source=state.source.name,
+                start=state.last_ok if state.last_ok is not None else att.t_attach,
+                first_failure=t,
+                end=None,
+                failures=0,
+                error=message,
+                recovered=None,
+            )
             self.gaps.append(state.gap)
             self._write_meta()
-        state.gap["failures"] += 1
-        state.gap["last_error"] = message
+        state.gap.failures += 1
+        state.gap.last_error = message  # written once set (after ``recovered``), as the dicts of before had it
 
     def _close_gap(self, state: SourceState, t: float, recovered: bool) -> None:
         gap, state.gap = state.gap, None
-        gap["end"] = t
-        gap["recovered"] = recovered
+        gap.end = t
+        gap.recovered = recovered
         self._write_meta()
 
     # -- files ------------------------------------------------------------------------------
@@ -354,20 +358,20 @@ class TelemetryPoller:
         self.parts.flush()
 
     def _note(self, kind: str, message: str) -> None:
-        self.notes.append({"kind": kind, "t": now(), "message": message})
+        self.notes.append(TelemetryNote(kind=kind, t=now(), message=message))
 
-    def meta(self) -> dict:
-        return {
-            "interval_s": self.interval_s,
-            "timeout_s": self.timeout_s,
-            "gpu": self.gpu_description,
-            "gpu_available": self.nvml is not None,
-            "attachments": [a.describe() for a in self.attachments],
-            "gaps": self.gaps,
-            "notes": self.notes,
-            "rows_written": self.parts.rows_written,
-            "rows_lost": self.parts.rows_lost,
-        }
+    def meta(self) -> TelemetryMeta:
+        return TelemetryMeta(
+            interval_s=self.interval_s,
+            timeout_s=self.timeout_s,
+            gpu=self.gpu_description,
+            gpu_available=self.nvml is not None,
+            attachments=[a.describe() for a in self.attachments],
+            gaps=self.gaps,
+            notes=self.notes,
+            rows_written=self.parts.rows_written,
+            rows_lost=self.parts.rows_lost,
+        )
 
     def _write_meta(self) -> None:
-        layout.write_json(self.run_dir / layout.TELEMETRY_META, self.meta())
+        layout.write_json(self.run_dir / layout.TELEMETRY_META, self.meta().written())

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import field_serializer
+
+from ...rundir.events import Event, RunEvent
 from ..conversations import ConversationSummary, StepConversations, TurnFigures
 from ..images import ImageOverhead
 from ..probes import ProbeSummary
@@ -564,10 +567,14 @@ class Summary(Doc):
     """Greedy output agreement per variant."""
     quality: QualitySummary | None = None
     """The quality check and which variants are eligible (null: the scenario has no ``quality:``)."""
-    events: list[dict[str, Any]] = []
-    """Run events (server exits, missing records, ...), as steps.json records them."""
+    events: list[RunEvent] = []
+    """Run events (server exits, missing records, ...), as steps.json records them (``docs/events.schema.json``)."""
     errors: list[ErrorSample] = []
     """Failed requests grouped by variant and error class."""
+
+    @field_serializer("events")
+    def _events_as_written(self, events: list[Event]) -> list[dict[str, Any]]:
+        return [event.written() for event in events]  # the fields each was given, in that order: no added nulls
 
 
 class GateCheck(Doc):

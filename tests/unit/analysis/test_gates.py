@@ -88,9 +88,9 @@ def test_verdict_codes_and_their_order():
     invalid = summary(step(1, **client), step(2, **client))
     assert verdict(invalid, Gates(), regression)["exit_code"] == EXIT_INVALID
     assert verdict(summary(step(1, **client), step(2)), Gates())["exit_code"] == EXIT_OK
-    lost = summary(step(1), events=[{"kind": "records_missing", "missing": {0: 3}}])
+    lost = summary(step(1), events=[{"kind": "records_missing", "missing": {"0": 3}}])
     assert verdict(lost, Gates())["exit_code"] == EXIT_INVALID
-    died = summary(step(1), events=[{"kind": "server_exited", "variant": "baseline"}])
+    died = summary(step(1), events=[{"kind": "server_exited", "variant": "baseline", "log_tail": ""}])
     assert verdict(died, Gates(ttft_p99_ms=1), regression)["exit_code"] == EXIT_SERVER
     nothing = summary(step(1, errors=10, error_rate=1.0))
     assert verdict(nothing, Gates())["exit_code"] == EXIT_INVALID

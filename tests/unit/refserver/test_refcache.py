@@ -8,6 +8,7 @@ import pytest
 
 from locust_llm.analysis.server_metrics import server_figures
 from locust_llm.rundir.steps import StepRow
+from locust_llm.rundir.telemetry_meta import TelemetryMeta
 from locust_llm.telemetry.maps import map_for
 from locust_llm.telemetry.parse import parse_text
 from locust_llm.refserver.cache import METRIC_STYLES, PrefixCache
@@ -68,7 +69,9 @@ def test_each_engines_counters_give_the_caches_own_fraction(style):
     scrape(110.0)
     truth = (cache.cached_tokens - cached0) / (cache.prompt_tokens - prompt0)
     assert 0.3 < truth < 0.6
-    meta = {"interval_s": 5.0, "timeout_s": 1.0, "gaps": [], "attachments": [{"variant": "v", "engine": style}]}
+    meta = TelemetryMeta.model_validate(
+        {"interval_s": 5.0, "timeout_s": 1.0, "gaps": [], "attachments": [{"variant": "v", "engine": style}]}
+    )
     window = StepRow(variant="v", step=0, level=1, mode="closed", t_start=99.0, t_steady=100.0, t_end=110.0)
     step = server_figures(pd.DataFrame(rows), meta, [window])["variants"]["v"]["steps"][0]
     assert step["prompt_cache"]["cached_fraction"] == pytest.approx(truth)

@@ -7,6 +7,7 @@ from locust_llm.analysis.documents.quality import Agreement
 from locust_llm.fmt import DASH
 from locust_llm.report.headline import headline
 from locust_llm.report.html import render_verdict
+from locust_llm.rundir.events import Interrupted, ServerRestarted
 from tests.synthetic import EVIL_VARIANT, PAYLOAD
 from tests.unit.report.documents import compared, comparison, ratio, step, summary, view
 
@@ -61,7 +62,20 @@ def test_the_crossover_sentence_names_the_level_and_both_variants():
 def test_a_consistency_defect_is_the_first_warning():
     doc = pair([ratio(1.3, 1.2, 1.4)] * 3)
     doc.consistency["spec"] = Agreement(compared=8, identical=5, agreement=5 / 8, defect=True)
-    doc.events.append({"kind": "server_restarted", "variant": "spec", "t": 1.0})
+    doc.events.append(
+        ServerRestarted(
+            t=1.0,
+            variant="spec",
+            step=0,
+            level=1,
+            t_start=0.5,
+            t_end=1.0,
+            down_s=0.5,
+            old_url="http://127.0.0.1:1",
+            new_url="http://127.0.0.1:1",
+            same_port=True,
+        )
+    )
     head = headline(view(doc))
     assert head.cards[0].defect
     assert head.warnings[0].startswith("consistency defect: spec's greedy output differs from base's")
@@ -71,7 +85,7 @@ def test_a_consistency_defect_is_the_first_warning():
 def test_an_interrupted_run_warns_before_anything_else():
     doc = pair([ratio(1.3, 1.2, 1.4)] * 3)
     doc.variants["spec"].steps[0] = step(1.0, 0, status="unsteady", status_reasons=["unsteady: throughput drifted"])
-    doc.events.append({"kind": "interrupted", "t": 0.0, "signal": "SIGINT"})
+    doc.events.append(Interrupted(t=0.0, signal="SIGINT", step=0, variant="spec"))
     warnings = headline(view(doc)).warnings
     assert warnings[0] == (
         "interrupted at 1970-01-01 00:00:00 UTC by SIGINT: every figure covers only what was measured until then"

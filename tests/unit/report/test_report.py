@@ -179,7 +179,7 @@ def sparse_summaries(summary: dict) -> list[Summary]:
                     }
                 ],
                 "consistency": {"x": {"prompts": [{"status": "error"}]}},
-                "events": [{}, {"kind": "server_exited"}],
+                "events": [{"kind": "x"}, {"kind": "server_exited", "t": None, "variant": "", "log_tail": ""}],
             }
         ),
     ]

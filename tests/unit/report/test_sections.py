@@ -8,6 +8,7 @@ from locust_llm.analysis.timeline import Timeline
 from locust_llm.report import ReportInput, RunView
 from locust_llm.report.sections import LOG_TAIL_MAX, gates, regression, run_events
 from locust_llm.rundir.env import RunEnv
+from locust_llm.rundir.events import OtherEvent
 from tests.unit.report.documents import step, summary, view
 
 T0 = 1_700_000_000.0
@@ -39,8 +40,9 @@ def test_a_regression_row_is_flagged_only_when_the_comparison_lists_it():
 
 def test_events_are_timed_from_the_run_start_and_a_long_log_tail_is_cut():
     doc = summary({"spec": [step(1.0)]})
+    # As another release wrote it (with the exit code): listed with every field it has.
     doc.events.append(
-        {"kind": "server_exited", "t": T0 + 12.5, "variant": "spec", "code": 137, "log_tail": "x" * (3 * LOG_TAIL_MAX)}
+        OtherEvent(kind="server_exited", t=T0 + 12.5, variant="spec", code=137, log_tail="x" * (3 * LOG_TAIL_MAX))
     )
     section = run_events(RunView(ReportInput(doc, RunEnv(), Timeline(T0))))
     (event,) = section["events"]

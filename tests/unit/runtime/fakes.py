@@ -5,6 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 from dataclasses import dataclass, field
 
+from locust_llm.rundir.events import ServerExited
 from locust_llm.runtime.options import defaults
 from locust_llm.runtime.session import ActiveServer
 
@@ -109,8 +110,8 @@ class FakeSession:
     def alive(self) -> bool:
         self.checks += 1
         if self.die_after is not None and self.checks > self.die_after:
-            if not any(e["kind"] == "server_exited" for e in self.run.events):
-                self.run.note("server_exited", variant=self.server.variant)
+            if not any(isinstance(e, ServerExited) for e in self.run.events):
+                self.run.note(ServerExited(variant=self.server.variant, log_tail=""))
             return False
         return True
 

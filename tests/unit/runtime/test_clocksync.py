@@ -7,6 +7,7 @@ from locust_llm.report.sections import clocks_text
 from locust_llm.rundir import RunDir, layout, read_json
 from locust_llm.rundir.clocks import UNCERTAINTY_MAX_S, ClockSample
 from locust_llm.rundir.env import ClocksEnv
+from locust_llm.rundir.events import ClockUncertain
 from locust_llm.runtime.clocksync import write_clocks
 
 
@@ -35,8 +36,8 @@ def test_offsets_reach_env_json_an_uncertain_worker_is_an_event_and_the_report_w
     assert w0["drift_s"] == pytest.approx(0.0004) and w0["exchanges"] == 2
     assert w1["offset_s"] == pytest.approx(-0.008) and w1["uncertainty_s"] == pytest.approx(0.010)
     assert w1["rtt_s"] == pytest.approx(0.020) and w1["exchanges"] == 1
-    (event,) = [e for e in run.events if e["kind"] == "clock_uncertain"]
-    assert (event["worker"], event["bound_s"]) == (1, 0.005) and event["uncertainty_s"] == pytest.approx(0.010)
+    (event,) = [e for e in run.events if isinstance(e, ClockUncertain)]
+    assert (event.worker, event.bound_s) == (1, 0.005) and event.uncertainty_s == pytest.approx(0.010)
     write_clocks(run, samples, since=1002.0)  # measured again at the end: still one event per worker
     assert [e["worker"] for e in read_json(run.file(layout.STEPS))["events"]] == [1]
     assert clocks_text(ClocksEnv.model_validate(clocks)) == (

@@ -7,6 +7,7 @@ import pytest
 
 from locust_llm.records import Phase
 from locust_llm.rundir.env import ServerEnv
+from locust_llm.rundir.events import ContextTooLong, ServerExited, ServerStartFailed, SweepStopped
 from locust_llm.runtime import experiment as experiment_module
 from locust_llm.runtime.cockpit import live_view
 from locust_llm.runtime.experiment import Experiment
@@ -111,7 +112,7 @@ def test_progress_says_where_the_run_is_and_how_long_is_left(tmp_path, clock):
     # Warnings as they happen: once per key, and run events in words (no log tail in a one-line warning).
     experiment.warn("step_extended", "spec-k4 at level 3: too few requests", key=("spec-k4", 1))
     experiment.warn("step_extended", "spec-k4 at level 3: too few requests", key=("spec-k4", 1))
-    experiment.run.note("server_exited", variant="spec-k4", log_tail="line 1\nline 2")
+    experiment.run.note(ServerExited(variant="spec-k4", log_tail="line 1\nline 2"))
     texts = [w["text"] for w in live_view(experiment)["warnings"] if w["kind"] in ("step_extended", "server_exited")]
     assert texts == ["spec-k4 at level 3: too few requests", "server exited: variant spec-k4"]
 
@@ -136,7 +137,7 @@ def test_a_server_that_dies_ends_its_variant_and_is_recorded(tmp_path, clock):
     experiment, ticks, phases, env = run_program(tmp_path, dying, ladder="1,2,4", step_duration=3, warmup=1)
     rows = experiment.run.steps
     assert [r.variant for r in rows] == ["baseline", "spec-k4"]  # one step each, then the server was gone
-    assert [e["kind"] for e in experiment.run.events] == ["server_exited"]
+    assert [e.kind for e in experiment.run.events] == ["server_exited"]
 
 
 def test_a_server_that_does_not_start_is_skipped_and_recorded(tmp_path, clock):
@@ -146,7 +147,7 @@ def test_a_server_that_does_not_start_is_skipped_and_recorded(tmp_path, clock):
     experiment, *_ = run_program(tmp_path, failing, ladder="1", step_duration=1, warmup=0)
     assert {r.variant for r in experiment.run.steps} == {"spec-k4"}
     (event,) = experiment.run.events
-    assert event["kind"] == "server_start_failed" and "would not start" in event["error"]
+    assert isinstance(event, ServerStartFailed) and "would not start" in event.error
 
 
 def test_open_loop_runs_one_dispatcher_per_process(tmp_path, clock):
@@ -322,8 +323,8 @@ def test_a_sweep_stops_climbing_where_every_setting_is_clearly_slower(tmp_path, 
         ("spec-k1", 1),
         ("spec-k2", 1),
     }  # level 4 never measured
-    (event,) = [e for e in experiment.run.events if e["kind"] == "sweep_stopped"]
-    assert event["sweep"] == "spec" and event["level"] == 1 and max(event["speedups"]) < 0.6
+    (event,) = [e for e in experiment.run.events if isinstance(e, SweepStopped)]
+    assert event.sweep == "spec" and event.level == 1 and max(event.speedups) < 0.6
 
 
 def test_a_context_length_the_server_cannot_hold_is_left_out_and_said(tmp_path, clock, monkeypatch):
@@ -339,8 +340,8 @@ def test_a_context_length_the_server_cannot_hold_is_left_out_and_said(tmp_path, 
         tmp_path, session_factory=SizedSession, ladder="1", step_duration=1, warmup=0, scenario=scenario
     )
     assert {r.context for r in experiment.run.steps} == {None, 256}
-    events = [e for e in experiment.run.events if e["kind"] == "context_too_long"]
-    assert events and events[0]["context"] == 4000 and events[0]["server_context"] == 512
+    events = [e for e in experiment.run.events if isinstance(e, ContextTooLong)]
+    assert events and events[0].context == 4000 and events[0].server_context == 512
 
 
 def test_finish_writes_the_last_telemetry_sample_before_the_analysis_reads_the_files(tmp_path, clock, monkeypatch):

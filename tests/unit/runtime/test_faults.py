@@ -14,6 +14,7 @@ from locust_llm.pipeline import finish_run
 from locust_llm.records import now
 from locust_llm.rundir import RunDir, layout
 from locust_llm.rundir.env import RunEnv, ServerEnv
+from locust_llm.rundir.events import ProbeServerFailed, ServerPaused, ServerRestarted
 from locust_llm.rundir.steps import StepRow
 from locust_llm.runtime.plan import load_plan
 from locust_llm.runtime.probes import Faults
@@ -136,10 +137,10 @@ def test_a_pause_holds_requests_until_sigcont_and_is_recorded(experiment):
     waited = gevent.spawn_later(0.3, completion_s, url)  # sent while the server is stopped
     faults.tick(row)
     assert waited.get(timeout=30) >= PAUSE_S - 0.3 - 0.05
-    paused = [e for e in experiment.run.events if e["kind"] == "server_paused"]
-    assert len(paused) == 1 and paused[0]["t_end"] - paused[0]["t_start"] == pytest.approx(PAUSE_S, abs=0.2)
+    paused = [e for e in experiment.run.events if isinstance(e, ServerPaused)]
+    assert len(paused) == 1 and paused[0].t_end - paused[0].t_start == pytest.approx(PAUSE_S, abs=0.2)
     assert row.model_dump(exclude_unset=True)["faults"] == [
-        {"kind": "pause", "t_start": paused[0]["t_start"], "t_end": paused[0]["t_end"], "pause_s": PAUSE_S}
+        {"kind": "pause", "t_start": paused[0].t_start, "t_end": paused[0].t_end, "pause_s": PAUSE_S}
     ]
     result = faults.results[0]
     assert (result.probe, result.kind, result.verdict, result.step, result.recovered) == (
@@ -163,9 +164,9 @@ def test_a_restart_brings_the_variant_back_and_tells_the_workers(experiment):
     new = experiment.session.server
     assert new is not old and not old.process.alive() and new.process.alive()
     assert experiment.broadcasts == ["", new.base_url]  # the users waited while there was no server
-    restarted = [e for e in experiment.run.events if e["kind"] == "server_restarted"]
-    assert len(restarted) == 1 and restarted[0]["new_url"] == new.base_url
-    assert restarted[0]["same_port"] == (new.base_url == old.base_url)
+    restarted = [e for e in experiment.run.events if isinstance(e, ServerRestarted)]
+    assert len(restarted) == 1 and restarted[0].new_url == new.base_url
+    assert restarted[0].same_port == (new.base_url == old.base_url)
     result = faults.results[0]
     assert result.verdict == "ok" and result.recover_ms >= result.latency_ms > 0
     assert completion_s(new.base_url) < 1.0
@@ -180,7 +181,7 @@ def test_a_server_that_does_not_come_back_ends_the_run_with_exit_6(experiment, m
     monkeypatch.setattr(experiment.session, "start", refuse)
     faults.tick(steady_row())
     assert experiment.interrupted and faults.results[0].verdict == "server-failed"
-    assert [e["kind"] for e in experiment.run.events] == ["server_restart_failed"]
+    assert [e.kind for e in experiment.run.events] == ["server_restart_failed"]
     outcome = finish_run(experiment.run.path)
     assert outcome.verdict.exit_code == 6 and "server_restart_failed: variant baseline" in outcome.verdict.reasons["6"]
 
@@ -192,8 +193,8 @@ def test_a_server_that_crashes_on_a_probe_fails_the_run_with_exit_6(experiment):
     assert len(ticks) == len(faults.results) == 11
     crashed = next(r for r in faults.results if r.verdict == "server-failed")
     assert crashed.probe == "control_characters" and crashed.note == "the server process exited"
-    events = [e for e in experiment.run.events if e["kind"] == "probe_server_failed"]
-    assert len(events) == 1 and events[0]["probe"] == "control_characters"
+    events = [e for e in experiment.run.events if isinstance(e, ProbeServerFailed)]
+    assert len(events) == 1 and events[0].probe == "control_characters"
     outcome = finish_run(experiment.run.path)
     assert outcome.verdict.exit_code == 6
     assert any(

@@ -4,6 +4,7 @@ fault the run cannot inject is said so as a run event instead of silently skippe
 import pytest
 import yaml
 
+from locust_llm.rundir.events import FaultsNotInjected
 from locust_llm.runtime import experiment as experiment_module
 from locust_llm.runtime.plan import load_plan
 from locust_llm.scenario import ScenarioError
@@ -55,9 +56,9 @@ def test_faults_that_cannot_be_injected_are_run_events(tmp_path, clock):
     experiment, *_ = run_program(
         tmp_path, scenario=scenario_with(tmp_path, {"faults": ["pause"]}), ladder="1,2", step_duration=2, warmup=0
     )
-    events = [e for e in experiment.run.events if e["kind"] == "faults_not_injected"]
-    assert len(events) == 1 and events[0]["reason"] == "the server was not launched by locust-llm"
-    assert events[0]["variant"] == "baseline" and not any(row.faults for row in experiment.run.steps)
+    events = [e for e in experiment.run.events if isinstance(e, FaultsNotInjected)]
+    assert len(events) == 1 and events[0].reason == "the server was not launched by locust-llm"
+    assert events[0].variant == "baseline" and not any(row.faults for row in experiment.run.steps)
     experiment, *_ = run_program(
         tmp_path / "b",
         scenario=scenario_with(tmp_path, {"faults": ["pause"], "fault_level": 3}),
@@ -65,6 +66,6 @@ def test_faults_that_cannot_be_injected_are_run_events(tmp_path, clock):
         step_duration=2,
         warmup=0,
     )
-    assert [e["reason"] for e in experiment.run.events if e["kind"] == "faults_not_injected"] == [
+    assert [e.reason for e in experiment.run.events if isinstance(e, FaultsNotInjected)] == [
         "fault_level is not a ladder level"
     ]

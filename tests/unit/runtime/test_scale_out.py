@@ -7,6 +7,7 @@ import json
 import pytest
 
 from locust_llm.records import Phase
+from locust_llm.rundir.events import ScaleOutFailed
 from locust_llm.runtime import experiment as experiment_module
 from locust_llm.runtime.plan import load_plan
 from locust_llm.scenario import ScenarioError
@@ -144,9 +145,9 @@ def test_servers_that_do_not_come_up_are_a_run_event_and_no_step(tmp_path, clock
     session = functools.partial(FakeSession, fail_replicas=True)
     experiment, *_ = run_program(tmp_path, session_factory=session, ladder="1", step_duration=2, warmup=1, scale_out=2)
     assert scale_rows(experiment) == []
-    failed = [e for e in experiment.run.events if e["kind"] == "scale_out_failed"]
-    assert [e["variant"] for e in failed] == ["baseline", "spec-k4"]
-    assert "does not answer" in failed[0]["error"]
+    failed = [e for e in experiment.run.events if isinstance(e, ScaleOutFailed)]
+    assert [e.variant for e in failed] == ["baseline", "spec-k4"]
+    assert "does not answer" in failed[0].error
 
 
 def test_a_password_in_a_replica_url_reaches_no_file(tmp_path, clock):
@@ -177,4 +178,4 @@ def test_sigterm_during_a_scale_out_step_stops_the_further_servers_and_keeps_the
     assert [r[2] for r in rows] == [1, 2]  # the one-server step, and the two-server step it stopped in
     assert all(r.t_end >= r.t_steady for r in experiment.run.steps)
     assert experiment.session.replicas == [] and [v for v, _ in experiment.session.replicas_started] == ["baseline"]
-    assert [e["kind"] for e in experiment.run.events] == ["interrupted"]
+    assert [e.kind for e in experiment.run.events] == ["interrupted"]

@@ -14,6 +14,7 @@ from tests.helpers import REPO
 from locust_llm.analysis.server_metrics import VariantTelemetry, server_figures
 from locust_llm.rundir import load_run
 from locust_llm.rundir.steps import StepRow
+from locust_llm.rundir.telemetry_meta import TelemetryMeta
 from locust_llm.telemetry.maps import CANONICAL, ENGINES, map_for, normalise_nvml
 from locust_llm.telemetry.parse import MetricsParseError, parse_text
 
@@ -40,15 +41,17 @@ def recorded(prefix: str, engine: str, variant: str = "v", source: str = "scrape
     return pd.DataFrame(rows)
 
 
-def meta(variant: str = "v", engine: str = "vllm", gaps=(), interval_s: float = 5.0) -> dict:
-    return {
-        "interval_s": interval_s,
-        "timeout_s": 1.0,
-        "gpu": "test",
-        "gaps": list(gaps),
-        "attachments": [{"variant": variant, "engine": engine}],
-        "notes": [],
-    }
+def meta(variant: str = "v", engine: str = "vllm", gaps=(), interval_s: float = 5.0) -> TelemetryMeta:
+    return TelemetryMeta.model_validate(
+        {
+            "interval_s": interval_s,
+            "timeout_s": 1.0,
+            "gpu": "test",
+            "gaps": list(gaps),
+            "attachments": [{"variant": variant, "engine": engine}],
+            "notes": [],
+        }
+    )
 
 
 WINDOW = StepRow(variant="v", step=0, level=4, mode="closed", t_start=T0 - 5, t_steady=T0, t_end=T0 + 10)
@@ -358,7 +361,7 @@ def test_a_gap_at_the_window_end_marks_the_figures_missing():
 def test_server_figures_from_a_run_directory(tmp_path):
     frame = pd.concat([recorded("vllm", "vllm"), recorded("dcgm", "dcgm", source="dcgm")], ignore_index=True)
     frame.to_parquet(tmp_path / "telemetry.parquet")
-    (tmp_path / "telemetry.json").write_text(json.dumps(meta(engine="vllm")))
+    (tmp_path / "telemetry.json").write_text(json.dumps(meta(engine="vllm").written()))
     steps = [WINDOW, WINDOW.model_copy(update={"step": 1, "level": 8, "t_steady": math.nan, "t_end": math.nan})]
     rows = [step.model_dump(exclude_unset=True) for step in steps]
     (tmp_path / "steps.json").write_text(json.dumps({"steps": rows, "events": []}))

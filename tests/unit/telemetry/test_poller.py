@@ -86,21 +86,21 @@ def test_endpoint_that_breaks_and_dies_leaves_gaps_and_missing_figures(tmp_path,
     run = load_run(tmp_path)
     frame, meta = run.telemetry, run.telemetry_meta
     assert not (tmp_path / "telemetry.parts").exists()
-    gaps = meta["gaps"]
-    assert [g["source"] for g in gaps] == ["scrape"] * 3
+    gaps = meta.gaps
+    assert [g.source for g in gaps] == ["scrape"] * 3
     garbage, slow, dead = gaps
-    assert "not Prometheus text" in garbage["error"] and garbage["recovered"] is True
+    assert "not Prometheus text" in garbage.error and garbage.recovered is True
     # A gap runs from the last good sample to the next one; the first failure lies inside it.
-    assert garbage["start"] < t_start <= garbage["first_failure"] < garbage["end"]
-    assert "unreachable" in slow["error"] or "no answer" in slow["error"]
-    assert slow["recovered"] is True
-    assert dead["recovered"] is False and dead["start"] <= t_dead and dead["end"] >= t_end - 0.5
+    assert garbage.start < t_start <= garbage.first_failure < garbage.end
+    assert "unreachable" in slow.error or "no answer" in slow.error
+    assert slow.recovered is True
+    assert dead.recovered is False and dead.start <= t_dead and dead.end >= t_end - 0.5
     # One warning for the source however many polls failed; the polling went on (process rows after death).
     warnings = [r for r in caplog.records if "v/scrape failed" in r.getMessage()]
     assert len(warnings) == 1
     process_after = frame[(frame["source"] == "process") & (frame["t"] > t_dead + 0.2)]
     assert len(process_after) >= 3
-    assert meta["attachments"][0]["sources"][0]["failures"] >= 5
+    assert meta.attachments[0].sources[0].failures >= 5
 
     windows = [
         StepRow(
