@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pydantic import RootModel
 
-from .steps import _Row
+from .base import RunFileModel
 
 __all__ = ["Answer", "Consistency", "ConsistencyAnswer", "consistency_schema"]
 
 
-class Answer(_Row):
+class Answer(RunFileModel):
     """One completion as the client got it: its text and token ids, or why there is none."""
 
     text: str | None
@@ -28,7 +28,7 @@ class Answer(_Row):
     300 characters; absent when the server answered."""
 
 
-class ConsistencyAnswer(_Row):
+class ConsistencyAnswer(RunFileModel):
     """A variant's greedy answer to one consistency prompt (prompts pair up by position across variants)."""
 
     prompt_id: str

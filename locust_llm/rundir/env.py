@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from ..scenario.scale_out import ScaleOutPlan
 from ..scenario.soak import SoakPlan
+from .base import RunFileModel
 
 __all__ = [
     "ClientEnv",
@@ -31,8 +32,9 @@ __all__ = [
 ]
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+class _Part(RunFileModel):
+    # env.json is built field by field as the run goes: a misspelt or mistyped assignment fails where it is made.
+    model_config = ConfigDict(validate_assignment=True)
 
 
 class ServerEnv(_Part):

@@ -19,7 +19,6 @@ import time
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Discriminator,
     Field,
@@ -28,6 +27,8 @@ from pydantic import (
     TypeAdapter,
     model_validator,
 )
+
+from .base import RunFileModel
 
 __all__ = [
     "KNOWN",
@@ -62,10 +63,8 @@ __all__ = [
 Level = int | float  # a ladder level as the plan gave it: an integer stays one (the file's bytes)
 
 
-class Event(BaseModel):
+class Event(RunFileModel):
     """What every run event has: its kind and when it happened."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     kind: str
     """What happened (the model's name in snake case)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .steps import _Row
+from .base import RunFileModel
 
 __all__ = ["VERDICTS", "ProbeResult", "ProbesFile", "probes_schema"]
 
@@ -19,7 +19,7 @@ __all__ = ["VERDICTS", "ProbeResult", "ProbesFile", "probes_schema"]
 VERDICTS = ("ok", "unexpected", "server-failed", "not-run")
 
 
-class ProbeResult(_Row):
+class ProbeResult(RunFileModel):
     """One probe (or fault) against one variant's server: what was sent, what came back, and whether the server
     kept answering."""
 
@@ -60,7 +60,7 @@ class ProbeResult(_Row):
     """Fault: that step's level."""
 
 
-class ProbesFile(_Row):
+class ProbesFile(RunFileModel):
     """``probes.json``: every probe and fault of the run, in the order they ended."""
 
     probes: list[ProbeResult] = []

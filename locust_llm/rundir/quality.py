@@ -7,15 +7,15 @@ the analysis scores the answers (``analysis.quality``). The schema is published 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
+from .base import RunFileModel
 from .consistency import Answer
-from .steps import _Row
 
 __all__ = ["QualityAnswer", "QualityFile", "QualityTask", "VariantAnswers", "quality_schema"]
 
 
-class QualityTask(_Row):
+class QualityTask(RunFileModel):
     """One task of the set, as asked (the scenario's ``quality:`` task with its answer length settled)."""
 
     prompt: str
@@ -30,7 +30,7 @@ class QualityTask(_Row):
     """The task's id (its line in the task file when it has none)."""
 
 
-class QualityAnswer(_Row):
+class QualityAnswer(RunFileModel):
     """A variant's answer to one task: greedy, or sampled with one seed."""
 
     item: int
@@ -53,7 +53,7 @@ class QualityAnswer(_Row):
         return cls(item=item, seed=seed, **answer.model_dump(exclude_unset=True, exclude={"tokens"}))
 
 
-class VariantAnswers(_Row):
+class VariantAnswers(RunFileModel):
     """One variant's answers."""
 
     greedy: list[QualityAnswer] = []
@@ -62,7 +62,7 @@ class VariantAnswers(_Row):
     """One answer per task and seed, at ``temperature`` (none at temperature 0)."""
 
 
-class QualityFile(_Row):
+class QualityFile(RunFileModel):
     """``quality.json``: the task set, how it was asked, and each variant's answers."""
 
     tasks: str
@@ -77,10 +77,6 @@ class QualityFile(_Row):
     """The tasks, in the order asked."""
     variants: dict[str, VariantAnswers] = {}
     """Variant -> its answers; a variant whose server was started again keeps its first answers."""
-
-    def written(self) -> dict[str, Any]:
-        """The file as the runtime writes it: each answer with the fields it was made with."""
-        return self.model_dump(exclude_unset=True)
 
 
 def quality_schema() -> dict:

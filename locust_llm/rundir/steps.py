@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import PrivateAttr
+
+from .base import RunFileModel
 
 __all__ = ["InjectedFault", "StepRow", "steps_schema"]
 
 
-class _Row(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class InjectedFault(_Row):
+class InjectedFault(RunFileModel):
     """A fault injected into the server during the step (``probes.faults``)."""
 
     kind: Literal["pause", "restart"]
@@ -34,7 +32,7 @@ class InjectedFault(_Row):
     """A pause's planned length (s); absent for a restart."""
 
 
-class StepRow(_Row):
+class StepRow(RunFileModel):
     """One step: a variant held at one level for a warm-up and a steady window (a soak window, a scale-out step)."""
 
     variant: str

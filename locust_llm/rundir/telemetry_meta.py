@@ -11,18 +11,12 @@ made by hand or by an older release (only ``gaps`` and ``notes``) still loads. T
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict
+from .base import RunFileModel
 
 __all__ = ["SourceRecord", "TelemetryAttachment", "TelemetryGap", "TelemetryMeta", "TelemetryNote", "telemetry_schema"]
 
 
-class _Meta(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class SourceRecord(_Meta):
+class SourceRecord(RunFileModel):
     """One source polled for a server, and how often it answered."""
 
     source: str
@@ -43,7 +37,7 @@ class SourceRecord(_Meta):
     """Polls that failed."""
 
 
-class TelemetryAttachment(_Meta):
+class TelemetryAttachment(RunFileModel):
     """One server polled, from its attach to its detach."""
 
     variant: str
@@ -66,7 +60,7 @@ class TelemetryAttachment(_Meta):
     """Sources that could not be set up, and why."""
 
 
-class TelemetryGap(_Meta):
+class TelemetryGap(RunFileModel):
     """A source that stopped answering: from its last good sample to its next one (or the detach)."""
 
     variant: str
@@ -89,7 +83,7 @@ class TelemetryGap(_Meta):
     """The latest error."""
 
 
-class TelemetryNote(_Meta):
+class TelemetryNote(RunFileModel):
     """Something about the telemetry said once (no GPU: the process's CPU and memory instead)."""
 
     kind: str
@@ -100,7 +94,7 @@ class TelemetryNote(_Meta):
     """In words."""
 
 
-class TelemetryMeta(_Meta):
+class TelemetryMeta(RunFileModel):
     """``telemetry.json``."""
 
     interval_s: float | None = None
@@ -121,10 +115,6 @@ class TelemetryMeta(_Meta):
     """Telemetry rows written."""
     rows_lost: int | None = None
     """Rows that could not be written."""
-
-    def written(self) -> dict[str, Any]:
-        """The file: the fields given (a gap's ``last_error`` once it has one), in the model's order."""
-        return self.model_dump(exclude_unset=True)
 
 
 def telemetry_schema() -> dict:
