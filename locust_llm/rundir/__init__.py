@@ -2,10 +2,10 @@
 
 ``layout`` (file names, the atomic writer, ``RunDir``), ``parts`` (rows -> part files -> merged Parquet),
 ``load`` (run directory -> ``RunData``), ``lock`` (one writer per run directory), ``facts`` (host and package
-facts for ``env.json``), ``base`` (what every typed run file's model shares), ``env`` (``env.json``, typed), ``steps`` (a row of ``steps.json``, typed), ``events`` (a run
-event, typed), ``telemetry_meta`` (``telemetry.json``, typed), ``consistency``, ``quality``, ``probes`` (those files,
-typed), ``clocks`` (worker stamps onto the master's clock, from ``clocks.json``, before the loader hands the
-requests on). No Locust imports.
+facts for ``env.json``), ``base`` (what every typed run file's model shares), ``env`` (``env.json``, typed),
+``steps`` (a row of ``steps.json``, typed), ``events`` (a run event, typed), ``telemetry_meta`` (``telemetry.json``,
+typed), ``consistency``, ``quality``, ``probes`` (those files, typed), ``clocks`` (worker stamps onto the master's
+clock, from ``clocks.json``, before the loader hands the requests on). No Locust imports.
 """
 
 from . import layout
