@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..rundir.env import RecordedLoad
 from .documents.base import Doc
 from .documents.speedup import Ratio
 from .samples import PAIR_KEY, LevelSamples, paired
@@ -234,10 +235,14 @@ def histories(frame: pd.DataFrame, baseline: str, variant: str) -> dict:
 
 
 def conversation_summary(
-    frame: pd.DataFrame, samples: dict[str, dict[float, LevelSamples]], baseline: str | None, load: dict, modes: dict
+    frame: pd.DataFrame,
+    samples: dict[str, dict[float, LevelSamples]],
+    baseline: str | None,
+    load: RecordedLoad,
+    modes: dict,
 ) -> dict | None:
     """The run's conversations by turn: figures per variant, level and turn, speed-ups and diverged histories."""
-    spec = load.get("conversation")
+    spec = load.conversation
     if not spec or "turn" not in frame:
         return None
     levels, comparisons = [], []
@@ -277,8 +282,8 @@ def conversation_summary(
                     }
                 )
     return {
-        "turns": spec["turns"],
-        "think_s": spec["think_s"],
+        "turns": spec.turns,
+        "think_s": spec.think_s,
         "levels": levels,
         "comparisons": comparisons,
         "histories": [histories(frame, baseline, n) for n in dict.fromkeys(frame["variant"]) if n != baseline]

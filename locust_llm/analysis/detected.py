@@ -96,6 +96,7 @@ def detected(run: RunData, variants: dict[str, dict]) -> dict[str, dict]:
     """Per variant of the summary (``variants``: its figures so far), what its numbers rest on."""
     env = run.env
     seen = env.server_seen
+    scenario_server = env.recorded_scenario.server
     by_url: dict[str, list[str]] = {}
     for name, known in env.servers.items():
         if known is not None and known.url:
@@ -118,9 +119,9 @@ def detected(run: RunData, variants: dict[str, dict]) -> dict[str, dict]:
         facts = {
             "url": server.url,
             "launched": server.launched,
-            "server": _server_words(server, env.scenario.get("server", {}).get("engine")),
+            "server": _server_words(server, scenario_server.engine if scenario_server else None),
             "model": server.served_model or server.model,
-            "api": env.load.get("api"),
+            "api": env.recorded_load.api,
             "token_sources": dict(sources),
             "usage": _usage_words(dict(sources)),
             "cached_prompt_tokens": (CACHED_PROMPT_TOKENS in seen.get(key or "", [])) if sources else None,

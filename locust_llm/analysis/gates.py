@@ -85,7 +85,7 @@ SLO_GATES = {
 
 def gates_of(env: RunEnv) -> GatesSpec:
     """The gates a run was judged by: as the run recorded them (scenario plus command-line overrides)."""
-    recorded = env.gates or env.scenario.get("gates") or {}
+    recorded = env.gates or env.recorded_scenario.gates or {}
     return GatesSpec.model_validate(recorded)
 
 

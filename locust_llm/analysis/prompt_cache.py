@@ -116,12 +116,12 @@ def cache_mode(env: RunEnv) -> str:
     mode = workload.prompt_cache
     if mode:
         return str(mode)
-    load = env.load
-    if load.get("shared_prefix"):
+    load = env.recorded_load
+    if load.shared_prefix:
         return "shared"
-    if "unique_prefix" not in load:
+    if "unique_prefix" not in load.model_fields_set:
         return "unknown"  # a run directory that does not say (written by hand, or by a tool of our own)
-    return "cold" if load["unique_prefix"] else "replayed"
+    return "cold" if load.unique_prefix else "replayed"
 
 
 def repeated_prompts(frame: pd.DataFrame) -> pd.Series | None:

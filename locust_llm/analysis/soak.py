@@ -262,7 +262,7 @@ def soak_summary(summary: Summary, steps: list[StepRow], env: RunEnv) -> SoakSum
             {
                 "variant": variant,
                 "level": spec.level,
-                "mode": env.load.get("mode", "closed"),
+                "mode": env.recorded_load.mode or "closed",
                 "duration_s": spec.duration_s,
                 "window_s": spec.window_s,
                 "windows_planned": spec.windows,

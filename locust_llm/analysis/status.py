@@ -37,6 +37,7 @@ import pandas as pd
 
 from ..fmt import lvl
 from ..records import FAST_FAIL_S
+from ..rundir.env import RecordedLoad
 from .probes import fault_text
 
 __all__ = ["ANOMALY_DROP", "CLEAN", "STATUSES", "busy_text", "flag_anomalies", "host_load", "step_status"]
@@ -99,7 +100,7 @@ def busy_text(host: dict) -> str:
     return text + (f"; top: {top}" if top else "")
 
 
-def step_status(step: dict, host: dict | None, load: dict) -> tuple[str, list[str]]:
+def step_status(step: dict, host: dict | None, load: RecordedLoad) -> tuple[str, list[str]]:
     """The step's status and every reason that applies (the status is the first in ``STATUSES`` order)."""
     reasons: dict[str, str] = {}
     if step.get("faults"):  # injected on purpose (``probes.faults``): shown, never measured as the server's speed
@@ -119,7 +120,7 @@ def step_status(step: dict, host: dict | None, load: dict) -> tuple[str, list[st
             f"the server refused or failed fast: {failed_fast} of {step['requests']} requests were refused "
             f"(connection, TLS) or failed within {FAST_FAIL_S * 1000:g} ms, before any token"
         )
-    limit = float(load.get("contention_cores", 0.25))
+    limit = load.contention_cores if load.contention_cores is not None else 0.25
     if host is not None and (host["foreign_cores"] + host["steal_cores"] > limit or host["foreign_gpu_processes"]):
         reasons["contended"] = f"host busy: {busy_text(host)} (limit {limit:g} cores)"
     if step.get("client_valid") is False and "failed-fast" not in reasons:  # a client kept busy by refusals
@@ -140,12 +141,13 @@ def step_status(step: dict, host: dict | None, load: dict) -> tuple[str, list[st
     return status, [f"{name}: {text}" for name, text in reasons.items()]
 
 
-def _insufficient(step: dict, load: dict) -> str | None:
+def _insufficient(step: dict, load: RecordedLoad) -> str | None:
     window = step.get("window_s")
     if not window:
         return "no steady window was measured"
     completed = step.get("requests", 0) - step.get("errors", 0)
-    need_requests, need_tokens = int(load.get("min_requests", 20)), int(load.get("min_output_tokens", 100))
+    need_requests = load.min_requests if load.min_requests is not None else 20
+    need_tokens = load.min_output_tokens if load.min_output_tokens is not None else 100
     if completed >= need_requests and step.get("output_tokens", 0) >= need_tokens:
         return None
     e2e = (step.get("e2e_ms") or {}).get("p50")
@@ -163,7 +165,7 @@ def _insufficient(step: dict, load: dict) -> str | None:
         )
     if step.get("extended_s"):
         fix = "the extension ran out: make the step longer or raise load.max_extend_s"
-    elif load.get("max_extend_s"):
+    elif load.max_extend_s:
         fix = "make the step longer"
     else:
         fix = "make the step longer or allow load.max_extend_s"

@@ -16,7 +16,6 @@ from ..rundir.events import Event
 from ..rundir.load import RunData
 from ..rundir.steps import StepRow
 from ..scenario import CostSpec, PositionsSpec, ReasoningSpec
-from ..scenario.traffic import ConversationSpec
 from .acceptance import request_acceptance
 from .agreement import agreement
 from .breakdown import add_breakdowns, level_acceptance
@@ -122,7 +121,7 @@ def step_summary(
     start, end = step.t_steady, step.t_end
     window = end - start if math.isfinite(start) and math.isfinite(end) and end > start else math.nan
     mode = step.mode
-    timeouts = run.env.load.get("timeouts") or {}
+    timeouts = run.env.recorded_load.timeouts or {}
     sent = frame[(frame["step"] == step.step) & (frame["phase"] == "steady")]
     derived = request_metrics(sent, to_float(timeouts.get("first_token_s")))
     failed = sent["error_class"].notna()
@@ -165,9 +164,9 @@ def step_summary(
     }
     for name in CLOSED_FIELDS + (OPEN_FIELDS if mode == "open" else ()):
         summary[name] = summarize(derived[name].to_numpy(dtype=float), n_boot=N_BOOT)
-    shared = run.env.load.get("shared_prefix") or {}
+    shared = run.env.recorded_load.shared_prefix
     summary["prompt_cache"] = request_cache(
-        sent, derived[latency_keys(mode)["ttft"]], cache_mode(run.env), repeated, int(shared.get("tokens") or 0)
+        sent, derived[latency_keys(mode)["ttft"]], cache_mode(run.env), repeated, (shared.tokens or 0) if shared else 0
     )
     if mode == "open":
         scheduled = (
@@ -205,7 +204,7 @@ def step_summary(
     summary["host"] = host_load(run.host, start, end)
     summary["workers_lost"] = list(step.workers_lost or [])
     summary["faults"] = [fault.model_dump(exclude_unset=True) for fault in step.faults or []]
-    summary["status"], summary["status_reasons"] = step_status(summary, summary["host"], run.env.load)
+    summary["status"], summary["status_reasons"] = step_status(summary, summary["host"], run.env.recorded_load)
     keys = [c for c in [*PAIR_KEY, "bucket"] if c in sent]
     requests = pd.concat([sent[keys].reset_index(drop=True), derived.reset_index(drop=True)], axis=1)
     if "seq" not in requests:
@@ -220,22 +219,21 @@ def step_summary(
 
 def headline_ttft(run: RunData) -> str:
     """``ttft`` or ``ttfot``: which time to first token the run's headline reads (``load.reasoning.headline_ttft``)."""
-    reasoning = ReasoningSpec.model_validate(run.env.load.get("reasoning") or {})
+    reasoning = ReasoningSpec.model_validate(run.env.recorded_load.reasoning or {})
     return "ttfot" if reasoning.headline_ttft == "first_output" else "ttft"
 
 
 def think_of(run: RunData) -> Think:
     """The waits the run's scenario asked of its users (never the client's time)."""
-    load = run.env.load
-    think_s = to_float(load.get("think_time_s"))
-    conversation = load.get("conversation")
-    turn_s = ConversationSpec.model_validate(conversation).think_s if conversation else 0.0
+    load = run.env.recorded_load
+    think_s = to_float(load.think_time_s)
+    turn_s = (load.conversation.think_s or 0.0) if load.conversation else 0.0
     return Think(think_s if think_s > 0 else 0.0, turn_s)
 
 
 def positions_spec(run: RunData) -> PositionsSpec:
     """How the run asked for positions to be binned (runs before the setting: the default)."""
-    return PositionsSpec.model_validate(run.env.load.get("positions") or {})
+    return PositionsSpec.model_validate(run.env.recorded_load.positions or {})
 
 
 def _binned_drift(values: np.ndarray, start: float) -> dict | None:
@@ -335,7 +333,7 @@ class Analysed:
 
 def analyse(run: RunData) -> Analysed:
     frame = run.requests
-    slo = run.env.scenario.get("slo") or {}
+    slo = run.env.recorded_scenario.slo or {}
     out = Analysed()
     per_variant: dict[str, pd.DataFrame] = {}
     repeats: dict[str, pd.Series | None] = {}
@@ -433,10 +431,10 @@ def context_comparisons(
 
 def ladder_point(run: RunData, samples: Samples, comparisons: list[dict]) -> tuple | None:
     """The ladder as a point of the context axis: generated prompts of one length only (no buckets, no dataset)."""
-    load = run.env.load
-    if load.get("buckets") or load.get("dataset") or not load.get("prompt_tokens"):
+    load = run.env.recorded_load
+    if load.buckets or load.dataset or not load.prompt_tokens:
         return None
-    return int(load["prompt_tokens"]), samples, comparisons
+    return load.prompt_tokens, samples, comparisons
 
 
 def context_figures(level: float, samples: LevelSamples, steps: list[dict], mode: str = "closed") -> dict:
@@ -461,7 +459,7 @@ def context_figures(level: float, samples: LevelSamples, steps: list[dict], mode
 
 def build_summary(run: RunData) -> Summary:
     frame = run.requests
-    slo = run.env.scenario.get("slo") or {}
+    slo = run.env.recorded_scenario.slo or {}
     baseline = run.env.baseline
     analysed = analyse(run)
     variants, samples, modes, contexts = analysed.variants, analysed.samples, analysed.modes, analysed.contexts
@@ -483,7 +481,7 @@ def build_summary(run: RunData) -> Summary:
         level_caches(comparisons, variants)
         add_reasoning_speedups(comparisons, samples, modes)
         mark_not_eligible(comparisons, blocked)
-    schedules = sweep_schedules(run.env.scenario.get("sweeps") or {}, comparisons, variants, blocked, run.events)
+    schedules = sweep_schedules(run.env.recorded_scenario.sweeps or {}, comparisons, variants, blocked, run.events)
     axis = context_comparisons(baseline, contexts, variants, modes, ladder_point(run, samples, comparisons))
     for point in axis:
         if not point["ladder"]:  # the ladder's comparisons are marked already
@@ -512,7 +510,7 @@ def build_summary(run: RunData) -> Summary:
                 "categories": category_comparisons(comparisons, samples, modes),
                 "positions": positions_summary(analysed.positioned, baseline, modes, positions_spec(run).bin_tokens),
                 "images": image_overhead(run, variants),
-                "conversations": conversation_summary(frame, samples, baseline, run.env.load, modes),
+                "conversations": conversation_summary(frame, samples, baseline, run.env.recorded_load, modes),
                 "probes": probe_summary(run, variants),
                 "detected": detected(run, variants),
                 "checks_skipped": run.env.checks_skipped,
@@ -525,7 +523,7 @@ def build_summary(run: RunData) -> Summary:
     summary.soak = soak_summary(summary, run.steps, run.env)
     summary.quality = quality
     summary.scale_out = scale_out_summary(run.env, analysed.scaled, frame)
-    cost = run.env.scenario.get("cost")
+    cost = run.env.recorded_scenario.cost
     if cost:  # priced only when the scenario gives prices: there is no built-in price list
         summary.cost = cost_summary(summary, samples, CostSpec.model_validate(cost), gates_of(run.env))
     return summary

@@ -41,7 +41,7 @@ def meta(view: RunView) -> dict:
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "summary_generated": view.summary.generated_at,
         "records": view.summary.records,
-        "scenario": view.scenario.get("name"),
+        "scenario": view.scenario.name,
         "mode": view.mode,
         "unit": unit_of(view.mode),
         "level_name": level_name(view.mode),
@@ -126,36 +126,34 @@ def priority_text(server_nice, client_nice) -> str | None:
 def conditions(view: RunView) -> dict:
     load, env = view.load, view.env
     host, srv, workload = view.host, view.server_spec, view.workload
-    ladder = load.get("ladder")
+    ladder = load.ladder
     run_rows = [
         ("run id", view.run_id),
         (
             "scenario",
-            (view.scenario.get("name") or "") + (f" ({env.scenario_file})" if env.scenario_file else ""),
+            (view.scenario.name or "") + (f" ({env.scenario_file})" if env.scenario_file else ""),
         ),
         ("started", meta(view)["started"]),
         ("variants (in order)", ", ".join(view.names) or None),
         ("baseline", view.baseline),
         ("requests recorded", view.summary.records),
-        ("seed", env.seed if "seed" in env.model_fields_set else load.get("seed")),
+        ("seed", env.seed if "seed" in env.model_fields_set else load.seed),
     ]
     exact = workload.exact
     load_rows = [
         (
             "mode",
             f"{view.mode} loop"
-            + (
-                f", {load.get('arrival')} arrivals (burstiness {load.get('burstiness')})" if view.mode == "open" else ""
-            ),
+            + (f", {load.arrival} arrivals (burstiness {load.burstiness})" if view.mode == "open" else ""),
         ),
         ("ladder", (", ".join(lvl(x) for x in ladder) + f" {unit_of(view.mode)}") if ladder else None),
         (
             "step duration (steady window)",
-            f"{load['step_duration_s']:g} s" if ok(load.get("step_duration_s")) else None,
+            f"{load.step_duration_s:g} s" if ok(load.step_duration_s) else None,
         ),
-        ("warm-up per step (excluded)", f"{load['warmup_s']:g} s" if ok(load.get("warmup_s")) else None),
-        ("API", load.get("api")),
-        ("prompt length", f"{load['prompt_tokens']} tokens" if load.get("prompt_tokens") else None),
+        ("warm-up per step (excluded)", f"{load.warmup_s:g} s" if ok(load.warmup_s) else None),
+        ("API", load.api),
+        ("prompt length", f"{load.prompt_tokens} tokens" if load.prompt_tokens else None),
         (
             "prompt lengths",
             None
@@ -166,18 +164,18 @@ def conditions(view: RunView) -> dict:
                 else "approximate (no tokenizer answered)"
             ),
         ),
-        ("output length (max_tokens)", f"{load['max_tokens']} tokens" if load.get("max_tokens") else None),
-        ("ignore EOS", load.get("ignore_eos")),
-        ("temperature", load.get("temperature")),
-        ("length buckets", json.dumps(load["buckets"]) if load.get("buckets") else None),
-        ("dataset", load.get("dataset")),
-        ("prompt cache", mode_text(view) or f"not recorded (unique_prefix: {load.get('unique_prefix')})"),
-        ("max in flight (open loop)", load.get("max_inflight") if view.mode == "open" else None),
+        ("output length (max_tokens)", f"{load.max_tokens} tokens" if load.max_tokens else None),
+        ("ignore EOS", load.ignore_eos),
+        ("temperature", load.temperature),
+        ("length buckets", json.dumps(load.buckets) if load.buckets else None),
+        ("dataset", load.dataset),
+        ("prompt cache", mode_text(view) or f"not recorded (unique_prefix: {load.unique_prefix})"),
+        ("max in flight (open loop)", load.max_inflight if view.mode == "open" else None),
         (
             "think time",
-            f"{load['think_time_s']:g} s" if ok(load.get("think_time_s")) and load["think_time_s"] else None,
+            f"{load.think_time_s:g} s" if ok(load.think_time_s) and load.think_time_s else None,
         ),
-        ("timeouts", ", ".join(f"{k} {v:g} s" for k, v in (load.get("timeouts") or {}).items() if ok(v)) or None),
+        ("timeouts", ", ".join(f"{k} {v:g} s" for k, v in (load.timeouts or {}).items() if ok(v)) or None),
         (
             "SLOs (goodput)",
             ", ".join(f"{k} \u2264 {v:g}" for k, v in view.summary.slo.items() if ok(v))
@@ -208,10 +206,10 @@ def conditions(view: RunView) -> dict:
                 "variant": name,
                 "color": view.colors.get(name),
                 "baseline": name == view.baseline,
-                "engine": server.engine or ("external" if env.external_url else srv.get("engine")),
+                "engine": server.engine or ("external" if env.external_url else srv.engine),
                 "version": server.version.strip() if server.version else None,
-                "model": server.model or srv.get("model"),
-                "served_model": server.served_model or srv.get("served_model_name"),
+                "model": server.model or srv.model,
+                "served_model": server.served_model or srv.served_model_name,
                 "speculative": flags_text(view.speculative_of(name)),
                 "command": command_text(server.command),
                 "url": server.url,

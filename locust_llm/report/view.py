@@ -12,10 +12,10 @@ from ..analysis.documents.regression import RunComparison
 from ..analysis.documents.summary import StepFigures, Summary, Verdict
 from ..analysis.timeline import Timeline
 from ..fmt import lvl, ok
-from ..rundir.env import ClientEnv, HostEnv, RunEnv, ServerEnv, WorkloadEnv
+from ..rundir.env import ClientEnv, HostEnv, RecordedLoad, RecordedServer, RunEnv, ServerEnv, WorkloadEnv
 from .charts import variant_colors
 
-__all__ = ["ReportInput", "RunView", "command_text", "flags_text", "level_name", "mapping", "unit_of"]
+__all__ = ["ReportInput", "RunView", "command_text", "flags_text", "level_name", "unit_of"]
 
 
 @dataclass
@@ -63,11 +63,6 @@ def command_text(command) -> str | None:
     return str(command)
 
 
-def mapping(value) -> dict:
-    """``value`` if it is a mapping, else an empty one: a section of env.json that a run may lack or write null."""
-    return value if isinstance(value, dict) else {}
-
-
 def _slug(text: str, index: int) -> str:
     return f"v{index}-" + (re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:40] or "x")
 
@@ -77,8 +72,8 @@ class RunView:
         self.inp = inp
         self.summary = inp.summary
         self.env = inp.env
-        self.scenario = self.env.scenario
-        self.load = self.env.load or self.scenario.get("load") or {}
+        self.scenario = self.env.recorded_scenario
+        self.load = self.env.recorded_load if self.env.load else (self.scenario.load or RecordedLoad())
         self.variants = self.summary.variants
         self.baseline = self.summary.baseline or self.env.baseline
         self.comparisons = self.summary.comparisons
@@ -88,9 +83,9 @@ class RunView:
         self.client = self.env.client or ClientEnv()
         self.workload = self.env.workload or WorkloadEnv()
         self.options = self.env.options
-        self.server_spec = mapping(self.scenario.get("server"))
+        self.server_spec = self.scenario.server or RecordedServer()
         first_mode = next((s.mode for v in self.variants.values() for s in v.steps), "closed")
-        self.mode = self.load.get("mode") or first_mode
+        self.mode = self.load.mode or first_mode
         self.names = self.variant_order(self.summary, self.env)
         self.colors = variant_colors(self.names, self.baseline)
         self.ids = {name: _slug(name, i) for i, name in enumerate(self.names)}
@@ -115,7 +110,7 @@ class RunView:
     def levels(self) -> list[float]:
         found = {s.level for v in self.variants.values() for s in v.steps if ok(s.level)}
         if not found:
-            found = {float(x) for x in self.load.get("ladder") or [] if ok(x)}
+            found = {x for x in self.load.ladder or [] if ok(x)}
         return sorted(found)
 
     def steps_of(self, name: str) -> list[StepFigures]:
@@ -132,14 +127,15 @@ class RunView:
     def speculative_of(self, name: str):
         spec = self.server_of(name).speculative
         if spec is None:
-            spec = mapping(mapping(self.scenario.get("variants")).get(name)).get("speculative")
+            planned = (self.scenario.variants or {}).get(name)
+            spec = planned.speculative if planned else None
         return spec
 
     def model_name(self) -> str | None:
         for server in self.servers.values():
             if server.served_model or server.model:
                 return server.served_model or server.model
-        return self.server_spec.get("served_model_name") or self.server_spec.get("model")
+        return self.server_spec.served_model_name or self.server_spec.model
 
     def engine(self) -> str | None:
         for server in self.servers.values():
@@ -148,7 +144,7 @@ class RunView:
                 return server.engine + (f" {version}" if version else "")
         if self.env.external_url:
             return "external server"
-        return self.server_spec.get("engine")
+        return self.server_spec.engine
 
     def host_text(self) -> str:
         host = self.host
@@ -161,18 +157,18 @@ class RunView:
 
     def lengths_text(self) -> str:
         load = self.load
-        trace = load.get("trace") or {}
+        trace, conversation = load.trace, load.conversation
         if trace:
-            text = f"{trace.get('format')} trace {trace.get('path')}"
-        elif load.get("dataset"):
-            text = f"dataset {load['dataset']}"
-        elif load.get("buckets"):
-            text = "buckets " + ", ".join(map(str, load["buckets"]))
+            text = f"{trace.format} trace {trace.path}"
+        elif load.dataset:
+            text = f"dataset {load.dataset}"
+        elif load.buckets:
+            text = "buckets " + ", ".join(map(str, load.buckets))
         else:
-            text = f"{load.get('prompt_tokens', '?')}\u2192{load.get('max_tokens', '?')} tokens"
-        conversation = load.get("conversation") or {}
+            prompt, output = ("?" if n is None else n for n in (load.prompt_tokens, load.max_tokens))
+            text = f"{prompt}\u2192{output} tokens"
         if conversation:
-            text += f", {conversation.get('turns')}-turn conversations ({conversation.get('think_s'):g} s think time)"
+            text += f", {conversation.turns}-turn conversations ({conversation.think_s or 0:g} s think time)"
         if self.workload.exact is False:
             text += " (prompt lengths approximate)"
         return text
@@ -187,11 +183,12 @@ class RunView:
         parts.append(f"model {self.model_name() or 'not recorded'}")
         engine = self.engine()
         parts.append(re.sub(r"\s*\(.*$", "", engine) if engine else "engine not recorded")
-        parts.append(f"{self.mode} loop, {load.get('api', 'completions')} {self.lengths_text()}")
-        if load.get("trace"):
-            parts.append(f"each level replays the trace window, its first {load.get('warmup_s', 0) or 0:g} s warm-up")
-        elif ok(load.get("step_duration_s")):
-            parts.append(f"{load['step_duration_s']:g} s steady + {load.get('warmup_s', 0) or 0:g} s warm-up per level")
+        parts.append(f"{self.mode} loop, {load.api or 'completions'} {self.lengths_text()}")
+        warmup_s = load.warmup_s or 0
+        if load.trace:
+            parts.append(f"each level replays the trace window, its first {warmup_s:g} s warm-up")
+        elif ok(load.step_duration_s):
+            parts.append(f"{load.step_duration_s:g} s steady + {warmup_s:g} s warm-up per level")
         parts.append(f"host {self.host_text()}")
         parts.append(f"run {self.run_id}")
         return " \u00b7 ".join(parts)

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..scenario.scale_out import ScaleOutPlan
 from ..scenario.soak import SoakPlan
 from .base import RunFileModel
 
 __all__ = [
+    "RecordedLoad",
+    "RecordedScenario",
     "ClientEnv",
     "ClockEstimate",
     "ClocksEnv",
@@ -214,20 +216,140 @@ class WorkloadEnv(_Part):
     """Whether a cold run also salted the server's prompt cache (an engine that supports it)."""
 
 
+class _Recorded(BaseModel):
+    """A typed reading of part of a copied scenario section: the fields the analysis and report read, each None
+    where the run did not record it (``model_fields_set`` tells a field recorded as null from one never recorded);
+    the other fields of the copy are not read, so not described here."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, use_attribute_docstrings=True)
+
+
+class RecordedTrace(_Recorded):
+    format: str | None = None
+    """The trace's format (mooncake, azure, ...)."""
+    path: str | None = None
+    """The trace file as the scenario named it."""
+
+
+class RecordedSharedPrefix(_Recorded):
+    tokens: int | None = None
+    """Tokens of the prefix each group of prompts shares."""
+
+
+class RecordedConversation(_Recorded):
+    turns: int | None = None
+    """Turns per conversation."""
+    think_s: float | None = None
+    """The user's think time between turns, s."""
+
+
+class RecordedLoad(_Recorded):
+    """The load section as run (``RunEnv.load``), read (``scenario.LoadSpec`` has every field's meaning)."""
+
+    mode: str | None = None
+    """closed or open loop."""
+    api: str | None = None
+    """completions or chat."""
+    ladder: list[float] | None = None
+    """The levels (users, or requests/s in an open loop)."""
+    step_duration_s: float | None = None
+    """Each step's steady window, s."""
+    warmup_s: float | None = None
+    """Each step's warm-up, s."""
+    prompt_tokens: int | None = None
+    """Generated prompts' length."""
+    max_tokens: int | None = None
+    """Output tokens asked for."""
+    ignore_eos: bool | None = None
+    """Whether the server was asked to ignore end-of-sequence."""
+    temperature: float | None = None
+    """Sampling temperature."""
+    seed: int | None = None
+    """The workload's seed."""
+    arrival: str | None = None
+    """Open loop: the arrival process."""
+    burstiness: float | None = None
+    """Open loop: gamma arrivals' shape."""
+    max_inflight: int | None = None
+    """Open loop: the most requests in flight."""
+    think_time_s: float | None = None
+    """A closed-loop user's wait between requests, s."""
+    buckets: dict[str, Any] | None = None
+    """Length buckets, as the scenario gave them."""
+    dataset: str | None = None
+    """The dataset file."""
+    unique_prefix: bool | None = None
+    """Whether every prompt began with a unique prefix (cold prompts)."""
+    shared_prefix: RecordedSharedPrefix | None = None
+    """Prompts sharing a prefix in groups."""
+    timeouts: dict[str, float | None] | None = None
+    """Request timeouts by name, s."""
+    conversation: RecordedConversation | None = None
+    """Multi-turn conversations."""
+    trace: RecordedTrace | None = None
+    """A replayed trace."""
+    reasoning: dict[str, Any] | None = None
+    """Reasoning streams (``scenario.ReasoningSpec``, which the analysis validates it with)."""
+    positions: dict[str, Any] | None = None
+    """Decode speed by position (``scenario.PositionsSpec``, which the analysis validates it with)."""
+    contention_cores: float | None = None
+    """Foreign CPU cores above which a step is contended."""
+    min_requests: int | None = None
+    """Completed requests a steady window needs."""
+    min_output_tokens: int | None = None
+    """Output tokens a steady window needs."""
+    max_extend_s: float | None = None
+    """The most a step may be extended, s."""
+
+
+class RecordedServer(_Recorded):
+    engine: str | None = None
+    """The engine the scenario named."""
+    model: str | None = None
+    """The model the scenario named."""
+    served_model_name: str | None = None
+    """The name the server was to serve it under."""
+
+
+class RecordedVariant(_Recorded):
+    speculative: dict[str, Any] | None = None
+    """The variant's speculative decoding, as the scenario gave it."""
+
+
+class RecordedScenario(_Recorded):
+    """The scenario as run (``RunEnv.scenario``), read (``scenario.Scenario`` has every field's meaning)."""
+
+    name: str | None = None
+    """The scenario's name."""
+    server: RecordedServer | None = None
+    """Its server section."""
+    variants: dict[str, RecordedVariant | None] | None = None
+    """Its variants."""
+    load: RecordedLoad | None = None
+    """Its load section (before command-line overrides)."""
+    gates: dict[str, Any] | None = None
+    """Its gates (read through ``analysis.gates.gates_of``)."""
+    slo: dict[str, float | None] | None = None
+    """Its SLOs by name."""
+    sweeps: dict[str, dict[str, Any]] | None = None
+    """Its sweeps (``analysis.schedule`` reads them)."""
+    cost: dict[str, Any] | None = None
+    """Its cost section (``scenario.CostSpec``, which the analysis validates it with)."""
+
+
 class RunEnv(_Part):
     """``env.json``: the run's conditions. Fields are in the order the runtime sets them."""
 
     run_id: str | None = None
     """The run's name (its directory)."""
     scenario: dict[str, Any] = Field(default_factory=dict)
-    """The scenario as run (``Scenario.model_dump(mode="json")``): an opaque copy of the scenario document.
-    A dict, not the ``Scenario`` model: older and hand-written run directories hold only parts of it, and the
-    analysis validates the sections it reads (``GatesSpec``, ``CostSpec``)."""
+    """The scenario as run (``Scenario.model_dump(mode="json")``): a copy of the scenario document, kept as it was
+    written (older and hand-written run directories hold only parts of it); read through ``recorded_scenario``."""
     scenario_file: str | None = None
     """The scenario file."""
     load: dict[str, Any] = Field(default_factory=dict)
-    """The load as run (``LoadSpec.model_dump(mode="json")``, command-line overrides applied): an opaque copy,
-    a dict for the same reason as ``scenario`` (the analysis validates ``ReasoningSpec``, ``PositionsSpec``)."""
+    """The load as run (``LoadSpec.model_dump(mode="json")``, command-line overrides applied): a copy kept as it
+    was written, like ``scenario``; read through ``recorded_load``."""
     gates: dict[str, Any] = Field(default_factory=dict)
     """The gates as run (``GatesSpec`` dump, command-line overrides applied); read through ``gates_of``."""
     variants: list[str] = Field(default_factory=list)
@@ -262,6 +384,16 @@ class RunEnv(_Part):
     """Per server, the optional response fields it was seen to send (``cached_prompt_tokens``, ...)."""
     merged_from: list[str] | None = None
     """A merged analysis (``analysis.merge``): the runs merged; absent otherwise."""
+
+    @property
+    def recorded_load(self) -> RecordedLoad:
+        """``load``, read typed."""
+        return RecordedLoad.model_validate(self.load)
+
+    @property
+    def recorded_scenario(self) -> RecordedScenario:
+        """``scenario``, read typed."""
+        return RecordedScenario.model_validate(self.scenario)
 
     def server(self, variant: str) -> ServerEnv:
         """``variant``'s server, or an empty one (every field null) when it never started."""

@@ -181,11 +181,12 @@ def test_a_level_with_a_short_block_and_a_busy_block_names_the_busy_host(tmp_pat
 
 def test_a_window_where_nothing_completed_says_what_was_sent_and_what_ran_out():
     from locust_llm.analysis.status import step_status
+    from locust_llm.rundir.env import RecordedLoad
 
     status, (reason,) = step_status(
         {"window_s": 20.0, "requests": 4, "errors": 4, "output_tokens": 0, "extended_s": 10.0},
         None,
-        {"max_extend_s": 10.0},
+        RecordedLoad(max_extend_s=10.0),
     )
     assert status == "insufficient"
     assert "none of the 4 requests sent in the 20 s window (extended by 10 s) completed (4 failed)" in reason
@@ -193,7 +194,7 @@ def test_a_window_where_nothing_completed_says_what_was_sent_and_what_ran_out():
     _, (unextended,) = step_status(
         {"window_s": 20.0, "requests": 30, "errors": 0, "output_tokens": 50, "e2e_ms": {"p50": 400.0}},
         None,
-        {"max_extend_s": 0.0},
+        RecordedLoad(max_extend_s=0.0),
     )
     assert "saw 30 completed requests and 50 output tokens (at least 20 and 100 needed)" in unextended
     assert unextended.endswith("allow load.max_extend_s")

@@ -2,7 +2,7 @@
 null read as empty, never as an error (a garbled section is refused when env.json is read: ``rundir.load``)."""
 
 from locust_llm.report.charts import PALETTE
-from locust_llm.rundir.env import HostEnv, WorkloadEnv
+from locust_llm.rundir.env import HostEnv, RecordedServer, WorkloadEnv
 from tests.unit.report.documents import step, summary, view
 
 
@@ -17,7 +17,7 @@ def test_the_baseline_comes_first_then_run_order_with_planned_variants_that_neve
 def test_null_or_missing_env_sections_read_as_empty():
     env = {"host": None, "workload": None, "scenario": {"server": None, "variants": {"base": None}}}
     v = view(summary({"base": [step(1.0)]}), env=env)
-    assert (v.host, v.workload, v.options, v.server_spec) == (HostEnv(), WorkloadEnv(), {}, {})
+    assert (v.host, v.workload, v.options, v.server_spec) == (HostEnv(), WorkloadEnv(), {}, RecordedServer())
     assert v.speculative_of("base") is None
     assert v.model_name() is None and v.engine() is None
     assert "host unknown host (GPU not recorded)" in v.conditions_line()
