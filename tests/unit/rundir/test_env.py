@@ -37,6 +37,26 @@ def test_each_file_of_the_previous_release_loads_and_writes_back_byte_for_byte(p
     assert json.dumps(typed.written(), indent=2) == json.dumps(raw, indent=2)
 
 
+def held_in(read, written) -> bool:
+    """Whether a typed reading says what the file says: every field it read, nested ones too, with the file's
+    value (a nested reading reads some fields of its part)."""
+    if hasattr(read, "model_dump"):
+        read = read.model_dump(exclude_unset=True)
+    if isinstance(read, dict):
+        return isinstance(written, dict) and all(k in written and held_in(v, written[k]) for k, v in read.items())
+    return read == written and type(read) is type(written)
+
+
+@pytest.mark.parametrize("path", PREVIOUS, ids=lambda p: p.stem)
+def test_the_copied_scenario_and_load_read_typed_say_what_the_file_says(path):
+    raw = json.loads(path.read_text())
+    env = RunEnv.model_validate(raw)
+    for reading, copy in ((env.recorded_load, raw.get("load", {})), (env.recorded_scenario, raw.get("scenario", {}))):
+        assert held_in(reading, copy)
+    if "load" in raw:  # the fields the analysis decides by were read, not left at None
+        assert {"mode", "ladder", "unique_prefix", "step_duration_s"} <= env.recorded_load.model_fields_set
+
+
 def test_the_loader_reads_env_json_typed(tmp_path):
     (tmp_path / "steps.json").write_text(json.dumps({"steps": [], "events": []}))
     (tmp_path / "env.json").write_text((REPO / "tests" / "data" / "env-previous" / "ladder.json").read_text())
