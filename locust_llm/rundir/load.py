@@ -134,9 +134,10 @@ def load_telemetry(run_dir: Path) -> pd.DataFrame:
     return table.to_pandas() if table is not None else pd.DataFrame(columns=TELEMETRY_COLUMNS)
 
 
-def _misfits(exc: ValidationError, whole: str) -> str:
-    """Each field that does not fit, by its place in the document (``whole``: the document itself)."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors())
+def _misfits(exc: ValidationError, whole: str, skip: int = 0) -> str:
+    """Each field that does not fit, by its place in the document (``whole``: the document itself); ``skip``: the
+    leading parts of each place that are not fields (a union's tags)."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'][skip:])) or whole}: {e['msg']}" for e in exc.errors())
 
 
 def read_steps(path: Path, rows: list) -> list[StepRow]:
@@ -169,7 +170,7 @@ def read_events(path: Path, events: list) -> list[Event]:
             out.append(parse_event(data))
         except ValidationError as exc:
             # The location starts with the union's tags (known/other, the kind): the field is what follows.
-            why = "; ".join(f"{'.'.join(map(str, e['loc'][2:])) or 'kind'}: {e['msg']}" for e in exc.errors())
+            why = _misfits(exc, "kind", skip=2)
             raise layout.UnreadableFile(f"{path}: events[{index}] is not a run event ({why})") from None
     return out
 
