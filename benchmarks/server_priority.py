@@ -104,7 +104,7 @@ def every_step_rates(run_dir: Path) -> dict[str, dict[float, dict[int, object]]]
     out: dict[str, dict[float, dict[int, object]]] = {}
     for step in data.steps:
         frame = data.requests[data.requests["variant"] == step.variant]
-        _, (rates, _, _) = step_summary(data, frame, step, {})
+        _, (rates, _, _, _) = step_summary(data, frame, step, {})
         out.setdefault(step.variant, {}).setdefault(float(step.level), {})[step.step] = rates
     return out
 

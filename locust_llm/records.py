@@ -78,6 +78,9 @@ class RequestRecord:
     phase: str = ""
     mode: str = "closed"
     worker: int = 0
+    # Which user of its process sent it (closed loop: a user's requests in send order make its request cycles);
+    # -1 in open loop (``seq`` is the arrival slot) and in runs before the column.
+    user: int = -1
     request_id: str = ""
     seq: int = -1  # the k-th request of this worker in this step: the same k is the same prompt in every variant
     bucket: str = "default"

@@ -68,6 +68,7 @@ def synthetic_run(path, rng):
                             level=level,
                             step=step,
                             phase=phase,
+                            user=stream,
                             request_id=f"{variant}-{step}-{len(rows)}",
                             output_tokens=TOKENS,
                             token_source="usage_deltas",
@@ -136,6 +137,7 @@ def closed_loop_requests(
                                 level=level,
                                 step=step,
                                 phase=phase,
+                                user=stream,
                                 request_id=f"{variant}-{step}-{len(rows)}",
                                 t_send=send,
                                 error_class="connect_error",
@@ -153,6 +155,7 @@ def closed_loop_requests(
                             level=level,
                             step=step,
                             phase=phase,
+                            user=stream,
                             request_id=f"{variant}-{step}-{len(rows)}",
                             output_tokens=20,
                             token_source="server_events",
@@ -283,12 +286,12 @@ def stream_record(
 ) -> dict:
     """A successful stream with one token per chunk: first after ``ttft``, then one every ``tpot`` seconds."""
     offsets = ttft + tpot * np.arange(tokens)
+    fields.setdefault("phase", "steady")
     return RequestRecord(
         run_id=run_id,
         variant=variant,
         level=level,
         step=step,
-        phase="steady",
         output_tokens=tokens,
         token_source="usage_deltas",
         t_send=send,
@@ -333,6 +336,7 @@ def back_to_back(
                 jittered,
                 tokens,
                 worker=stream,
+                user=0,
                 seq=seq,
                 request_id=f"{variant}-{step}-{stream}-{seq}",
                 **fields,
@@ -387,6 +391,9 @@ def window(variant: str, step: int, level: float, start: float, length: float, m
     }
 
 
+WARMUP_S = 2.0
+
+
 def open_loop_run(
     path: Path,
     lag_s: dict | None = None,
@@ -397,7 +404,8 @@ def open_loop_run(
     seed: int = 0,
 ) -> Path:
     """Constant arrivals, one step per rate in ``lag_s`` (rate -> how late each request is sent); each variant
-    streams 20 tokens at its TPOT. Request k of every variant has the same intended time (the pairing)."""
+    streams 20 tokens at its TPOT. Request k of every variant has the same intended time (the pairing). Arrivals
+    begin 2 s before the window (a warm-up), so the window opens on a server already in its steady state."""
     rng = np.random.default_rng(seed)
     tpot_s = tpot_s or {"baseline": 0.010}
     lag_s = lag_s or {10.0: 0.0}
@@ -405,7 +413,7 @@ def open_loop_run(
     for variant, tpot in tpot_s.items():
         for step, (rate, lag) in enumerate(lag_s.items()):
             steps.append(window(variant, step, rate, t, seconds, "open"))
-            for k in range(int(rate * seconds)):
+            for k in range(-int(rate * WARMUP_S), int(rate * seconds)):
                 intended = t + k / rate
                 ttft = 0.030 * rng.uniform(0.9, 1.1)
                 rows.append(
@@ -419,6 +427,7 @@ def open_loop_run(
                         tpot * rng.uniform(0.9, 1.1),
                         20,
                         mode="open",
+                        phase="steady" if k >= 0 else "warmup",
                         t_intended=intended,
                         seq=k,
                         request_id=f"{variant}-{step}-{k}",

@@ -11,10 +11,13 @@ and at an aggregate output rate of ``tps`` tok/s a million output tokens cost
 
 The function falls as ``tps`` rises, so the interval of the cost is the throughput interval's bounds through the
 same function, swapped. Effective tokens are the output tokens of requests that succeeded and met every
-per-request SLO: goodput (good req/s) x the mean output tokens of a successful request, with goodput's interval.
+per-request SLO: the output rate x the share of the output tokens that such requests carried (a subset of the
+output tokens, so never more), its interval the output rate's scaled by that share.
 
-Like every other verdict, cost rests on clean steps only: per level the clean steps are pooled (their per-second
-bins, as saturation and the speed-ups pool them); a level without one is listed with its status and no figures.
+Like every other verdict, cost rests on clean steps only: per level the clean steps are pooled (their throughput
+batches, ``analysis.cycles``, as saturation pools them); a level without one is listed with its status and no
+figures. The cheapest level over all variants is named only when its cost interval lies wholly below the runner-up's;
+otherwise the two are a tie, and the sentence says so.
 A level may be recommended when it is clean, every SLO gate held at each judged step of it and its variant passed
 the quality gate (``analysis.quality``: a failing variant is priced and shown, never chosen); the
 recommendation is the one with the lowest cost per million effective tokens (a level where most requests miss the
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 
 from ..fmt import ci_text, lvl, num, ok, text
 from ..scenario import CostSpec, GatesSpec
+from .cycles import batch_ratio
 from .documents.cost import CostSummary
 from .documents.scale_out import ScaleOutVariant
 from .documents.summary import StepFigures, Summary
@@ -64,6 +68,7 @@ class LevelRates:
     goodput_rps_ci95: list[float] | None = None
     tokens_per_request: float | None = None
     gate_failures: list[str] = field(default_factory=list)
+    good_token_share: float | None = None  # output tokens of good requests / all output tokens
 
 
 def usd_per_mtok(hourly_usd: float, tps: float | None) -> float | None:
@@ -104,8 +109,9 @@ def _scaled(ci: Sequence[float] | None, factor: float) -> list[float] | None:
 def level_rates(
     level: float, samples: LevelSamples, steps: list[StepFigures], gate_failures: list[str], variant: str
 ) -> LevelRates:
-    """A level's clean steps pooled: output tok/s and goodput over their per-second bins, with the intervals the
-    rest of the analysis uses, and the mean output tokens of a successful request sent in their windows."""
+    """A level's clean steps pooled: output tok/s over their throughput batches and goodput over their per-second
+    bins, with the intervals the rest of the analysis uses, the mean output tokens of a successful request sent in
+    their windows and the share of output tokens that good requests carried."""
     worst, excluded = not_judged((variant, samples))
     if not samples.clean:  # every step of the level was left out: the most serious status
         assert worst is not None  # a level's samples hold its clean steps or say why each one was left out
@@ -114,16 +120,18 @@ def level_rates(
     completed = sum(s.requests - s.errors for s in clean)
     tokens = sum(s.output_tokens for s in clean)
     good = samples.good_rates
+    throughput = batch_ratio(samples.throughput_batches)
     return LevelRates(
         level,
         CLEAN,
         excluded,
-        float(samples.token_rates.mean()),
-        series_mean_ci(samples.token_rates),
+        throughput.value,
+        throughput.ci95,
         float(good.mean()) if good.size else None,
         series_mean_ci(good),
         tokens / completed if completed else None,
         gate_failures,
+        sum(s.good_output_tokens for s in clean) / tokens if tokens else None,
     )
 
 
@@ -132,9 +140,9 @@ def level_cost(rates: LevelRates, price: CostSpec) -> dict:
     hourly = price.hourly_usd
     gpus = price.priced_gpus
     effective = effective_ci = None
-    if ok(rates.goodput_rps) and ok(rates.tokens_per_request):
-        effective = rates.goodput_rps * rates.tokens_per_request
-        effective_ci = _scaled(rates.goodput_rps_ci95, rates.tokens_per_request)
+    if ok(rates.output_tps) and ok(rates.good_token_share):
+        effective = rates.output_tps * rates.good_token_share
+        effective_ci = _scaled(rates.output_tps_ci95, rates.good_token_share)
     effective_cost = usd_per_mtok(hourly, effective)
     return {
         "level": rates.level,
@@ -263,6 +271,12 @@ def variant_cost(
     }
 
 
+def _clears(cheapest: dict, runner_up: dict) -> bool:
+    """The cheapest's cost interval lies wholly below the runner-up's (without both intervals: no)."""
+    mine, theirs = cheapest["usd_per_effective_mtok_ci95"], runner_up["usd_per_effective_mtok_ci95"]
+    return bool(mine and theirs and mine[1] < theirs[0])
+
+
 def _price(spec: CostSpec) -> dict:
     if spec.priced_gpus:
         return {
@@ -319,12 +333,22 @@ def cost_summary(
             else None
         )
         variants.append(variant_cost(name, rates, spec, unit, scaling))
-    best = [(v, row) for v in variants for row in v["levels"] if row["level"] == v["best_level"]]
-    cheapest = min(best, key=lambda pair: pair[1]["usd_per_effective_mtok"]) if best else None
-    if cheapest:
+    best = sorted(
+        ((v, row) for v in variants for row in v["levels"] if row["level"] == v["best_level"]),
+        key=lambda pair: pair[1]["usd_per_effective_mtok"],
+    )
+    if best:
+        cheapest = best[0]
         sentence = f"cheapest: {cheapest[0]['text']}" + (
             f"; {cheapest[0]['capacity']['text']}" if cheapest[0]["capacity"] else ""
         )
+        if len(best) > 1 and not _clears(cheapest[1], best[1][1]):
+            runner_up = best[1]
+            sentence = (
+                f"tie between {cheapest[0]['variant']} at {lvl(cheapest[1]['level'])} and {runner_up[0]['variant']} "
+                f"at {lvl(runner_up[1]['level'])}: their cost intervals overlap ({cheapest[0]['text']}; "
+                f"{runner_up[0]['text']})"
+            )
     else:
         sentence = (
             "no level of any variant was measured cleanly with every gate (SLO, quality) holding: no cost to recommend"
@@ -339,8 +363,8 @@ def cost_summary(
             "quality gate (when the scenario has one)",
             "effective": "Effective tokens: output tokens of requests that succeeded and met every per-request SLO ("
             + (slo or "none set: every successful request counts")
-            + "), computed as goodput (good req/s) "
-            "x the mean output tokens of a successful request; the interval is goodput's",
+            + "), computed as the output rate x the share of output tokens that good requests carried; the "
+            "interval is the output rate's scaled by that share",
             "assumption": ASSUMPTION
             + (
                 "; the scale-out measured below replaces it where it was judged"

@@ -44,7 +44,7 @@ MAX_BINS = 64  # positions past 64 bins are not reported (a bin of 256 tokens: 1
 # answer's throughput drifts within its window by the very slowdown measured here (streams that start together all
 # slow down together), which the step's steadiness check reads as drift; what makes a step untrustworthy for any
 # figure (a busy host, a client that lagged, too few requests, an injected fault, a lost worker) still excludes it.
-POSITION_STATUSES = ("clean", "unsteady")
+POSITION_STATUSES = ("clean", "unsteady", "too-noisy")
 N_BOOT = 1000
 
 

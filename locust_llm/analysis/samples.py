@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .cycles import Batches
 from .status import STATUSES
 
 __all__ = ["PAIR_KEY", "LevelSamples", "not_judged", "paired"]
@@ -29,6 +30,7 @@ class LevelSamples:
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)  # PAIR_KEY + per-request metrics
     excluded: dict[int, tuple[str, list[str]]] = field(default_factory=dict)  # step -> (status, reasons)
     bounds: dict[int, dict] = field(default_factory=dict)  # step -> what the client could do to each figure
+    throughput_blocks: dict[int, Batches] = field(default_factory=dict)  # step -> its throughput batches (``cycles``)
 
     def add(
         self,
@@ -39,11 +41,14 @@ class LevelSamples:
         good_rates: np.ndarray,
         requests: pd.DataFrame,
         bounds: dict | None = None,
+        batches: Batches | None = None,
     ) -> None:
         if status != "clean":
             self.excluded[step] = (status, reasons)
             return
         self.bounds[step] = bounds or {}
+        if batches is not None:
+            self.throughput_blocks[step] = batches
         self.token_blocks[step] = token_rates
         self.good_blocks[step] = good_rates
         self.requests = requests if not len(self.requests) else pd.concat([self.requests, requests], ignore_index=True)
@@ -55,6 +60,11 @@ class LevelSamples:
     @property
     def token_rates(self) -> np.ndarray:
         return np.concatenate(list(self.token_blocks.values())) if self.token_blocks else np.empty(0)
+
+    @property
+    def throughput_batches(self) -> Batches:
+        """The level's throughput batches, its clean blocks joined (``cycles.batch_ratio`` gives its figure)."""
+        return Batches.joined(list(self.throughput_blocks.values()))
 
     @property
     def good_rates(self) -> np.ndarray:

@@ -16,11 +16,14 @@ A step is, in this order of precedence (docs/verdicts-and-gates.md, "What a verd
   a lag that can only move latency figures marks those figures, not the step;
 * ``insufficient``: fewer than ``load.min_requests`` requests sent in the window completed, or fewer than
   ``load.min_output_tokens`` output tokens arrived: too little to rest a verdict on;
-* ``unsteady``: in a closed loop the aggregate throughput drifted within the window (``steady.drift``, AR(1)-aware);
+* ``unsteady``: in a closed loop the aggregate throughput drifted within the window (``steady.drift``: its drift
+  interval excludes 0 and is not inside +-10%; over request-cycle batches, else AR(1)-aware 1-second bins);
   in an open loop, where the offered rate sets throughput, the latency from the intended send or the requests in
   flight drifted (a server falling behind). A TPOT drift alone is shown (``steady`` is false) but does not
   disqualify the step: the headline is throughput, the latency speed-ups pair requests, and interleaved blocks put
   a slow drift on both sides;
+* ``too-noisy``: the drift interval holds 0 but reaches past +-10%: the window cannot tell steady from drifting
+  (a longer step can); left out of verdicts like ``unsteady``, and said apart from it;
 * ``clean``: none of these.
 
 Only clean steps feed speed-ups, crossover, recommendation, saturation and knee. A closed-loop step whose
@@ -39,6 +42,7 @@ from ..fmt import lvl
 from ..records import FAST_FAIL_S
 from ..rundir.env import RecordedLoad
 from .probes import fault_text
+from .steady import DRIFT_TOLERANCE, TOO_NOISY
 
 __all__ = ["ANOMALY_DROP", "CLEAN", "STATUSES", "busy_text", "flag_anomalies", "host_load", "step_status"]
 
@@ -52,6 +56,7 @@ STATUSES = (
     "client-invalid",
     "insufficient",
     "unsteady",
+    "too-noisy",
     CLEAN,
 )
 ANOMALY_DROP = 0.5
@@ -137,8 +142,21 @@ def step_status(step: dict, host: dict | None, load: RecordedLoad) -> tuple[str,
     ]
     if drifting:
         reasons["unsteady"] = " and ".join(drifting) + " within the steady window"
+    noisy = [
+        f"{STEADY_NAMES[name]} drift {_interval(check[name]['drift_ci95'])} of its mean"
+        for name in deciding
+        if check.get(name) and check[name].get("status") == TOO_NOISY
+    ]
+    if noisy:
+        reasons["too-noisy"] = (
+            " and ".join(noisy) + f": too noisy to tell steady (inside +-{DRIFT_TOLERANCE:.0%}) from drifting"
+        )
     status = next((s for s in STATUSES if s in reasons), CLEAN)
     return status, [f"{name}: {text}" for name, text in reasons.items()]
+
+
+def _interval(ci: list[float]) -> str:
+    return f"[{ci[0]:+.0%}, {ci[1]:+.0%}]"
 
 
 def _insufficient(step: dict, load: RecordedLoad) -> str | None:

@@ -7,6 +7,12 @@ drift (on AR(1) noise with lag-1 correlation 0.8 and 12% spread, 30 s windows: h
 variance is inflated the way the speed-up intervals inflate a mean's (``rates.lag1`` of the fit's residuals,
 ``rates.ar1_inflation``), and its t quantile has the effective number of points minus 2 degrees of freedom.
 
+Steadiness is an equivalence test: a window is ``steady`` when the whole interval of its drift (the fitted change across
+the window, as a fraction of the mean) lies inside +-``tolerance`` (10%); ``unsteady`` when the interval excludes no
+drift and is not inside the margin (a drift is seen, and it is not shown to be small); ``too noisy`` when the interval
+holds 0 but reaches past the margin: the window cannot tell a steady server from a drifting one. A noisy window is
+never called steady because its interval is wide (absence of evidence is not evidence of absence).
+
 Pure functions (numpy only; the t quantile is :func:`stats.t_quantile`, no scipy). No Locust imports.
 """
 
@@ -19,17 +25,18 @@ import numpy as np
 from .rates import ar1_inflation, lag1
 from .stats import t_quantile
 
-__all__ = ["drift"]
+__all__ = ["DRIFT_TOLERANCE", "STEADY", "TOO_NOISY", "UNSTEADY", "drift"]
 
 
-DRIFT_TOLERANCE = 0.05
+DRIFT_TOLERANCE = 0.10
+STEADY, UNSTEADY, TOO_NOISY = "steady", "unsteady", "too noisy"
 
 
 def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE, autocorrelated: bool = True) -> dict:
     """Ordinary-least-squares drift of ``values`` against ``times`` (seconds) over a window.
 
-    Returns ``{"slope", "ci95", "relative_slope_per_min", "steady", "n", "window_s", "mean", "drift_fraction",
-    "rho"}``:
+    Returns ``{"slope", "ci95", "relative_slope_per_min", "steady", "status", "n", "window_s", "mean",
+    "drift_fraction", "drift_ci95", "rho"}``:
 
     * ``slope``: OLS slope ``b = Sxy / Sxx`` in value units per second;
     * ``ci95``: ``[b - t * se, b + t * se]`` with ``se = sqrt(SSR / (n - 2) / Sxx * inflation)`` and ``t`` the
@@ -42,10 +49,10 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
       is 0);
     * ``drift_fraction``: ``|b| * window_s / |mean|``, the fitted change across the whole window relative to the
       mean, where ``window_s = max(times) - min(times)``;
-    * ``steady``: True when the CI contains 0 (no detectable trend) **or** ``drift_fraction < tolerance``
-      (default 5%: the trend exists but moves the metric by less than 5% of its mean over the window). The
-      second arm keeps a long, well-measured step with a tiny but statistically significant slope steady; the
-      first keeps short noisy steps from being rejected on noise alone. Otherwise False.
+    * ``drift_ci95``: ``ci95`` as the fitted change across the window relative to the mean (signed);
+    * ``status``: ``steady`` when ``drift_ci95`` lies inside ``(-tolerance, tolerance)`` (default 10%),
+      ``unsteady`` when it excludes 0 and is not inside, ``too noisy`` when it holds 0 and reaches past the margin
+      (module docstring); ``steady`` is True / False / None for the three.
 
     Only pairs where both time and value are finite are used. With fewer than 3 of them, or all at the same
     time, there is no residual variance to judge by: ``slope`` / ``ci95`` are None where undefined and
@@ -59,7 +66,6 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
     t, y = t[keep], y[keep]
     n = int(t.size)
     window_s = float(t.max() - t.min()) if n else 0.0
-    drift_fraction: float | None = None
     out: dict[str, object] = {
         "slope": None,
         "ci95": None,
@@ -69,6 +75,8 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
         "window_s": window_s,
         "mean": float(y.mean()) if n else None,
         "drift_fraction": None,
+        "drift_ci95": None,
+        "status": None,
         "rho": None,
     }
     if n < 2:
@@ -82,7 +90,7 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
     out["slope"] = slope
     if mean != 0.0:
         out["relative_slope_per_min"] = 60.0 * slope / mean
-        drift_fraction = out["drift_fraction"] = abs(slope) * window_s / abs(mean)
+        out["drift_fraction"] = abs(slope) * window_s / abs(mean)
     if n < 3:
         return out
     intercept = mean - slope * float(t.mean())
@@ -94,6 +102,14 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
     half = t_quantile(1.0 - alpha / 2.0, max(n / inflation - 2.0, 1.0)) * se
     lo, hi = slope - half, slope + half
     out["ci95"] = [lo, hi]
-    small = drift_fraction is not None and drift_fraction < tolerance
-    out["steady"] = bool(lo <= 0.0 <= hi or small)
+    if mean == 0.0:
+        return out
+    lo_f, hi_f = sorted((lo * window_s / mean, hi * window_s / mean))
+    out["drift_ci95"] = [lo_f, hi_f]
+    if -tolerance < lo_f and hi_f < tolerance:
+        out["status"], out["steady"] = STEADY, True
+    elif lo_f > 0.0 or hi_f < 0.0:
+        out["status"], out["steady"] = UNSTEADY, False
+    else:
+        out["status"] = TOO_NOISY
     return out

@@ -23,7 +23,8 @@ from .categories import category_comparisons
 from .comparison import comparison, latency_keys
 from .conversations import TURN_COLUMNS, by_turn, conversation_summary, step_conversations
 from .cost import cost_summary
-from .curves import SATURATION_MIN_GAIN, knee_level, saturation_level
+from .curves import KNEE_ELASTICITY, SATURATION_MIN_GAIN, LevelThroughput, knee_level, saturation, throughput_knee
+from .cycles import MIN_BATCHES, Batches, batch_ratio, step_batches
 from .detected import detected
 from .documents.summary import Summary
 from .errors import error_samples
@@ -41,7 +42,6 @@ from .prompt_cache import (
     request_cache,
 )
 from .quality import mark_not_eligible, not_eligible, quality_summary
-from .rates import series_mean_ci
 from .reasoning import add_reasoning_speedups, reasoning_metrics, step_reasoning
 from .samples import PAIR_KEY, LevelSamples
 from .scale_out import ScaleBlock, scale_out_summary
@@ -134,6 +134,10 @@ def step_summary(
     itl, itl_weights = chunks.itl_ms()
     overlapping = window_requests(frame, start, end)
     rates = rate_samples(*window_arrivals(run, overlapping), start, end, RATE_BIN_S)
+    e2e = derived[latency_keys(mode)["e2e"]].to_numpy(dtype=float)
+    p95_e2e_s = float(np.nanpercentile(e2e, 95)) / 1000.0 if np.isfinite(e2e).any() else None
+    batches = step_batches(frame[frame["step"] == step.step], start, end, p95_e2e_s)
+    throughput = batch_ratio(batches)
     good = good_requests(sent, derived, slo, mode)
     good_rates = rate_samples(sent.loc[good, "t_send"].to_numpy(dtype=float), None, start, end, RATE_BIN_S)
     per_window = (lambda count: count / window) if math.isfinite(window) else (lambda count: None)
@@ -151,8 +155,17 @@ def step_summary(
         "suspect_usage": int((sent["error_class"] == ErrorClass.SUSPECT_USAGE).sum()),
         "failed_fast": int(failed_fast(sent).sum()) if "t_done" in sent else 0,
         "output_tokens": int(ok_rows["output_tokens"].sum()),
-        "output_tps": float(rates.mean()) if rates.size else None,
-        "output_tps_ci95": series_mean_ci(rates),
+        "good_output_tokens": int(sent.loc[good, "output_tokens"].sum()),
+        "output_tps": throughput.value,
+        "output_tps_ci95": throughput.ci95,
+        "throughput": {
+            "method": throughput.method,
+            "batches": throughput.batches,
+            "cycles": batches.cycles,
+            "users": batches.users,
+            "covered_s": throughput.covered_s,
+            "note": throughput.note,
+        },
         "request_rate": per_window(len(sent)),
         "goodput_rps": per_window(float(good.sum())),
         "itl_ms": summarize(itl, n_boot=N_BOOT, weights=itl_weights),
@@ -193,7 +206,7 @@ def step_summary(
             "source": "client (tokens / token-carrying chunks)",
         }
     in_flight = occupancy_samples(*in_flight_spans(overlapping), start, end, RATE_BIN_S)
-    summary.update(steadiness(mode, rates, in_flight, start, ok_rows, derived.loc[ok_rows.index]))
+    summary.update(steadiness(mode, rates, batches, in_flight, start, end, ok_rows, derived.loc[ok_rows.index]))
     # Without an SLO goodput is every success: no delay of the client's can move it.
     slo_set = any(v is not None for v in slo.values())
     count_good = (lambda metrics: int(good_requests(sent, metrics, slo, mode).sum())) if slo_set else None
@@ -214,7 +227,7 @@ def step_summary(
     summary["by_turn"] = by_turn(sent, derived, mode)
     summary["conversations"] = step_conversations(frame[frame["step"] == step.step])
     summary["trace"] = trace_step(frame[frame["step"] == step.step], step.level, run.env)
-    return summary, (rates, good_rates, requests)
+    return summary, (rates, good_rates, requests, batches)
 
 
 def headline_ttft(run: RunData) -> str:
@@ -245,21 +258,44 @@ def _request_drift(ok_rows: pd.DataFrame, values: pd.Series) -> dict | None:
     return drift(ok_rows["t_send"].to_numpy()[mask], values.to_numpy()[mask]) if mask.sum() >= 3 else None
 
 
+def _batch_drift(batches: Batches, start: float, end: float) -> dict | None:
+    """Drift of the throughput batch by batch (``cycles``: nearly independent batches of several request cycles)."""
+    k = batches.tokens.size
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rates = batches.tokens / batches.seconds
+    times = start + (end - start) * (np.arange(k) + 0.5) / k
+    return drift(times, rates, autocorrelated=False)
+
+
 def steadiness(
-    mode: str, rates: np.ndarray, in_flight: np.ndarray, start: float, ok_rows: pd.DataFrame, derived: pd.DataFrame
+    mode: str,
+    rates: np.ndarray,
+    batches: Batches,
+    in_flight: np.ndarray,
+    start: float,
+    end: float,
+    ok_rows: pd.DataFrame,
+    derived: pd.DataFrame,
 ) -> dict:
-    """Drift within the steady window (every interval AR(1)-aware, ``steady.drift``). Closed loop: throughput
-    (per-second bins) decides, TPOT (per request, by send time) is shown. Open loop: the offered rate sets
-    throughput, so what the server controls decides: E2E from the intended send per request, and the requests in
-    flight per second (a server falling behind piles them up); throughput and TPOT are shown."""
-    check = {"throughput": _binned_drift(rates, start), "tpot": _request_drift(ok_rows, derived["tpot_ms"])}
+    """Drift within the steady window, judged as an equivalence test (``steady.drift``: steady, unsteady or too
+    noisy). Closed loop: throughput decides, over the request-cycle batches when there are at least
+    ``MIN_BATCHES`` of them, else over per-second bins (AR(1)-aware); TPOT (per request, by send time) is shown.
+    Open loop: the offered rate sets throughput, so what the server controls decides: E2E from the intended send
+    per request, and the requests in flight per second (a server falling behind piles them up); throughput and
+    TPOT are shown. ``steady``: False when any deciding check is unsteady, else None when any is too noisy."""
+    by_batch = batches.method == "cycles" and batches.tokens.size >= MIN_BATCHES
+    check = {
+        "throughput": _batch_drift(batches, start, end) if by_batch else _binned_drift(rates, start),
+        "tpot": _request_drift(ok_rows, derived["tpot_ms"]),
+    }
     deciding = ["throughput"]
     if mode == "open":
         check["latency"] = _request_drift(ok_rows, derived["e2e_sched_ms"])
         check["in_flight"] = _binned_drift(in_flight, start)
         deciding = ["latency", "in_flight"]
-    verdicts = [c["steady"] for k in deciding if (c := check.get(k)) is not None and c["steady"] is not None]
-    return {"steady": all(verdicts) if verdicts else None, "steady_check": check}
+    verdicts = [c["steady"] for k in deciding if (c := check.get(k)) is not None]
+    steady = False if False in verdicts else None if None in verdicts or not verdicts else True
+    return {"steady": steady, "steady_check": check}
 
 
 def attach_server_figures(entry: dict, server: dict | None) -> None:
@@ -286,14 +322,24 @@ def attach_server_figures(entry: dict, server: dict | None) -> None:
     entry["telemetry"] = {"engine": server.get("engine"), "sources": server.get("sources"), "gaps": server.get("gaps")}
 
 
+def level_throughputs(by_level: dict[float, LevelSamples]) -> list[LevelThroughput]:
+    """Each clean level's throughput (its blocks' batches joined) with the error of its logarithm; levels without
+    an interval are left out."""
+    points = []
+    for level in sorted(by_level):
+        if by_level[level].clean:
+            figure = batch_ratio(by_level[level].throughput_batches)
+            if figure.value is not None and figure.se_log is not None:
+                points.append(LevelThroughput(level, figure.value, figure.se_log, figure.df))
+    return points
+
+
 def variant_curves(by_level: dict[float, LevelSamples], mode: str, ttft: str = "ttft") -> dict:
     """Saturation and knee over the levels measured cleanly (a level's blocks pooled into one point); ``ttft`` is the
-    headline's time to first token (``ttfot``: the first answer token)."""
+    headline's time to first token (``ttfot``: the first answer token). Closed loop: the knee from throughput
+    elasticity (``curves.throughput_knee``); open loop, where the offered rate sets throughput: from P95 latency."""
     levels = sorted(level for level, samples in by_level.items() if samples.clean)
-    throughput = []
-    for level in levels:
-        rates = by_level[level].token_rates
-        throughput.append((float(rates.mean()), *(series_mean_ci(rates) or (None, None))))
+    points = level_throughputs(by_level)
     threshold = KNEE_THRESHOLD.get(mode, 1.0)
     columns = {"tpot_ms": "tpot_ms", "ttft_ms": latency_keys(mode)["ttft"].replace("ttft", ttft)}
     knees = {}
@@ -301,15 +347,36 @@ def variant_curves(by_level: dict[float, LevelSamples], mode: str, ttft: str = "
         p95 = [percentile_of(by_level[level].values(column), 95) for level in levels]
         knees[name] = knee_level(levels, p95, threshold)
     found = [k for k in knees.values() if k is not None]
+    saturated = saturation(points)
+    if mode == "closed":
+        knee = throughput_knee(points)
+        knee_rule = (
+            f"first clean level whose next segment's throughput elasticity has its 95% upper bound below "
+            f"{KNEE_ELASTICITY:g}"
+        )
+    else:
+        level = min(found) if found else None
+        knee = {
+            "level": level,
+            "status": "reached" if level is not None else "not reached",
+            "text": f"P95 latency grows faster than load after {level:g} (no interval)"
+            if level is not None
+            else "P95 latency never grows faster than load",
+            "segments": [],
+        }
+        knee_rule = (
+            f"first clean level after which P95 TPOT or {columns['ttft_ms']} grows with log-log slope > {threshold}"
+        )
     return {
-        "saturation_level": saturation_level(levels, throughput),
-        "knee_level": min(found) if found else None,
+        "saturation_level": saturated["level"],
+        "knee_level": knee["level"],
+        "saturation": saturated,
+        "knee": knee,
         "knee_by_metric": knees,
         "rules": {
-            "saturation": f"first clean level that no higher clean level beats by >{SATURATION_MIN_GAIN:.0%} "
-            "with non-overlapping 95% CIs",
-            "knee": f"first clean level after which P95 TPOT or {columns['ttft_ms']} grows with log-log "
-            f"slope > {threshold}",
+            "saturation": f"first clean level whose throughput gain to every higher clean level has its 95% upper "
+            f"bound below {SATURATION_MIN_GAIN:.0%}",
+            "knee": knee_rule,
         },
     }
 
@@ -343,7 +410,7 @@ def analyse(run: RunData) -> Analysed:
             per_variant[name] = frame[frame["variant"] == name] if len(frame) else frame
             repeats[name] = repeated_prompts(per_variant[name])
         out.modes[name] = step.mode
-        figures, (rates, good_rates, requests) = step_summary(run, per_variant[name], step, slo, repeats[name])
+        figures, (rates, good_rates, requests, batches) = step_summary(run, per_variant[name], step, slo, repeats[name])
         if step.servers:
             out.scaled.setdefault(name, []).append(ScaleBlock(step, figures, rates, good_rates))
             continue
@@ -351,7 +418,7 @@ def analyse(run: RunData) -> Analysed:
         by_level = out.contexts.setdefault(int(step.context), {}) if step.context else out.samples
         level = by_level.setdefault(name, {}).setdefault(float(step.level), LevelSamples())
         bounds = figures["client_validity"].get("bounds")
-        level.add(step.step, figures["status"], figures["status_reasons"], rates, good_rates, requests, bounds)
+        level.add(step.step, figures["status"], figures["status_reasons"], rates, good_rates, requests, bounds, batches)
         if not step.context:
             status = "clean" if figures["status"] in POSITION_STATUSES else figures["status"]
             positioned = out.positioned.setdefault(name, {}).setdefault(float(step.level), LevelSamples())

@@ -75,6 +75,7 @@ def flagged_steps(view: RunView) -> dict[str, list[str]]:
         "client-invalid": [],
         "insufficient": [],
         "unsteady": [],
+        "too-noisy": [],
         "anomaly": [],
         "failed": [],
     }
@@ -106,6 +107,8 @@ FLAG_TEXT = {
     "out of every verdict)",
     "insufficient": "step(s) with too few completed requests (insufficient; left out of every verdict)",
     "unsteady": "step(s) not steady within the window (left out of every verdict)",
+    "too-noisy": "step(s) too noisy to tell steady from drifting (too-noisy: a longer step can; left out of every "
+    "verdict)",
     "anomaly": "anomalous step(s)",
 }
 

@@ -105,6 +105,8 @@ def _marks(step: StepFigures, saturation: float | None, knee: float | None) -> l
         marks.append(("knee", "mark-knee", "latency grows faster than load beyond this level"))
     if step.steady is False:
         marks.append(("unsteady", "mark-warn", "metric drifted within the steady window"))
+    elif step.status == "too-noisy":
+        marks.append(("too noisy", "mark-warn", "too noisy to tell steady from drifting within +-10%"))
     if step.client_valid is False:
         reasons = "; ".join(step.client_validity.reasons)
         marks.append(("client-invalid", "mark-bad", reasons or "client was a bottleneck"))

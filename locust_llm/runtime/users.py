@@ -63,6 +63,7 @@ class ProcessContext:
     workload_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
     announce: Callable[[str], None] = lambda base_url: None  # a workload is built (``WORKLOAD_READY``)
     request_seq: itertools.count = field(default_factory=itertools.count)
+    user_seq: itertools.count = field(default_factory=itertools.count)  # each closed-loop user's number in this process
     server_seq: itertools.count = field(default_factory=itertools.count)  # round-robin over a step's servers
     step_index: dict[tuple, itertools.count] = field(default_factory=dict)
     usage_checks: dict[tuple, int] = field(default_factory=dict)  # per step: requests whose total was checked
@@ -168,6 +169,7 @@ class LLMUser(User):
         self.context = context_of(self.environment)
         self._clients: dict[str, StreamingClient] = {}
         self.backoff = Backoff()
+        self.user = next(self.context.user_seq) if isinstance(self, ClosedLoopUser) else -1
 
     def client_for(self, base_url: str) -> StreamingClient:
         if base_url not in self._clients:
@@ -192,6 +194,7 @@ class LLMUser(User):
             phase=state.phase,
             mode=state.mode,
             worker=self.context.worker,
+            user=self.user,
             request_id=self.context.request_id(),
             t_intended=t_intended,
             api=self.context.load.api,

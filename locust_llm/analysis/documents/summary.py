@@ -69,7 +69,10 @@ class Drift(Doc):
     relative_slope_per_min: float | None = None
     """Slope as a fraction of the mean per minute."""
     steady: bool | None = None
-    """True when the interval contains 0 or the fitted change over the window is under 5% of the mean."""
+    """True when ``status`` is steady, False when unsteady, null when too noisy (or too few points)."""
+    status: str | None = None
+    """steady: ``drift_ci95`` inside +-10%; unsteady: it excludes 0 and is not inside; too noisy: it holds 0 and
+    reaches past +-10% (the window cannot tell); null: too few points."""
     n: int = 0
     """Number of points fitted."""
     window_s: float = 0.0
@@ -78,14 +81,35 @@ class Drift(Doc):
     """Mean of the metric."""
     drift_fraction: float | None = None
     """Fitted change across the window relative to the mean."""
+    drift_ci95: Interval = None
+    """95% interval of the signed fitted change across the window relative to the mean."""
     rho: float | None = None
     """Bias-corrected lag-1 autocorrelation of the fit's residuals; the slope's variance is inflated by
     (1 + rho) / (1 - rho) and its t quantile has n (1 - rho) / (1 + rho) - 2 degrees of freedom."""
 
 
+class StepThroughput(Doc):
+    """How a step's ``output_tps`` was estimated (``analysis.cycles``)."""
+
+    method: str
+    """cycles (closed loop: request cycles per user), time (send-time batches) or none."""
+    batches: int = 0
+    """Time batches the interval rests on (at least 5 for an interval)."""
+    cycles: int = 0
+    """Requests (request cycles) counted."""
+    users: int = 0
+    """Closed loop: users with a cycle in the window."""
+    covered_s: float = 0.0
+    """Seconds ``output_tps`` divides by: the cycles' time per user, or the window: ``output_tokens / covered_s``
+    is ``output_tps``."""
+    note: str | None = None
+    """Why there is no interval (``too short: no interval``)."""
+
+
 class Steadiness(Doc):
     throughput: Drift | None = None
-    """Drift of output tok/s in one-second bins (closed loop: decides the step's steadiness)."""
+    """Drift of output tok/s (closed loop: decides the step's steadiness), over the request-cycle batches of
+    ``throughput`` when there are at least 5 (independent points), else over one-second bins (AR(1)-aware)."""
     tpot: Drift | None = None
     """Drift of TPOT per request, by send time (shown, never decides)."""
     latency: Drift | None = None
@@ -274,10 +298,17 @@ class StepFigures(Doc):
     """Failed requests per error class."""
     output_tokens: int = 0
     """Output tokens of the successful requests."""
+    good_output_tokens: int = 0
+    """Output tokens of the requests in ``output_tokens`` that met every per-request SLO (effective tokens)."""
     output_tps: float | None = None
-    """Aggregate output tok/s: tokens arriving in the window / its length."""
+    """Aggregate output tok/s: closed loop, the output tokens of the request cycles that start in the window over
+    their time per user (renewal reward); open loop and runs without users, the output tokens of the requests
+    sent in the window over its length (``throughput``; ``analysis.cycles``)."""
     output_tps_ci95: Interval = None
-    """95% interval of ``output_tps``."""
+    """95% interval of ``output_tps`` from 5 to 10 time batches (log-scale delta method); null when fewer fit
+    (``throughput.note``)."""
+    throughput: StepThroughput | None = None
+    """How ``output_tps`` was estimated."""
     request_rate: float | None = None
     """Requests sent per second of the window."""
     goodput_rps: float | None = None
@@ -343,7 +374,8 @@ class StepFigures(Doc):
     tokens_per_chunk: SourcedValue | None = None
     """Tokens per token-carrying chunk."""
     steady: bool | None = None
-    """Throughput and TPOT steady within the window (null: too few points)."""
+    """The deciding checks steady within the window (false: one drifted; null: too noisy to tell, or too few
+    points)."""
     steady_check: Steadiness = Steadiness()
     """The drift fits behind ``steady``."""
     client_valid: bool | None = None
@@ -377,7 +409,7 @@ class StepFigures(Doc):
     """Foreign load on the host during the window (null: not monitored)."""
     status: str = "clean"
     """What the step may be used for: clean, or fault-injected / worker-lost / suspect-usage / failed-fast /
-    contended / client-invalid / insufficient / unsteady (only clean steps feed speed-ups, crossover,
+    contended / client-invalid / insufficient / unsteady / too-noisy (only clean steps feed speed-ups, crossover,
     recommendation, saturation and knee)."""
     status_reasons: list[str] = []
     """Every reason that applies, the status's first."""
@@ -399,15 +431,36 @@ class Rules(Doc):
     """The knee rule in words."""
 
 
+class Inflection(Doc):
+    """Saturation or knee as decided (``analysis.curves``), with how sure it is."""
+
+    level: float | None = None
+    """The level (null: not reached within the ladder, or undetermined)."""
+    status: str
+    """reached, not reached (within the ladder) or undetermined (fewer than two levels with an interval)."""
+    text: str
+    """The decision in words, with its interval."""
+    gains: list[dict[str, Any]] = []
+    """Saturation: throughput gains (fraction) from the level to each higher one with 95% intervals, or the last
+    segment's when not reached."""
+    segments: list[dict[str, Any]] = []
+    """Knee: each segment's throughput elasticity with its 95% interval."""
+
+
 class VariantFigures(Doc):
     steps: list[StepFigures] = []
     """Every step in ladder order."""
     saturation_level: float | None = None
-    """First level no higher level beats by >5% with non-overlapping CIs."""
+    """First clean level whose throughput gain to every higher clean level has its 95% upper bound below 5%."""
     knee_level: float | None = None
-    """First level after which P95 TPOT or TTFT grows faster than the mode's threshold."""
+    """Closed loop: first clean level whose next segment's throughput elasticity has its 95% upper bound below 0.5;
+    open loop: first level after which P95 TPOT or TTFT grows faster than load."""
+    saturation: Inflection | None = None
+    """The saturation decision with its uncertainty."""
+    knee: Inflection | None = None
+    """The knee decision with its uncertainty."""
     knee_by_metric: dict[str, float | None] = {}
-    """The knee per latency metric."""
+    """The knee per latency metric (P95 log-log slope above the mode's threshold; shown, decides in open loop)."""
     rules: Rules | None = None
     """The rules behind saturation and knee."""
     acceptance_vs_load: list[AcceptancePoint] | None = None

@@ -8,8 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from locust_llm.analysis.curves import knee_level, saturation_level
-from locust_llm.analysis.rates import series_mean_ci
+from locust_llm.analysis.curves import knee_level
 from locust_llm.analysis.speedup import crossover_level, ratio_ci, recommendation, speedup_state
 from locust_llm.analysis.stats import (
     bootstrap_distribution,
@@ -240,43 +239,6 @@ def test_recommendation_cases():
 
 
 # -- curves ------------------------------------------------------------------------------------------------
-
-LEVELS = [1, 2, 4, 8, 16, 32]
-
-
-def test_saturation_level_of_a_curve_that_flattens_at_8():
-    rng = np.random.default_rng(8)
-    window = 60.0
-    figures = []
-    for level in LEVELS:
-        rate = 100.0 * min(level, 8)  # tokens/s: proportional to load up to 8, flat after
-        n_tokens = rng.poisson(rate * window)
-        times = rng.uniform(0.0, window, n_tokens)
-        rates = rate_samples(times, None, 0.0, window, bin_s=1.0)
-        lo, hi = series_mean_ci(rates)
-        figures.append((float(rates.mean()), lo, hi))
-    assert saturation_level(LEVELS, figures) == 8
-    # order does not matter
-    assert saturation_level(LEVELS[::-1], figures[::-1]) == 8
-
-
-def test_saturation_rule_edges():
-    rising = [(100.0 * lv, 95.0 * lv, 105.0 * lv) for lv in LEVELS]
-    assert saturation_level(LEVELS, rising) is None  # still gaining at the top of the ladder
-    # a dip at 8 does not declare saturation at 4 while 16 still gains clearly over 4
-    dip = [(100, 95, 105), (200, 190, 210), (400, 390, 410), (380, 370, 390), (800, 790, 810), (810, 800, 820)]
-    assert saturation_level(LEVELS, dip) == 16
-    late_gain = [(100, 95, 105), (200, 190, 210), (400, 390, 410), (600, 590, 610), (580, 560, 600), (900, 880, 920)]
-    assert saturation_level(LEVELS, late_gain) is None  # 32 still gains over 16: not saturated in range
-    # a significant but immaterial (< 5%) gain counts as flat
-    creeping = [(100, 99, 101), (200, 199, 201), (400, 399, 401), (800, 799, 801), (810, 809, 811), (820, 819, 821)]
-    assert saturation_level(LEVELS, creeping) == 8
-    # a large point gain whose CI overlaps is noise
-    noisy = [(100, 90, 110), (200, 180, 220), (400, 300, 500), (450, 350, 550)]
-    assert saturation_level(LEVELS[:4], noisy) == 4
-    assert saturation_level([1], [(5, 4, 6)]) is None
-    with pytest.raises(ValueError):
-        saturation_level([1, 2], [(1, 1, 1)])
 
 
 def test_knee_level_of_a_tpot_curve_rising_from_16():

@@ -20,7 +20,7 @@ TPOT = {
     ("spec", "chat"): {1: 0.010 / 1.05, 2: 0.012 / 0.8},
 }
 DRAFTS = {"code": (32, 28), "chat": (16, 4)}  # drafted, accepted per request (the spec variant only)
-WINDOW_S = 20.0
+WINDOW_S = 40.0  # long enough that a request mix of period 3 cannot hide a 10% drift
 
 
 def category_of(seq: int) -> str:
@@ -50,6 +50,7 @@ def category_run(path, rng, tpot_s=None):
                             tpot,
                             TOKENS[category],
                             worker=stream,
+                            user=0,
                             seq=seq,
                             bucket=category,
                             request_id=f"{variant}-{step}-{stream}-{seq}",

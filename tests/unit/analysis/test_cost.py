@@ -33,6 +33,7 @@ def clean(level: float, tps: float, goodput: float, tokens: float = 100.0, **fie
         goodput_rps=goodput,
         goodput_rps_ci95=[0.8 * goodput, 1.2 * goodput],
         tokens_per_request=tokens,
+        good_token_share=goodput * tokens / tps,  # the good requests' tokens over all output tokens
         **fields,
     )
 
@@ -55,15 +56,17 @@ def test_a_level_priced_by_gpu():
         goodput_rps=5.0,
         goodput_rps_ci95=[4.0, 6.0],
         tokens_per_request=100.0,
+        good_token_share=0.5,
     )
     row = level_cost(rates, GPU_PRICE)
     assert row["usd_per_mtok"] == pytest.approx(2.0)
     assert row["usd_per_mtok_ci95"] == pytest.approx([20 / 11, 20 / 9])
     assert row["tps_per_gpu"] == pytest.approx(500.0) and row["tps_per_gpu_ci95"] == pytest.approx([450.0, 550.0])
-    # effective: 5 good req/s x 100 tokens = 500 tok/s [400, 600] -> 7.2 / (500 x 3600) x 1e6 = 4.0, [3.33, 5.0]
-    assert row["effective_tps"] == pytest.approx(500.0) and row["effective_tps_ci95"] == pytest.approx([400.0, 600.0])
+    # effective: half the output tokens were good: 500 tok/s [450, 550] -> 7.2 / (500 x 3600) x 1e6 = 4.0,
+    # [7.2 / (550 x 3600) x 1e6, 7.2 / (450 x 3600) x 1e6] = [40/11, 40/9]; never above the output rate
+    assert row["effective_tps"] == pytest.approx(500.0) and row["effective_tps_ci95"] == pytest.approx([450.0, 550.0])
     assert row["usd_per_effective_mtok"] == pytest.approx(4.0)
-    assert row["usd_per_effective_mtok_ci95"] == pytest.approx([10 / 3, 5.0])
+    assert row["usd_per_effective_mtok_ci95"] == pytest.approx([40 / 11, 40 / 9])
     assert row["eligible"]
 
 
@@ -127,6 +130,7 @@ def test_capacity_is_a_ceiling_with_its_interval():
             goodput_rps=6.0,
             goodput_rps_ci95=[5.0, 7.0],
             tokens_per_request=100.0,
+            good_token_share=1.0,
         ),
     ]
     capacity = variant_cost("spec", rates, price, "concurrent streams")["capacity"]

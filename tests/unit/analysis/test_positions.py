@@ -208,7 +208,7 @@ def test_unsteady_steps_feed_the_curves_and_untrustworthy_ones_do_not(tmp_path):
     summary = build_summary(load_run(tmp_path))
     assert [s.status for s in summary.variants["baseline"].steps] == ["unsteady"]
     assert summary.comparisons[0].steps[0].status == "unsteady"  # no verdict rests on it
-    assert summary.positions.steps_used == ["clean", "unsteady"]
+    assert summary.positions.steps_used == ["clean", "unsteady", "too-noisy"]
     assert {c.variant for c in summary.positions.curves} == {"baseline", "spec"}
     (comp,) = summary.positions.comparisons
     assert len(comp.bins) == TOKENS // BIN and comp.bins[0].pairs >= 5

@@ -33,6 +33,7 @@ def user_requests(variant: str, step: int, level: float, start: float, user: int
                 tpot,
                 TOKENS,
                 worker=user,
+                user=0,
                 seq=user * 1000 + k,
                 request_id=f"{variant}-{step}-{user}-{k}",
             )
@@ -96,9 +97,10 @@ def test_the_paused_step_is_fault_injected_and_its_held_requests_are_found(run):
     outcome = finish_run(run)
     baseline = outcome.summary.variants["baseline"].steps
     assert [s.status for s in baseline] == ["clean", "fault-injected"]
-    assert baseline[1].status_reasons == [
+    # The fault comes first; the 5 s hole in its throughput may be named after it (every reason that applies).
+    assert baseline[1].status_reasons[0] == (
         "fault-injected: server paused for 5.0 s (SIGSTOP, then SIGCONT) in the steady window"
-    ]
+    )
     # The held requests' TPOT is ~13 times the gate's 100 ms, but a fault injected on purpose is not judged.
     assert baseline[1].tpot_all_ms.p99 > 250
     assert outcome.verdict.exit_code == 0, outcome.verdict.reasons

@@ -117,6 +117,7 @@ def test_capacity_with_the_measured_efficiency():
             goodput_rps=1.0,
             goodput_rps_ci95=[0.8, 1.25],
             tokens_per_request=100.0,
+            good_token_share=1.0,
         )
     ]
     half = ScaleOutVariant(

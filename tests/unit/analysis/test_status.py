@@ -38,6 +38,7 @@ def closed_step(rows, steps, variant, step, level, start, length, e2e_s, users=N
                     tpot,
                     TOKENS,
                     worker=0,
+                    user=user,
                     seq=user * 1000 + k,
                     request_id=f"{variant}-{step}-{user}-{k}",
                 )

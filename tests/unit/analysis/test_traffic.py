@@ -156,6 +156,7 @@ def conversation_run(path, rng) -> None:
                             step=0,
                             phase="steady",
                             mode="closed",
+                            user=user,
                             request_id=f"{variant}-{len(rows)}",
                             seq=k * 3 + turn - 1,
                             conversation=k,

@@ -45,6 +45,7 @@ def closed_loop(
                 step=step,
                 phase="steady",
                 worker=worker,
+                user=0,
                 seq=seq,
                 request_id=f"{variant}-{step}-{worker}-{seq}",
                 output_tokens=tokens,
@@ -160,13 +161,14 @@ def test_a_conversation_s_think_time_is_the_user_s_wait_not_the_client_s(tmp_pat
 
 
 def open_loop_pair(rate, e2e_s, lag_s):
-    """Constant arrivals at ``rate`` for 30 s per variant, each request sent ``lag_s[variant]`` late and lasting
-    ``e2e_s[variant]`` (20 tokens), with the matching schedule lag in the client's samples."""
+    """Constant arrivals at ``rate`` for 30 s per variant (after 2 s of warm-up arrivals), each request sent
+    ``lag_s[variant]`` late and lasting ``e2e_s[variant]`` (20 tokens), with the matching schedule lag in the
+    client's samples."""
     rows, steps = [], []
     for step, variant in enumerate(e2e_s):
         start = START + step * 40
         steps.append(window(variant, 0, rate, start, SECONDS, "open"))
-        for k in range(int(rate * SECONDS)):
+        for k in range(-int(rate * 2), int(rate * SECONDS)):
             intended = start + k / rate
             send = intended + lag_s[variant]
             offsets = 0.030 + (e2e_s[variant] - 0.030) / 19 * np.arange(20)
@@ -176,7 +178,7 @@ def open_loop_pair(rate, e2e_s, lag_s):
                     variant=variant,
                     level=rate,
                     step=0,
-                    phase="steady",
+                    phase="steady" if k >= 0 else "warmup",
                     mode="open",
                     seq=k,
                     request_id=f"{variant}-{k}",
