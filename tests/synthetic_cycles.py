@@ -26,13 +26,16 @@ def closed_loop(
     prefill_s: float = 0.1,
     tpot_s: tuple[float, float] = (0.01, 0.03),
     warmup_s: float = 5.0,
+    slowdown=None,
+    t0: float = 0.0,
 ) -> tuple[pd.DataFrame, float, float]:
     """The step's requests (``worker``, ``user``, ``mode``, ``t_send``, ``t_done``, ``t_end``, ``output_tokens``,
-    ``error_class``) and its steady window ``(start, end)``; users keep sending past the window's end."""
-    start, end = warmup_s, warmup_s + window_s
+    ``error_class``) and its steady window ``(start, end)``; users keep sending past the window's end. ``slowdown``:
+    a function of time by which a request begun then takes longer (1: as drawn); ``t0``: when the step starts."""
+    start, end = t0 + warmup_s, t0 + warmup_s + window_s
     free = [0.0] * max(slots, 1)  # when each slot is next free
     heapq.heapify(free)
-    pending = [(0.001 * u, u) for u in range(users)]
+    pending = [(t0 + 0.001 * u, u) for u in range(users)]
     heapq.heapify(pending)
     rows = []
     while pending:
@@ -40,7 +43,8 @@ def closed_loop(
         if send > end + 30.0:
             continue
         begin = max(send, heapq.heappop(free))
-        done = begin + prefill_s + tokens * rng.uniform(*tpot_s)
+        factor = slowdown(begin) if slowdown is not None else 1.0
+        done = begin + (prefill_s + tokens * rng.uniform(*tpot_s)) * factor
         heapq.heappush(free, done)
         rows.append((0, user, "closed", send, done, done, tokens, None))
         heapq.heappush(pending, (done, user))

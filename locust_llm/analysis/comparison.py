@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..fmt import lvl
+from .cycles import block_throughput_ratio
 from .rates import block_ratio_ci
 from .samples import LevelSamples, not_judged, paired
 from .speedup import crossover_level, paired_ratio_ci, ratio_ci, recommendation, speedup_state
@@ -77,7 +78,7 @@ def level_comparison(
         "level": level,
         "status": "clean",
         "excluded": excluded,
-        "output_tps_speedup": block_ratio_ci(v.token_blocks, b.token_blocks),
+        "output_tps_speedup": throughput_speedup(v, b),
         "decode_tps_speedup": request_speedup(v, b, "decode_tps", np.mean, True, seed),
         "tpot_p50_speedup": request_speedup(v, b, "tpot_ms", percentile_stat(50), False, seed),
         "tpot_p95_speedup": request_speedup(v, b, "tpot_ms", percentile_stat(95), False, seed),
@@ -91,13 +92,28 @@ def level_comparison(
     else:
         step["verdict"], step["verdict_basis"] = speedup_state(step["output_tps_speedup"]), HEADLINE_NAMES["output_tps"]
     client_check(step, v, b, mode)
+    rate = step["goodput_speedup" if mode == "open" else "output_tps_speedup"]
+    planned = max(len(v.token_blocks) + len(v.excluded), len(b.token_blocks) + len(b.excluded))
+    rate["pairs_planned"] = planned
+    used = rate.get("blocks") or 0
+    if planned > 1 and used < planned:
+        step["pairs_note"] = f"{used} of {planned} pairs: period effect not balanced"
     # Blocks that disagree beyond their noise: the rate the verdict reads drifted between blocks (closed loop: output
     # tok/s; open loop: goodput, as output tok/s there is the offered rate's and says nothing of the variants).
-    rate = step["goodput_speedup" if mode == "open" else "output_tps_speedup"]
     if rate.get("blocks_agree") is False:
         step["status"], step["verdict"] = "inconclusive", "unclear"
         step["verdict_basis"] = f"the blocks of {'goodput' if mode == 'open' else 'output tok/s'} disagree"
     return step
+
+
+def throughput_speedup(v: LevelSamples, b: LevelSamples) -> dict:
+    """Output tok/s, variant / baseline: over the blocks' request-cycle batches (``cycles.block_throughput_ratio``)
+    when every clean block of both sides has them (runs that record users), else over the per-second bins
+    (``rates.block_ratio_ci``)."""
+    blocks = [*v.throughput_blocks.values(), *b.throughput_blocks.values()]
+    if len(blocks) == len(v.token_blocks) + len(b.token_blocks) and all(x.method == "cycles" for x in blocks):
+        return block_throughput_ratio(v.throughput_blocks, b.throughput_blocks)
+    return block_ratio_ci(v.token_blocks, b.token_blocks)
 
 
 def client_check(step: dict, v: LevelSamples, b: LevelSamples, mode: str) -> None:

@@ -28,15 +28,25 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .rates import pool_log_ratios
 from .stats import t_quantile
 
-__all__ = ["MIN_BATCHES", "Batches", "Throughput", "batch_ratio", "step_batches"]
+__all__ = [
+    "MIN_BATCHES",
+    "MIN_CYCLES_PER_USER",
+    "Batches",
+    "Throughput",
+    "batch_ratio",
+    "block_throughput_ratio",
+    "step_batches",
+]
 
 MIN_BATCHES = 5
 MAX_BATCHES = 10
 CYCLES_PER_USER_BATCH = 2
 MIN_BATCH_S = 2.0
 TOO_SHORT = "too short: no interval"
+MIN_CYCLES_PER_USER = MIN_BATCHES * CYCLES_PER_USER_BATCH  # a closed-loop step's least for an interval
 
 
 @dataclass(frozen=True)
@@ -145,3 +155,31 @@ def _cycle_batches(sent: pd.DataFrame, start: float, end: float) -> Batches:
     tokens = np.bincount(index, weights=rewards, minlength=k)
     seconds = np.bincount(index, weights=duration, minlength=k) / users
     return Batches(tokens, seconds, "cycles", int(np.count_nonzero(keep)), users)
+
+
+def block_throughput_ratio(
+    variant: dict[int, Batches], baseline: dict[int, Batches], alpha: float = 0.05
+) -> dict[str, object]:
+    """Throughput speed-up, variant / baseline, as ``rates.block_ratio_ci`` gives it (``value``, ``ci95``,
+    ``blocks``, ``blocks_agree``, ``block_values``, ``q``): block ``r`` of each side paired (the same step number; else
+    each side's blocks joined), each pair's log ratio with the variance of the two sides' log throughputs, pooled
+    with Cochran's Q for agreement. Blocks without an interval (fewer than 5 batches) are left out of the pairs;
+    without any pair ``value`` is the ratio of all blocks joined, with no interval."""
+    keys = sorted(set(variant) & set(baseline))
+    pairs = (
+        [(variant[k], baseline[k]) for k in keys]
+        if keys
+        else [(Batches.joined(list(variant.values())), Batches.joined(list(baseline.values())))]
+    )
+    logs = []
+    for v, b in pairs:
+        fv, fb = batch_ratio(v, alpha), batch_ratio(b, alpha)
+        if fv.se_log is not None and fb.se_log is not None and fv.value and fb.value:
+            logs.append((math.log(fv.value / fb.value), fv.se_log**2 + fb.se_log**2, float(min(fv.df, fb.df))))
+    whole_v = batch_ratio(Batches.joined([v for v, _ in pairs]), alpha).value
+    whole_b = batch_ratio(Batches.joined([b for _, b in pairs]), alpha).value
+    out: dict[str, object] = {"value": None, "ci95": None, "blocks": 0, "blocks_agree": None, "block_values": []}
+    if whole_v is not None and whole_b:
+        out["value"] = whole_v / whole_b
+    out.update(pool_log_ratios(logs, alpha))
+    return out

@@ -35,6 +35,7 @@ __all__ = [
     "block_ratio_ci",
     "chi2_quantile",
     "lag1",
+    "pool_log_ratios",
     "series_mean",
     "series_mean_ci",
 ]
@@ -166,13 +167,21 @@ def block_ratio_ci(
         pair = _pair(mv, mb, higher_is_better) if mv is not None and mb is not None else None
         if pair is not None:
             logs.append(pair)
-    out["blocks"] = len(logs)
-    out["block_values"] = [math.exp(y) for y, _, _ in logs]
+    out.update(pool_log_ratios(logs, alpha))
+    return out
+
+
+def pool_log_ratios(logs: list[tuple[float, float, float]], alpha: float = 0.05) -> dict:
+    """Pairs' log ratios ``(log ratio, its variance, its degrees of freedom)`` pooled: ``{"blocks", "block_values",
+    "blocks_agree", "value", "ci95"}`` (random-effects weights; Cochran's Q for agreement; module docstring). With no
+    pair only ``blocks`` and ``block_values``; with one, ``blocks_agree`` is None."""
+    out: dict[str, object] = {"blocks": len(logs), "block_values": [math.exp(y) for y, _, _ in logs]}
     if not logs:
         return out
     y = np.array([p[0] for p in logs])
     var = np.array([p[1] for p in logs])
     df = float(sum(p[2] for p in logs))
+    out["blocks_agree"] = None
     if len(logs) > 1:
         w = 1.0 / var
         fixed = float((w * y).sum() / w.sum())
@@ -187,6 +196,7 @@ def block_ratio_ci(
             else chi2_quantile(1.0 - alpha, k - 1) * (smallest / (smallest - 2.0) if smallest > 2.0 else math.inf)
         )
         out["blocks_agree"] = bool(q <= critical)
+        out["q"] = q
         var = var + tau2
     w = 1.0 / var
     centre = float((w * y).sum() / w.sum())

@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 from locust.runners import MasterRunner
 
-from ..analysis.steady import drift
+from ..analysis.cycles import MIN_CYCLES_PER_USER
+from ..analysis.steady import STEADY, drift
 from ..client import ledger
 from ..client.engines import cache_extra
 from ..pipeline import Outcome, finish_run
@@ -275,12 +276,11 @@ class Experiment:
         load = self.plan.load
         done, tokens = self.recorder.progress(variant, step)
         in_flight = users if load.mode == "closed" else 0
-        if done + in_flight >= load.min_requests and tokens >= load.min_output_tokens:
+        # Closed loop: an interval needs MIN_BATCHES batches of 2 request cycles per user (``analysis.cycles``).
+        needed = max(load.min_requests, MIN_CYCLES_PER_USER * users) if load.mode == "closed" else load.min_requests
+        if done + in_flight >= needed and tokens >= load.min_output_tokens:
             return ""
-        return (
-            f"{done} requests ({tokens} output tokens) completed so far, {load.min_requests} "
-            f"({load.min_output_tokens}) needed"
-        )
+        return f"{done} requests ({tokens} output tokens) completed so far, {needed} ({load.min_output_tokens}) needed"
 
     def looks_steady(self, variant: str, level: float, row: StepRow) -> bool:
         """Closed loop: drift of completed tokens per second since the steady window began, from the live figures (an
@@ -290,7 +290,8 @@ class Experiment:
         rates = self.token_rates(variant, level, row.t_steady, now())
         if rates.size < 3:
             return True
-        return drift(row.t_steady + np.arange(rates.size) + 0.5, rates)["steady"] is not False
+        # Too noisy to tell is not steady: a longer window can tell.
+        return drift(row.t_steady + np.arange(rates.size) + 0.5, rates)["status"] in (STEADY, None)
 
     def progress(self) -> dict:
         """Where the run is: the step in progress (or the last one), its phase, and the time left in the step

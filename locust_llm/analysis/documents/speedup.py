@@ -18,9 +18,10 @@ class Ratio(Doc):
     value: float | None = None
     """Point estimate."""
     ci95: Interval = None
-    """95% interval; null when a side has fewer than 2 samples. Rates (throughput, goodput): t interval of the log
-    ratio with the seconds' lag-1 autocorrelation accounted for, blocks paired and pooled (``analysis.rates``);
-    per-request figures: bootstrap over the request pairs."""
+    """95% interval; null when a side has fewer than 2 samples. Closed-loop throughput: each block's log throughput
+    with its batch error (``analysis.cycles``), blocks paired and pooled; goodput (and runs without users): t interval
+    of the log ratio with the seconds' lag-1 autocorrelation accounted for, blocks paired and pooled
+    (``analysis.rates``); per-request figures: bootstrap over the request pairs."""
     pairs: int | None = None
     """Requests compared as pairs (the same prompt, and in open loop the same arrival, in both); 0: unpaired."""
     blocks: int | None = None
@@ -29,6 +30,12 @@ class Ratio(Doc):
     """Rates: False when the block pairs disagree beyond their own noise (Cochran's Q): the level is inconclusive."""
     block_values: list[float] = []
     """Rates: the ratio of each block pair."""
+    q: float | None = None
+    """Rates with two or more block pairs: Cochran's Q of their log ratios (``blocks_agree`` compares it with its
+    critical value)."""
+    pairs_planned: int | None = None
+    """Rates: the block pairs the level was measured in (clean or not); fewer used than planned leaves the period
+    effect of an ABBA design unbalanced."""
     client_ci95: list[float | None] | None = None
     """``ci95`` widened by how far the load generator could have moved the figure on either side (its delays, per
     step: ``client_validity.bounds``): where the speed-up without the client's delays lies (an upper end of null:

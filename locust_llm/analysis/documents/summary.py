@@ -479,6 +479,9 @@ class StepComparison(Doc):
     otherwise the status that kept the level out (contended, client-invalid, insufficient, unsteady)."""
     excluded: list[str] = []
     """Steps of this level left out, with their reasons."""
+    pairs_note: str | None = None
+    """Set when the verdict rests on fewer block pairs than the level was measured in ("1 of 2 pairs: period effect
+    not balanced")."""
     output_tps_speedup: Ratio
     """Aggregate output tok/s, variant / baseline."""
     decode_tps_speedup: Ratio
