@@ -41,13 +41,14 @@ def statuses(results: list[str | None]) -> str:
     return ", ".join(f"{name} {value:.1%}" for name, value in share.items())
 
 
-def slowdown_of(rng, seconds: float, drift_fraction: float = 0.0, noise_of=(PHI, SIGMA)):
-    """A server speed that follows AR(1) noise second by second (and a linear drift across ``seconds``)."""
+def slowdown_of(rng, seconds: float, drift_fraction: float = 0.0, noise_of=(PHI, SIGMA), start: float = 5.0):
+    """A server speed that follows AR(1) noise second by second over ``seconds``, and a linear drift of
+    ``drift_fraction`` across the window that begins at ``start`` (``WINDOW_S`` long)."""
     noise = ar1(rng, int(seconds) + 2, *noise_of)
 
     def factor(t: float) -> float:
         i = min(max(int(t), 0), noise.size - 1)
-        return max(1.0 + noise[i] + drift_fraction * t / seconds, 0.05)
+        return max(1.0 + noise[i] + drift_fraction * (t - start) / WINDOW_S, 0.05)
 
     return factor
 
@@ -92,7 +93,7 @@ def steadiness_cycles(rng, runs: int, drift_fraction: float, noise_of=(PHI, SIGM
         batches = step_batches(frame, start, end)
         k = batches.tokens.size
         times = start + (end - start) * (np.arange(k) + 0.5) / k
-        results.append(drift(times, batches.tokens / batches.seconds, autocorrelated=False)["status"])
+        results.append(drift(times, batches.tokens / batches.seconds)["status"])
     return statuses(results)
 
 

@@ -259,12 +259,13 @@ def _request_drift(ok_rows: pd.DataFrame, values: pd.Series) -> dict | None:
 
 
 def _batch_drift(batches: Batches, start: float, end: float) -> dict | None:
-    """Drift of the throughput batch by batch (``cycles``: nearly independent batches of several request cycles)."""
+    """Drift of the throughput batch by batch (request-cycle batches; a server's slow spells can outlast a batch, so
+    the fit stays AR(1)-aware)."""
     k = batches.tokens.size
     with np.errstate(divide="ignore", invalid="ignore"):
         rates = batches.tokens / batches.seconds
     times = start + (end - start) * (np.arange(k) + 0.5) / k
-    return drift(times, rates, autocorrelated=False)
+    return drift(times, rates)
 
 
 def steadiness(

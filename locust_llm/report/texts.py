@@ -7,7 +7,7 @@ Thresholds are the analysis's own constants, so the words cannot drift from what
 
 from __future__ import annotations
 
-from ..analysis.curves import SATURATION_MIN_GAIN
+from ..analysis.curves import KNEE_ELASTICITY, SATURATION_MIN_GAIN
 from ..analysis.prompt_cache import CACHED_SHARE, LEVEL_GAP
 from ..analysis.steady import DRIFT_TOLERANCE
 from ..analysis.summary import KNEE_THRESHOLD
@@ -137,27 +137,30 @@ RULES: list[tuple[str, str]] = [
     (
         "saturation",
         (
-            f"The first level that no higher level beats by more than {SATURATION_MIN_GAIN:.0%} with "
-            "non-overlapping 95% CIs; the top level is never the answer (nothing above it to show the "
-            "plateau)."
+            "The first level whose throughput gain to every higher level has a 95% upper bound below "
+            f"+{SATURATION_MIN_GAIN:.0%} (never decided from overlapping intervals); otherwise not reached within "
+            "the ladder, with the last segment's gain and its interval."
         ),
     ),
     (
         "knee",
         (
-            "The last level before P95 TPOT or TTFT grows faster than load on a log-log scale (slope > "
-            f"{KNEE_THRESHOLD['closed']:g} in a closed loop, where past saturation latency grows in proportion "
-            f"to users; > {KNEE_THRESHOLD['open']:g} in an open loop)."
+            "Closed loop: the first level whose next segment's throughput elasticity (log-log slope of throughput "
+            f"against users) has a 95% upper bound below {KNEE_ELASTICITY:g}: past it more than half of each added "
+            "user's time goes into waiting. Open loop: the last level before P95 TPOT or TTFT grows faster than the "
+            f"offered rate (log-log slope > {KNEE_THRESHOLD['open']:g}; no interval)."
         ),
     ),
     (
         "steady",
         (
-            "Closed loop: a step is unsteady when its throughput (1 s bins) drifts within the steady window; open "
-            "loop, where the offered rate sets throughput: when the E2E from the intended send (per request) or the "
-            "requests in flight (1 s bins) drift. A drift counts when the trend's 95% CI excludes 0 and it moves the "
-            f"metric by {DRIFT_TOLERANCE:.0%} or more of its mean over the window; the CI respects the correlation "
-            "between neighbouring points (AR(1), as the speed-up intervals do). TPOT's drift is shown, never decides."
+            "An equivalence test: a step is steady when the 95% CI of its drift across the window lies inside "
+            f"+-{DRIFT_TOLERANCE:.0%} of the mean, unsteady when the CI excludes no drift and is not inside, and too "
+            "noisy when the CI holds 0 but reaches past the margin (left out of verdicts like unsteady: a longer step "
+            "can tell). Closed loop: the throughput decides, over request-cycle batches; open loop, where the offered "
+            "rate sets throughput: the E2E from the intended send (per request) and the requests in flight (1 s "
+            "bins). The CI respects the correlation between neighbouring points (AR(1)). TPOT's drift is shown, "
+            "never decides."
         ),
     ),
     (
