@@ -13,6 +13,8 @@ from .view import RunView
 __all__ = ["PERCENTILES", "SPEEDUP_METRICS", "SpeedupCell", "SpeedupRow", "StepRow", "speedups", "variant_tables"]
 
 PERCENTILES = ("p50", "p95", "p99")
+# A P99 from fewer requests is the sample's maximum or next to it (its bootstrap interval is capped there): not shown.
+MIN_P99_N = 100
 SPEEDUP_METRICS = [
     ("output_tps_speedup", "aggregate output tok/s"),
     ("decode_tps_speedup", "decode tok/s (mean)"),
@@ -22,6 +24,13 @@ SPEEDUP_METRICS = [
 ]
 OPEN_LOOP_SPEEDUPS = [("e2e_sched_p95_speedup", "E2E_sched P95 (all requests)"), ("goodput_speedup", "goodput")]
 LATENCY_SPEEDUPS = {"tpot_p50_speedup", "tpot_p95_speedup", "ttft_p95_speedup", "e2e_sched_p95_speedup"}
+
+
+def percentile_cell(fig, p: str) -> str | None:
+    """A percentile as shown: a P99 of fewer than ``MIN_P99_N`` values says so instead."""
+    if p == "p99" and fig.n and fig.n < MIN_P99_N:
+        return f"n = {fig.n}: too few for P99"
+    return num(getattr(fig, p))
 
 
 def latency_metrics(open_loop: bool) -> list[tuple[str, str]]:
@@ -137,7 +146,7 @@ def variant_tables(view: RunView) -> list[dict]:
             lat = {}
             for key, _label in metrics + all_metrics:
                 fig = getattr(s, key)
-                lat[key] = [num(getattr(fig, p)) if fig else None for p in PERCENTILES]
+                lat[key] = [percentile_cell(fig, p) if fig else None for p in PERCENTILES]
             acc = s.acceptance
             server_acc = (acc.server if acc else None) or (s.server.acceptance if s.server else None)
             client_acc = (acc.client if acc else None) or s.acceptance_client

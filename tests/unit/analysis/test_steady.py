@@ -132,3 +132,20 @@ def test_an_open_loop_step_is_judged_on_latency_and_in_flight_not_on_its_arrival
     assert second.steady_check.latency.steady is False and second.steady_check.in_flight.steady is False
     assert "E2E from the intended send drifted" in second.status_reasons[0]
     assert "requests in flight drifted" in second.status_reasons[0]
+
+
+def test_steadiness_is_an_equivalence_test_with_a_too_noisy_status():
+    """Steady only when the whole drift interval lies inside +-10%; a wide interval holding 0 is too noisy, not
+    steady (absence of evidence); a drift seen and not shown to be small is unsteady."""
+    rng = np.random.default_rng(10)
+    t = np.arange(60) + 0.5
+    quiet = drift(t, 100.0 + rng.normal(0.0, 1.0, t.size), autocorrelated=False)
+    assert quiet["status"] == "steady" and quiet["steady"] is True
+    lo, hi = quiet["drift_ci95"]
+    assert -0.10 < lo <= hi < 0.10
+    ramp = drift(t, 100.0 * (1.0 + 0.3 * t / 60.0) + rng.normal(0.0, 1.0, t.size), autocorrelated=False)
+    assert ramp["status"] == "unsteady" and ramp["steady"] is False and ramp["drift_ci95"][0] > 0
+    short = np.arange(6) + 0.5
+    noisy = drift(short, 100.0 + rng.normal(0.0, 20.0, short.size), autocorrelated=False)
+    assert noisy["status"] == "too noisy" and noisy["steady"] is None
+    assert noisy["drift_ci95"][0] < 0.0 < noisy["drift_ci95"][1]
