@@ -299,8 +299,10 @@ class TelemetryPoller:
 
         drafted, accepted = delta("spec_draft_tokens"), delta("spec_accepted_tokens")
         kv, gauge = series("kv_cache_usage"), series("spec_accept_rate_gauge")
+        # Counters that cannot both be true (more accepted than drafted, not finite) show nothing, never a rate.
+        possible = drafted is not None and accepted is not None and math.isfinite(drafted) and 0 <= accepted <= drafted
         return {
-            "acceptance": accepted / drafted if drafted and accepted is not None and drafted > 0 else None,
+            "acceptance": accepted / drafted if possible and drafted else None,
             "acceptance_gauge": gauge[-1][1] if gauge else None,
             "kv_cache_usage": kv[-1][1] if kv else None,
         }

@@ -466,3 +466,10 @@ def test_metrics_never_read_are_missing_for_the_scrape_s_reason_not_as_not_expos
     assert "not exposed" not in reasons["acceptance.rate"]
     assert "not read: no sample of the server's metrics was recorded" in reasons["acceptance.rate"]
     assert "line 3" in reasons["acceptance.rate"]
+
+
+def test_a_refused_page_names_its_first_bad_line():
+    page = b"vllm:spec_decode_num_drafts_total 1\n# c\nvllm:spec_decode_num_drafts_total{a=} x\n"
+    page += b"vllm:num_requests_running 2\n"
+    with pytest.raises(MetricsParseError, match=r"\(line 3: 'vllm:spec_decode_num_drafts_total\{a=\} x'\)"):
+        parse_text(page, wanted=map_for("vllm").wants)
