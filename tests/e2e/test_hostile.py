@@ -455,19 +455,25 @@ def metrics_page(drafts: float, draft_tokens: float, accepted: float, suffix: st
 
 HOUR_BEHIND_MS = f" {int((time.time() - 3600) * 1000)}"
 METRICS_FAULTS = [
-    # a page for poll k, the step's acceptance rate (None: not shown), words in its reason or the console
-    (lambda k: metrics_page(10 * k, 40 * k, 120 * k), None, "more tokens accepted than drafted"),
-    (lambda k: metrics_page(10 * k, 40 * k, 20 * k, HOUR_BEHIND_MS), 0.5, None),
-    (lambda k: metrics_page(10 * k, 40 * k, 20 * k) + b"vllm:spec_decode_num_drafts_total{a=} x\n", None, "not read"),
-    (lambda k: (metrics_page(10 * k, 40 * k, 20 * k), 30.0), None, "no answer within"),
-    (lambda k: b"vllm:num_requests_running\x1b]0;t\x07\x1b[2J 1\n", None, "/metrics not found"),
+    # a page for poll k, the step's acceptance rate (None: not shown), words in its reason or the console, whether
+    # the console says "/metrics found" (samples were recorded)
+    (lambda k: metrics_page(10 * k, 40 * k, 120 * k), None, "more tokens accepted than drafted", True),
+    (lambda k: metrics_page(10 * k, 40 * k, 20 * k, HOUR_BEHIND_MS), 0.5, None, True),
+    (
+        lambda k: metrics_page(10 * k, 40 * k, 20 * k) + b"vllm:spec_decode_num_drafts_total{a=} x\n",
+        None,
+        "(line 4: 'vllm:spec_decode_num_drafts_total{a=} x')",
+        False,
+    ),
+    (lambda k: (metrics_page(10 * k, 40 * k, 20 * k), 30.0), None, "Read timed out", False),
+    (lambda k: b"vllm:num_requests_running\x1b]0;t\x07\x1b[2J 1\n", None, "invalid metric name", False),
 ]
 
 
 @pytest.mark.parametrize(
-    "page, rate, words", METRICS_FAULTS, ids=["accepted-3x", "hour-behind", "bad-line", "30-s", "escapes"]
+    "page, rate, words, found", METRICS_FAULTS, ids=["accepted-3x", "hour-behind", "bad-line", "30-s", "escapes"]
 )
-def test_telemetry_is_judged_before_it_is_believed(tmp_path, refserver_factory, page, rate, words):
+def test_telemetry_is_judged_before_it_is_believed(tmp_path, refserver_factory, page, rate, words, found):
     server = refserver_factory(*CALM)
     with Front(server.url, metrics=page) as front:
         done, frame = run(tmp_path, front.url, "--step-duration", "4")
@@ -486,7 +492,9 @@ def test_telemetry_is_judged_before_it_is_believed(tmp_path, refserver_factory, 
     console = done.stdout + done.stderr
     assert "\x1b" not in console
     assert words in reasons or words in console, (reasons, console[-2000:])
-    assert "/metrics found" not in console
+    assert ("/metrics found" in console) == found, console[-2000:]
+    if not found:
+        assert "not exposed" not in reasons and "/metrics not found: " in console, (reasons, console[-2000:])
 
 
 def test_a_50_mb_metrics_page_is_a_named_gap_and_the_load_keeps_its_pace(tmp_path, refserver_factory):
