@@ -78,10 +78,10 @@ class ScrapeSource:
                 page = self._read(response)
         except requests.RequestException as exc:
             raise SourceError(f"{self.url} unreachable: {type(exc).__name__}: {shown(exc)}") from None
-        try:
-            samples = gevent.get_hub().threadpool.apply(parse_text, (page,), {"wanted": self.map.wants})
-        except MetricsParseError as exc:
-            raise SourceError(f"{self.url}: {exc}") from None
+        # The error comes back as a value: gevent prints an exception raised in its pool's thread, server text and all.
+        samples = gevent.get_hub().threadpool.apply(_parsed, (page, self.map.wants))
+        if isinstance(samples, MetricsParseError):
+            raise SourceError(f"{self.url}: {samples}")
         if len(samples) > MAX_SERIES:
             names = Counter(s.name for s in samples).most_common(1)
             raise SourceError(
@@ -106,6 +106,14 @@ class ScrapeSource:
 
     def close(self) -> None:
         self.session.close()
+
+
+def _parsed(page: bytes, wanted) -> list[Sample] | MetricsParseError:
+    """``parse_text`` for a pool thread: the page's samples, or why it was refused."""
+    try:
+        return parse_text(page, wanted=wanted)
+    except MetricsParseError as exc:
+        return exc
 
 
 def promql_string(value: str) -> str:

@@ -508,8 +508,11 @@ def test_a_50_mb_metrics_page_is_a_named_gap_and_the_load_keeps_its_pace(tmp_pat
     assert front.metric_pages > 0
     telemetry = json.loads((tmp_path / "h" / "telemetry.json").read_text())
     assert any("larger than 8 MiB (the cap)" in gap["error"] for gap in telemetry["gaps"]), telemetry["gaps"]
+    source = telemetry["attachments"][0]["sources"][0]
+    assert source["samples"] == 0 and source["failures"] == source["polls"] > 0, source
     (step,) = json.loads((tmp_path / "h" / "summary.json").read_text())["variants"]["ref"]["steps"]
-    assert step["client_valid"] is not False, step
+    if step["status"] != "contended":  # on a host busy with other work the client's share is the host's doing
+        assert step["client_valid"] is not False, step["client_validity"]
 
 
 def test_a_forged_owned_by_and_model_id_are_printed_escaped(tmp_path, refserver_factory):
@@ -520,7 +523,8 @@ def test_a_forged_owned_by_and_model_id_are_printed_escaped(tmp_path, refserver_
         done, frame = run(tmp_path, front.url)
     assert_counted(done, frame)
     console = done.stdout + done.stderr
-    assert console.count("locust-llm verdict for run h") == 1, console[-3000:]
+    verdicts = [line for line in console.splitlines() if line.startswith("locust-llm verdict for run h")]
+    assert len(verdicts) == 1, console[-3000:]
     assert "Shutting down (exit code 0)\n" not in console and "\x1b" not in console
     assert "owned_by x\\nShutting down (exit code 0)\\nlocust-llm verdict" in console
     assert "\x1b" not in (tmp_path / "h" / "summary.md").read_text()

@@ -327,3 +327,20 @@ def test_a_page_over_the_caps_is_a_named_failure_not_read(page, words):
     finally:
         source.close()
         endpoint.stop()
+
+
+def test_a_refused_page_is_a_failure_with_its_text_escaped_and_nothing_printed(capfd):
+    """A metric name holding escapes: the poll fails naming the line; the parsing thread prints nothing."""
+    from locust_llm.telemetry.sources import ScrapeSource, SourceError
+
+    endpoint = OnePage(b"vllm:num_requests_running\x1b]0;t\x07\x1b[2J 1\n")
+    source = ScrapeSource("scrape", f"{endpoint.url}/metrics", map_for("vllm"), 5.0)
+    try:
+        with pytest.raises(SourceError, match="invalid metric name") as caught:
+            source.poll()
+    finally:
+        source.close()
+        endpoint.stop()
+    out, err = capfd.readouterr()
+    assert "\x1b" not in out + err and "MetricsParseError" not in err, err
+    assert "(line: 'vllm:num_requests_running\\x1b]0;t" in str(caught.value)
