@@ -27,6 +27,7 @@ def _interrupt(signum, frame) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from .fmt import shown
     from .scenario import ScenarioError, load_scenario
     from .servers import ServerError, launch_variant
 
@@ -39,7 +40,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _interrupt)
-    print(f"serving {server.served_model or scenario.server.model} at {server.base_url}  (log: {server.log_path})")
+    model = shown(server.served_model or scenario.server.model)
+    print(f"serving {model} at {server.base_url}  (log: {server.log_path})")
     print(f"point Locust at it: locust -f locustfiles/spec_decode.py --host {server.base_url}")
     print("Ctrl-C stops the server.", flush=True)
     try:

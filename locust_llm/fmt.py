@@ -23,6 +23,7 @@ __all__ = [
     "pct_ci",
     "points",
     "points_ci",
+    "shown",
     "speedup",
     "text",
     "times",
@@ -111,8 +112,33 @@ def ci_text(ci, fmt: Callable = num) -> str | None:
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#!])")
 
 
-def md(value) -> str:
-    """Markdown-safe inline text: no tags, links, emphasis or table breaks from untrusted strings."""
+# A server's string is printed at most this long (characters, before escaping); the rest is counted, not shown.
+SHOWN_MAX = 200
+# What a terminal or a log reader would act on instead of showing: C0 and C1 controls, DEL, the Unicode line and
+# paragraph separators, and the bidirectional overrides (text that reads in another order than it is stored).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(match: re.Match) -> str:
+    c = match.group()
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def shown(value, limit: int = SHOWN_MAX) -> str:
+    """A string a server sent (a model id, ``owned_by``, an error body or event, a metric name), as the console, a
+    log line or summary.md prints it: control characters escaped (``\\x1b``, ``\\n``), so that it cannot end a
+    line, move the cursor or retitle a terminal; cut to ``limit`` characters, the cut said."""
     value = "" if value is None else str(value)
-    value = " ".join(value.split()).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    if len(value) > limit:
+        value = f"{value[:limit]}... ({len(value):,} characters)"
+    return _CONTROL.sub(_escaped, value)
+
+
+def md(value) -> str:
+    """Markdown-safe inline text: no tags, links, emphasis or table breaks from untrusted strings (whitespace runs
+    made one space, other control characters escaped as ``shown`` does)."""
+    value = "" if value is None else str(value)
+    value = _CONTROL.sub(_escaped, " ".join(value.split()))
+    value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", value)

@@ -11,7 +11,14 @@ Modes (streaming completions only; every other request, the consistency prompts'
 * ``close_after_head``: ``200`` and the stream's head, then a clean close (FIN);
 * ``refuse_for:S``: ``503`` with ``Retry-After: 1`` for the first S seconds after the first completion, then
   forwarded;
-* ``hang``: the request is read and never answered (the connection is held until the client closes it).
+* ``hang``: the request is read and never answered (the connection is held until the client closes it);
+* ``script:NAME``: the stream ``SCRIPTS[NAME]`` writes instead of the server (hostile round three: text-less
+  chunks, a zero usage, a BOM, lone CRs, ``event: error``, a stream that never ends, gzip, deep nesting,
+  invalid UTF-8), one piece every ``GAP_S``.
+
+Besides, ``metrics`` (a function of the poll count to a page, or to ``(page, delay_s)``) answers ``GET /metrics``,
+and ``models`` (an object) answers ``GET /v1/models``; every other request is forwarded. The front counts what it
+served (``completions``, ``metric_pages``).
 
 Each answer closes its connection (``Connection: close``): a forwarded answer ends when the server's does.
 """
@@ -21,6 +28,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import zlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -54,11 +62,81 @@ def read_request(sock) -> tuple[bytes, bytes] | None:
     return head, body
 
 
+GAP_S = 0.01  # between the pieces of a scripted stream
+ENDLESS_S = 300.0  # the longest a scripted stream that never ends goes on (a bound: the client stops long before)
+
+
+def _chunk(text, finish=None, usage=None) -> dict:
+    choice = {"index": 0, "text": text, "finish_reason": finish}
+    out: dict = {"id": "cmpl-x", "object": "text_completion", "choices": [choice]}
+    if usage is not None:
+        out["usage"] = {"prompt_tokens": 8, "completion_tokens": usage, "total_tokens": 8}
+    return out
+
+
+def _data(obj) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def _tokens(n: int, usage=None, sep: bytes = b"\n") -> list[bytes]:
+    """``n`` one-word events, a last event with ``finish_reason`` and the final ``usage`` (``n`` unless given)."""
+    events = [_data(_chunk(f" w{k}")) for k in range(n)]
+    events.append(_data(_chunk("", "length", n if usage is None else usage)))
+    events.append(b"data: [DONE]\n\n")
+    return [e.replace(b"\n", sep) for e in events]
+
+
+def _textless(n: int) -> list[bytes]:
+    """Chat-style chunks with no text at all (``delta: null``, ``{}``, ``text: null``), then a usage of ``n``."""
+    shapes = [{"delta": None}, {"delta": {}}, {"text": None}, {"delta": {"content": ""}}]
+    events = [_data({"id": "x", "choices": [{"index": 0, **shapes[k % len(shapes)]}]}) for k in range(n)]
+    return [*events, _data(_chunk("", "length", n)), b"data: [DONE]\n\n"]
+
+
+def _endless(_n: int):
+    k = 0
+    while True:
+        yield _data(_chunk(f" w{k}"))
+        k += 1
+
+
+def _gzipped(n: int) -> list[bytes]:
+    packer = zlib.compressobj(wbits=31)
+    return [packer.compress(e) + packer.flush(zlib.Z_SYNC_FLUSH) for e in _tokens(n)] + [packer.flush()]
+
+
+SCRIPTS: dict = {
+    # name: (extra headers, pieces of a request asking for n tokens)
+    "textless": ([], _textless),
+    "usage_zero": ([], lambda n: _tokens(n, usage=0)),
+    "usage_negzero": ([], lambda n: _tokens(n, usage=-0.0)),
+    "bom": ([], lambda n: [b"\xef\xbb\xbf" + e if i == 0 else e for i, e in enumerate(_tokens(n))]),
+    "lone_cr": ([], lambda n: _tokens(n, sep=b"\r")),
+    "error_event": ([], lambda n: [*_tokens(3)[:3], b'event: error\ndata: {"message": "overloaded"}\n\n']),
+    "endless": ([], _endless),
+    "gzip": (["Content-Encoding: gzip"], _gzipped),
+    "brotli": (["Content-Encoding: br"], lambda n: _tokens(n)),
+    "nested": ([], lambda n: [b"data: " + b"[" * 100_000 + b"\n\n"]),
+    "bad_utf8": ([], lambda n: [_data(_chunk(" w0")), b'data: {"choices": [{"text": "\xff\xfe"}]}\n\n']),
+}
+
+
 class Front:
-    def __init__(self, upstream: str, mode: str = "proxy", certs: dict | None = None):
+    def __init__(
+        self,
+        upstream: str,
+        mode: str = "proxy",
+        certs: dict | None = None,
+        metrics=None,
+        models: object | None = None,
+    ):
         self.upstream = urlsplit(upstream)
+        self.metrics = metrics
+        self.models = models
+        self.metric_pages = 0  # /metrics answers begun
         self.mode, _, arg = mode.partition(":")
-        self.seconds = float(arg or 0)  # refuse_for: how long; slow_tokenize: each answer's delay
+        self.name = arg  # script: which
+        self.seconds = float(arg or 0) if self.mode != "script" else 0.0  # refuse_for, slow_tokenize: seconds
         self.first_completion: float | None = None
         self.completions = 0  # streaming requests that reached the front
         self.tls = None
@@ -89,6 +167,14 @@ class Front:
                 self.completions += 1
                 self.first_completion = self.first_completion or time.monotonic()
                 self.misbehave(sock, head, body, path)
+            elif path == "/metrics" and self.metrics is not None:
+                self.metric_pages += 1
+                page = self.metrics(self.metric_pages)
+                page, delay = page if isinstance(page, tuple) else (page, 0.0)
+                gevent.sleep(delay)
+                sock.sendall(answer(200, b"OK", page, ["Content-Type: text/plain; version=0.0.4"]))
+            elif path == "/v1/models" and self.models is not None:
+                sock.sendall(answer(200, b"OK", json.dumps(self.models).encode(), ["Content-Type: application/json"]))
             else:
                 if path == "/tokenize" and self.mode == "slow_tokenize":
                     gevent.sleep(self.seconds)  # a server across a network
@@ -122,6 +208,15 @@ class Front:
         elif mode == "hang":
             with gevent.Timeout(HOLD_S, False):
                 sock.recv(1)  # until the client gives up and closes
+        elif mode == "script":
+            headers, pieces = SCRIPTS[self.name]
+            n = int(json.loads(body).get("max_tokens", 16))
+            head = ["Content-Type: text/event-stream", "Cache-Control: no-cache", *headers, "Connection: close"]
+            sock.sendall(b"HTTP/1.1 200 OK\r\n" + "".join(f"{h}\r\n" for h in head).encode() + b"\r\n")
+            with gevent.Timeout(ENDLESS_S, False):
+                for piece in pieces(n):
+                    gevent.sleep(GAP_S)
+                    sock.sendall(piece)
         else:
             if mode == "continue":
                 sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n" + b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n")

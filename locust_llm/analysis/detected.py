@@ -14,6 +14,7 @@ import pandas as pd
 from ..client.engines import PATHS
 from ..client.ledger import server_of
 from ..client.usage import CACHED_PROMPT_TOKENS
+from ..fmt import shown
 from ..rundir.env import ServerEnv
 from ..rundir.load import RunData
 from ..rundir.telemetry_meta import TelemetryMeta
@@ -41,7 +42,7 @@ def _server_words(server: ServerEnv, engine: str | None) -> str:
     if not owner:
         return "already running (--host); its /v1/models does not say what it is"
     known = f" ({OWNERS[owner]})" if owner in OWNERS else ""
-    return f"already running (--host); its /v1/models says owned_by {owner}{known}"
+    return f"already running (--host); its /v1/models says owned_by {shown(owner)}{known}"
 
 
 def _metrics_words(entry: dict, meta: TelemetryMeta, variant: str) -> str:
@@ -51,13 +52,19 @@ def _metrics_words(entry: dict, meta: TelemetryMeta, variant: str) -> str:
     scraped = [
         s for a in meta.attachments if a.variant == variant for s in a.sources if s.source in ("scrape", "prometheus")
     ]
-    answered = [s for s in scraped if s.polls > s.failures]
+    # Found: samples were recorded (a run before the count: a poll answered). A source that answered with none of
+    # the names it reads is "not found", with the gap's reason when there is one.
+    answered = [s for s in scraped if (s.samples if s.samples is not None else s.polls - s.failures) > 0]
     if answered:
         engine = telemetry.get("engine")
         names = f"{OWNERS.get(engine, engine)} names, " if engine and engine != "external" else ""
         return f"found ({names}{'scraped' if answered[0].source == 'scrape' else 'through Prometheus'})"
     errors = [g.get("error") for g in telemetry.get("gaps") or [] if g.get("error")]
-    return "not found" + (f": {errors[0]}" if errors else "")
+    if errors:
+        return f"not found: {shown(errors[0])}"
+    if any(s.polls > s.failures for s in scraped):
+        return "not exposed (its pages hold none of the names read)"
+    return "not found"
 
 
 def _spec_words(steps: list[dict]) -> str:
@@ -143,7 +150,7 @@ def _text(name: str, f: dict) -> str:
     totals = ", ".join(f"{k} {n:,}" for k, n in f["accounted"].items()) or "none"
     return "\n".join(
         [
-            f"server of {name}: {f['url'] or 'not recorded'}, {f['server']}; model {f['model'] or 'not said'}; "
+            f"server of {name}: {f['url'] or 'not recorded'}, {f['server']}; model {shown(f['model']) or 'not said'}; "
             f"API {f['api'] or 'not recorded'}",
             f"  detected: token counts from {f['usage']}; cached prompt tokens {cached}; speculative decoding: "
             f"{f['spec_decoding']}; /metrics {f['metrics']}",

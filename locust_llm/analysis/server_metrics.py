@@ -42,12 +42,16 @@ __all__ = [
     "cross_check",
     "hardware",
     "histograms",
+    "impossible_counters",
     "memory_trend",
     "server_cache",
     "server_figures",
     "step_figures",
 ]
 
+SERVER_SOURCES = ("scrape", "prometheus")  # the sources of the server's own metrics
+# A counter's increase over one window beyond this is not a count (a page that says 1e308 or +Inf).
+ABSURD_DELTA = 1e15
 # When two sources carry the same canonical metric, the first listed wins.
 SOURCE_PRIORITY = ("scrape", "prometheus", "nvml", "dcgm", "process")
 
@@ -95,8 +99,9 @@ def counter_increments(values: np.ndarray) -> np.ndarray:
     """Increments between consecutive samples of a counter; a drop is a reset (server restart), counted from
     zero. The one rule for counters, used for window deltas and for rates over time alike."""
     values = np.asarray(values, dtype=float)
-    steps = np.diff(values)
-    return np.where(steps >= 0, steps, values[1:])
+    with np.errstate(invalid="ignore", over="ignore"):  # +Inf - +Inf: NaN, judged by the caller (never a warning)
+        steps = np.diff(values)
+        return np.where(steps >= 0, steps, values[1:])
 
 
 def _clean(value):
@@ -154,7 +159,15 @@ class VariantTelemetry:
         self.spans: dict[str, tuple[float, float]] = {}  # metric -> times of the edge samples last used
 
     def absent(self) -> str:
-        return f"not exposed by the {self.engine} server" if self.engine else "not exposed"
+        return self.unread() or (f"not exposed by the {self.engine} server" if self.engine else "not exposed")
+
+    def unread(self) -> str | None:
+        """Why the server's own metrics were never read (no sample of its scrape or Prometheus source, and a gap
+        that says why); None when they were read. Only a page that was read and lacked a name is "not exposed"."""
+        if len(self.rows) and self.rows["source"].isin(SERVER_SOURCES).any():
+            return None
+        errors = [g.error for g in self.gaps if g.source in SERVER_SOURCES and g.error]
+        return f"not read: no sample of the server's metrics was recorded ({errors[0]})" if errors else None
 
     def source_times(self, source: str) -> np.ndarray:
         """Every instant at which ``source`` answered (any metric), sorted."""
@@ -271,6 +284,13 @@ def acceptance(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dic
                 "per_position": None,
             }
         )
+        impossible = impossible_counters(accepted, draft_tokens, drafts)
+        if impossible:
+            # Never a measurement: the raw deltas go into the reason only.
+            out.update({"accepted_tokens": None, "draft_tokens": None, "drafts": None})
+            for figure in ("acceptance.rate", "acceptance.mean_length", "acceptance.per_position"):
+                missing.append({"figure": figure, "reason": impossible})
+            return out
         if accepted is None or draft_tokens is None:
             missing.append({"figure": "acceptance.rate", "reason": r_acc or r_dt})
         elif draft_tokens <= 0:
@@ -328,8 +348,22 @@ def acceptance(vt: VariantTelemetry, t0: float, t1: float, missing: list) -> dic
                 "finish, the numerator includes each request's prefill token"
             )
         return out
+    reason = vt.unread() or "not exposed (no speculative-decoding metrics on this server)"
     for figure in ("acceptance.rate", "acceptance.mean_length", "acceptance.per_position"):
-        missing.append({"figure": figure, "reason": "not exposed (no speculative-decoding metrics on this server)"})
+        missing.append({"figure": figure, "reason": reason})
+    return None
+
+
+def impossible_counters(accepted: float | None, draft_tokens: float | None, drafts: float | None) -> str | None:
+    """Why the server's speculative-decoding counters over a window cannot all be true (None when they can): a
+    delta that is not finite or absurdly large, or more accepted tokens than drafted ones. The raw deltas are
+    named."""
+    raw = f"Δaccepted {accepted!r}, Δdraft tokens {draft_tokens!r}, Δdrafts {drafts!r}"
+    known = [v for v in (accepted, draft_tokens, drafts) if v is not None]
+    if any(not math.isfinite(v) or v > ABSURD_DELTA for v in known):
+        return f"impossible server counters ({raw}): not finite or above {ABSURD_DELTA:g}; not shown"
+    if accepted is not None and draft_tokens is not None and accepted > draft_tokens:
+        return f"impossible server counters ({raw}): more tokens accepted than drafted; not shown"
     return None
 
 

@@ -105,9 +105,9 @@ def window_requests(frame: pd.DataFrame, start: float, end: float) -> pd.DataFra
 
 
 def window_arrivals(run: RunData, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Arrival time and token count of every chunk of ``rows`` (``window_requests``), except those of requests whose
-    counts are suspect."""
-    rows = rows[rows["error_class"] != ErrorClass.SUSPECT_USAGE]
+    """Arrival time and token count of every chunk of ``rows`` (``window_requests``) that succeeded: a failed
+    request's tokens (a stream cut by an error event, counts that are suspect) never feed a rate."""
+    rows = rows[rows["error_class"].isna()]
     chunks = Chunks.of(rows, run.lists)
     return chunks.arrivals(rows["t_send"].to_numpy(dtype=float)), chunks.tokens
 

@@ -15,12 +15,17 @@ has ended, so none of it delays a timestamp. Token counts come from, in this ord
   stream (the total), and each chunk's text (the split);
 * ``unknown``: no usage and no tokenizer: times are known, counts are not.
 
+Text is the evidence of a token: an event without text (``delta: null``, ``{}``, an empty string) carries no token
+time and starts no TTFT; tokens the server counted on it are added to the chunk with text before it (or, before
+the first one, to the first). A stream that delivered no text is ``empty_completion`` whatever its usage says.
+
 Server-supplied values that cannot be right (a finish reason that is not text, a count that is not a
-non-negative integer of sane size, a cumulative count that goes down) make the request a ``malformed_event``
-failure naming the raw value. A count that can be right but disagrees with the request is ``suspect_usage``, with
-the raw values: more output tokens than the ``max_tokens`` the server was asked for, or (``Split.apply``, after the
-stream, with a tokenizer) a total more than ``SUSPECT_FACTOR`` times plus ``SUSPECT_SLACK`` away from the
-tokenizer's count of the text the server streamed, in either direction.
+non-negative JSON integer of sane size (``10.0`` and ``-0.0`` are not counts), a cumulative count that goes down)
+make the request a ``malformed_event`` failure naming the raw value. A count that can be right but disagrees with
+the request is ``suspect_usage``, with the raw values: more output tokens than the ``max_tokens`` the server was
+asked for, a total of zero for a stream that delivered text, or (``Split.apply``, after the stream, with a
+tokenizer) a total more than ``SUSPECT_FACTOR`` times plus ``usage_slack`` away from the tokenizer's count of the
+text the server streamed, in either direction.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ..records import ErrorClass, RequestRecord
 from .reasoning import Parts, event_parts, mark_reasoning, split_tags
 
 __all__ = [
+    "SHORT_SLACK",
     "SUSPECT_FACTOR",
     "SUSPECT_SLACK",
     "Event",
@@ -45,6 +51,8 @@ __all__ = [
     "choice_text",
     "count_tokens",
     "text_disagrees",
+    "usage_slack",
+    "zero_against_text",
 ]
 
 MAX_COUNT = 1 << 40  # larger than any real token count, small enough for every integer column
@@ -52,6 +60,7 @@ MAX_COUNT = 1 << 40  # larger than any real token count, small enough for every 
 # text can merge or split a few tokens, and tokens without text (special ones) count for the server only.
 SUSPECT_FACTOR = 2.0
 SUSPECT_SLACK = 16
+SHORT_SLACK = 2  # for short answers the slack is this plus the smaller count (``usage_slack``)
 
 
 @dataclass
@@ -92,7 +101,7 @@ def _count(value, what: str) -> int | None:
     """A server-supplied count: None when absent, an int when sane, ``Malformed`` otherwise."""
     if value is None:
         return None
-    number = int(value) if isinstance(value, float) and value.is_integer() else value
+    number = value  # a JSON number with a fraction or exponent (``10.0``, ``-0.0``) is not a count
     if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= MAX_COUNT:
         raise Malformed(f"{what} must be a non-negative integer up to {MAX_COUNT}, found {str(value)[:60]!r}")
     return number
@@ -245,15 +254,33 @@ class Split:
         return text_disagrees(self.total, count(text), len(text)) if self.total is not None else None
 
 
+def usage_slack(total: int, counted: int) -> int:
+    """The tolerance's additive part: ``SUSPECT_SLACK``, but for short answers ``SHORT_SLACK`` plus the smaller
+    count, so that a total of none against ten tokens of text (or ten against none) is caught."""
+    return min(SUSPECT_SLACK, SHORT_SLACK + min(total, counted))
+
+
 def text_disagrees(total: int, counted: int, chars: int) -> str | None:
     """Why a server's total cannot be the text it streamed (None when they agree within the tolerance)."""
-    if total <= SUSPECT_FACTOR * counted + SUSPECT_SLACK and counted <= SUSPECT_FACTOR * total + SUSPECT_SLACK:
+    slack = usage_slack(total, counted)
+    if total <= SUSPECT_FACTOR * counted + slack and counted <= SUSPECT_FACTOR * total + slack:
         return None
     return (
         f"suspect usage: the server counts {total} output tokens (usage.completion_tokens), the tokenizer counts "
-        f"{counted} in the {chars} characters it streamed (tolerance: within x{SUSPECT_FACTOR:g} + {SUSPECT_SLACK} "
-        "either way)"
+        f"{counted} in the {chars} characters it streamed (tolerance: within x{SUSPECT_FACTOR:g} + {slack} either "
+        f"way; the slack is {SUSPECT_SLACK}, or {SHORT_SLACK} + the smaller count when that is less)"
     )[:500]
+
+
+def zero_against_text(final_total: int | None, texts: list[str]) -> str | None:
+    """Why a final total of zero cannot be a stream that delivered text (None when it is not that)."""
+    if final_total != 0 or not texts:
+        return None
+    chars = sum(len(t) for t in texts)
+    return (
+        f"suspect usage: usage.completion_tokens 0 for a stream that delivered {chars} characters in "
+        f"{len(texts)} chunks"
+    )
 
 
 def above_max_tokens(record: RequestRecord, final_total: int | None, source: str) -> str | None:
@@ -369,20 +396,27 @@ def account(
         return None
     record.token_source = source
     texts, parts = [], []
+    carried = 0  # tokens the server counted on events without text, before the first event with text
     for i, (event, n, text) in enumerate(zip(events, counts, all_texts, strict=False)):
-        if n > 0 or text:
-            record.chunk_offsets.append(event.t - record.t_send)
-            record.chunk_tokens.append(n)
-            texts.append(text)
-            parts.append(event_parts(event.data))
-            if drafts is not None:
-                record.chunk_drafted.append(drafts[i][0])
-                record.chunk_accepted.append(drafts[i][1])
+        if not text:  # no token arrived here: what the server counted on it belongs to a chunk with text
+            if record.chunk_tokens:
+                record.chunk_tokens[-1] += n
+            else:
+                carried += n
+            continue
+        record.chunk_offsets.append(event.t - record.t_send)
+        record.chunk_tokens.append(n + carried)
+        carried = 0
+        texts.append(text)
+        parts.append(event_parts(event.data))
+        if drafts is not None:
+            record.chunk_drafted.append(drafts[i][0])
+            record.chunk_accepted.append(drafts[i][1])
     record.output_tokens = sum(record.chunk_tokens) if source != "unknown" else 0
     if record.chunk_offsets:
         record.t_first = record.t_send + record.chunk_offsets[0]
         record.t_end = record.t_send + record.chunk_offsets[-1]
-    suspect = above_max_tokens(record, final_total, source)
+    suspect = above_max_tokens(record, final_total, source) or zero_against_text(final_total, texts)
     if record.error_class is None:
         if suspect:
             record.error_class, record.error_message = ErrorClass.SUSPECT_USAGE, suspect
@@ -391,7 +425,10 @@ def account(
             record.error_message = f"stream ended without [DONE] or finish_reason after {len(events)} events"
         elif not record.chunk_offsets:
             record.error_class = ErrorClass.EMPTY
-            record.error_message = "the server finished without producing a token"
+            said = f"; its usage.completion_tokens says {final_total}" if final_total else ""
+            record.error_message = (
+                f"the server finished without producing a token (no text in {len(events)} events{said})"
+            )
     parts = split_tags(parts) if think_tags else parts
     mark_reasoning(record, parts, reasoning_total)
     if source in ("usage+text_share", "unknown") and texts:

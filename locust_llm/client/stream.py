@@ -9,18 +9,22 @@ byte. JSON decoding happens after the stamp; token accounting (``accounting``) a
 from __future__ import annotations
 
 import json
+import sys
 import time
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import gevent
 
+from ..fmt import shown
 from ..records import ErrorClass, RequestRecord, now
 from ..scenario import LoadSpec, Timeouts
 from ..workload.items import PromptItem
 from . import ledger
-from .accounting import Event, Split, account, answer_text
+from .accounting import SUSPECT_FACTOR, SUSPECT_SLACK, Event, Split, account, answer_text, event_text
 from .engines import OMITS_ZERO_CACHED, PATHS, auth_headers
 from .sse import EventTooLarge, SSEParser
 from .transport import Body, Connection, ResponseHead, Target, TransportError, build_request, tls_context
@@ -169,6 +173,77 @@ def _not_streamed(raw: bytes) -> _Failed:
         f"{head}: a whole answer, finish_reason {choice.get('finish_reason')!r}, usage.completion_tokens "
         f"{usage.get('completion_tokens')!r}; without a stream there are no token times (does it honour "
         '"stream": true?)',
+    )
+
+
+def _chunk(raw: bytes) -> dict:
+    """One event's JSON object; what it is instead names the fault (a server's bytes, escaped, in the message)."""
+    try:
+        chunk = json.loads(raw.decode())
+    except UnicodeDecodeError as exc:
+        raise _Failed(
+            ErrorClass.MALFORMED, f"event is not UTF-8 (byte 0x{raw[exc.start]:02x} at {exc.start}): {raw[:200]!r}"
+        ) from None
+    except RecursionError:  # the C parser stops at the interpreter's recursion limit: the nesting is the fault
+        raise _Failed(
+            ErrorClass.MALFORMED,
+            f"event nests deeper than the JSON parser allows ({sys.getrecursionlimit()} levels): {raw[:80]!r}",
+        ) from None
+    except ValueError:
+        raise _Failed(ErrorClass.MALFORMED, f"event is not JSON: {raw[:200]!r}") from None
+    if not isinstance(chunk, dict):
+        raise _Failed(ErrorClass.MALFORMED, f"event is not a JSON object: {raw[:200]!r}")
+    if "error" in chunk and not chunk.get("choices"):
+        raise _Failed(ErrorClass.SERVER_ERROR_EVENT, f"server sent an error event: {json.dumps(chunk['error'])[:400]}")
+    return chunk
+
+
+def _error_event(data: bytes) -> _Failed:
+    """An SSE ``event: error``: its data quoted (escaped), whatever it holds."""
+    text = data.decode("utf-8", "replace")
+    return _Failed(ErrorClass.SERVER_ERROR_EVENT, f"server sent an error event (event: error): {shown(text, 400)}")
+
+
+# Past this many events a stream has gone on beyond what was asked for: each event that carries text carries at
+# least one token, so a server that honours max_tokens sends at most max_tokens of them (plus a few without text:
+# the role, the usage, the finish reason). The factor and slack are the usage check's (``accounting``): a server
+# may split a token's text over several events.
+OVERRUN_FACTOR = SUSPECT_FACTOR
+OVERRUN_SLACK = SUSPECT_SLACK
+
+
+def overrun_after(max_tokens: int) -> int:
+    """Events after which a stream asked for ``max_tokens`` is checked for having gone past them."""
+    return int(OVERRUN_FACTOR * max_tokens) + OVERRUN_SLACK if max_tokens > 0 else 1 << 62
+
+
+def _overran(texts: int, last: Event, max_tokens: int) -> str | None:
+    """Why a stream whose events so far carried text ``texts`` times, ``last`` the latest, is past ``max_tokens``
+    (None when it is not): more events with text, or a larger cumulative usage, than ``overrun_after`` allows."""
+    limit = overrun_after(max_tokens)
+    usage = last.data.get("usage")
+    counted = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if texts < limit and not (isinstance(counted, (int, float)) and counted >= limit):
+        return None
+    return (
+        f"suspect usage: the stream went on past max_tokens {max_tokens} ({texts} events with text"
+        + (f", usage.completion_tokens {counted!r}" if counted is not None else "")
+        + f"; the client stops reading at {limit}: {OVERRUN_FACTOR:g} x max_tokens + {OVERRUN_SLACK})"
+    )
+
+
+def _decoder(head: ResponseHead) -> Callable[[bytes], bytes] | None:
+    """What undoes the body's ``Content-Encoding`` (None for identity); an encoding the client cannot read is
+    refused by name. The client asks for identity; a server or proxy may compress anyway."""
+    encoding = head.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        return zlib.decompressobj(wbits=47).decompress  # 32 + 15: a gzip or a zlib header, told apart by zlib
+    raise _Failed(
+        ErrorClass.MALFORMED,
+        f"the server sent Content-Encoding: {shown(encoding, 60)} although the client asked for identity "
+        "(gzip and deflate are decoded; others are not)",
     )
 
 
@@ -330,7 +405,7 @@ class StreamingClient:
                 raise _Failed(ErrorClass.HTTP_ERROR, error_text(head, text))
             if head.headers.get("content-type", "").lower().startswith("application/json"):
                 raise _not_streamed(body.read_error(min(deadlines.first_by, deadlines.total_by), WHOLE_ANSWER_BYTES))
-            done = self._read_events(body, events, deadlines, watchdog)
+            done = self._read_events(body, events, deadlines, watchdog, spec.max_tokens, _decoder(head))
         except _Failed as exc:
             record.error_class, record.error_message = exc.error_class, str(exc)[:500]
         except Exception as exc:  # anything else is still a counted failure, never a crash
@@ -378,13 +453,27 @@ class StreamingClient:
             )
             raise _Failed(error, str(exc)) from None
 
-    def _read_events(self, body: Body, events: list[Event], deadlines: _Deadlines, watchdog: _Watchdog) -> bool:
-        """Read events until ``[DONE]`` (or the end of the body); return whether the stream ended properly."""
+    def _read_events(
+        self,
+        body: Body,
+        events: list[Event],
+        deadlines: _Deadlines,
+        watchdog: _Watchdog,
+        max_tokens: int,
+        decoder: Callable[[bytes], bytes] | None = None,
+    ) -> bool:
+        """Read events until ``[DONE]`` (or the end of the body); return whether the stream ended properly.
+        ``decoder``: undoes the body's Content-Encoding. A stream that goes on past ``overrun_after(max_tokens)``
+        events is cut there (``_overran``)."""
         parser = SSEParser()
         pieces = body.pieces(lambda: None)  # the watchdog keeps the deadlines
+        check_at = overrun_after(max_tokens)
+        checked = texts = 0  # events looked at for text so far, and how many of them had it
         while True:
             piece = self._expect(lambda: next(pieces, None), deadlines)
             if piece is None:  # the body ended without [DONE]: properly only if a finish reason came
+                if parser.error is not None:
+                    raise _error_event(parser.error)
                 return any(
                     isinstance(c, dict) and c.get("finish_reason")
                     for e in events
@@ -392,28 +481,30 @@ class StreamingClient:
                 )
             payload, t = piece
             try:
-                raw_events = parser.feed(payload)
+                raw_events = parser.feed(payload if decoder is None else decoder(payload))
             except EventTooLarge as exc:
                 raise _Failed(ErrorClass.MALFORMED, str(exc)) from None
+            except zlib.error as exc:
+                why = f"the body does not decode as its Content-Encoding: {exc}"
+                raise _Failed(ErrorClass.MALFORMED, why) from None
             for raw in raw_events:
                 if raw.strip() == b"[DONE]":
                     self._drain(body)
                     return True
-                try:
-                    chunk = json.loads(raw.decode())
-                except ValueError:
-                    raise _Failed(ErrorClass.MALFORMED, f"event is not JSON: {raw[:200]!r}") from None
-                if not isinstance(chunk, dict):
-                    raise _Failed(ErrorClass.MALFORMED, f"event is not a JSON object: {raw[:200]!r}")
-                if "error" in chunk and not chunk.get("choices"):
-                    raise _Failed(
-                        ErrorClass.SERVER_ERROR_EVENT, f"server sent an error event: {json.dumps(chunk['error'])[:400]}"
-                    )
-                events.append(Event(t, chunk))
+                events.append(Event(t, _chunk(raw)))
                 deadlines.last_event = t
                 if not deadlines.started:
                     deadlines.started = True
                     watchdog.rearm()
+            if parser.error is not None:
+                raise _error_event(parser.error)
+            if len(events) >= check_at:  # counted only now and then (each event once): nothing per event
+                texts += sum(1 for e in events[checked:] if event_text(e))
+                checked = len(events)
+                why = _overran(texts, events[-1], max_tokens)
+                if why:
+                    raise _Failed(ErrorClass.SUSPECT_USAGE, why)
+                check_at = len(events) + OVERRUN_SLACK
 
     @staticmethod
     def _drain(body: Body) -> None:

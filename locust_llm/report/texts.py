@@ -55,9 +55,10 @@ DEFINITIONS: list[tuple[str, str]] = [
     (
         "aggregate output tok/s",
         (
-            "Per step: every token whose arrival time falls inside the step's steady window, "
-            "divided by the window's length (not tokens of the requests that happened to "
-            "finish in it). The 95% CI is a t interval of the mean of the window's one-second bins, its "
+            "Per step: every token of a successful request whose arrival time falls inside the step's steady "
+            "window, divided by the window's length (not tokens of the requests that happened to "
+            "finish in it; a failed request's tokens never count). The 95% CI is a t interval of the mean of "
+            "the window's one-second bins, its "
             "variance inflated by their correlation between neighbouring seconds (AR(1)), with a count's "
             "Poisson spread as its floor."
         ),

@@ -35,6 +35,9 @@ class SourceRecord(RunFileModel):
     """Polls made."""
     failures: int
     """Polls that failed."""
+    samples: int | None = None
+    """Rows its answers recorded (runs before this field: unknown). A source that answered without one sample
+    found nothing it reads."""
 
 
 class TelemetryAttachment(RunFileModel):

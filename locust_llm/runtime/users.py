@@ -21,6 +21,7 @@ from locust import User, task
 
 from ..client.engines import cache_extra, request_extra
 from ..client.stream import RequestSpec, StreamingClient
+from ..fmt import shown
 from ..records import ErrorClass, Phase, RequestRecord, now
 from ..scenario import LoadSpec
 from ..workload import PromptItem, Workload
@@ -284,7 +285,8 @@ class LLMUser(User):
             record.t_done = now()
         # A request never sent (dropped at the cap, failed before sending) keeps t_send NaN in the record.
         start = record.t_done if math.isnan(record.t_send) else record.t_send
-        exception = None if record.ok else RuntimeError(f"{record.error_class}: {record.error_message}")
+        # Locust prints the message in its error report: a server's text in it is escaped (``fmt.shown``).
+        exception = None if record.ok else RuntimeError(f"{record.error_class}: {shown(record.error_message, 500)}")
         self.environment.events.request.fire(
             request_type=record.api,
             name=f"{record.variant} @ {record.level:g}",

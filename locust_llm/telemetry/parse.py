@@ -86,7 +86,8 @@ def parse_text(text: str | bytes, wanted: Callable[[str], bool] | Iterable[str] 
     try:
         families = list(text_string_to_metric_families(body))
     except Exception as exc:  # noqa: BLE001
-        raise MetricsParseError(f"not Prometheus text: {exc}") from None
+        where = _first_bad_line(text, accept if wanted is not None else None)
+        raise MetricsParseError(f"not Prometheus text: {exc}{where}") from None
     samples = []
     for family in families:
         for s in family.samples:
@@ -100,6 +101,20 @@ def parse_text(text: str | bytes, wanted: Callable[[str], bool] | Iterable[str] 
                 )
             )
     return samples
+
+
+def _first_bad_line(text: str, wanted: Callable[[str], bool] | None) -> str:
+    """`` (line N: ...)``: the page's first sample line (of a ``wanted`` name) the parser refuses on its own; only
+    looked for once the page was refused, so that the gap names the line."""
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or (wanted is not None and not wanted(_sample_name(stripped))):
+            continue
+        try:
+            list(text_string_to_metric_families(stripped + "\n"))
+        except Exception:  # noqa: BLE001
+            return f" (line {number}: {stripped[:120]!r})"
+    return ""
 
 
 def finite(samples: Iterable[Sample]) -> list[Sample]:

@@ -12,7 +12,9 @@ never delays another, and none of this runs in a stream's code path):
 * ``process``: the server process's CPU and resident memory (psutil), when its pid is known. Without a GPU
   this is the hardware figure (said once, in the log and in ``telemetry.json``).
 
-Rows: ``t`` (run clock, ``records.now()``; a Prometheus sample keeps its scrape time), ``variant``,
+Rows: ``t`` (run clock, ``records.now()``, the middle of the poll; a Prometheus sample keeps its scrape time, a
+Prometheus being a scraper with a clock of its own; a ``/metrics`` page's exposition timestamps are ignored),
+``variant``,
 ``source``, ``metric`` (canonical), ``labels`` (JSON), ``value`` (canonical unit). Part files are flushed
 every ``flush_interval_s`` into ``telemetry.parts/`` and merged into ``telemetry.parquet`` by ``close()``.
 
@@ -32,6 +34,7 @@ from pathlib import Path
 import gevent
 import pyarrow as pa
 
+from ..fmt import shown
 from ..records import now
 from ..rundir import PartWriter, layout
 from ..rundir.telemetry_meta import SourceRecord, TelemetryAttachment, TelemetryGap, TelemetryMeta, TelemetryNote
@@ -63,6 +66,7 @@ class SourceState:
     source: object
     polls: int = 0
     failures: int = 0
+    samples: int = 0  # rows recorded
     last_ok: float | None = None
     gap: TelemetryGap | None = None
     warned: bool = False
@@ -91,7 +95,9 @@ class Attachment:
             t_attach=self.t_attach,
             t_detach=self.t_detach,
             sources=[
-                SourceRecord.model_validate({**s.source.describe, "polls": s.polls, "failures": s.failures})
+                SourceRecord.model_validate(
+                    {**s.source.describe, "polls": s.polls, "failures": s.failures, "samples": s.samples}
+                )
                 for s in self.states
             ],
             errors=list(self.errors),
@@ -249,13 +255,15 @@ class TelemetryPoller:
 
     def _poll_once(self, att: Attachment, state: SourceState) -> None:
         t0 = now()
-        state.polls += 1
         try:
             with gevent.Timeout(self.timeout_s + 0.5, SourceError(f"no answer within {self.timeout_s + 0.5:.1f} s")):
                 rows = state.source.poll()
         except Exception as exc:  # noqa: BLE001  (GreenletExit is not an Exception: kill still works)
+            state.polls += 1  # counted once it ended: a poll cut by the detach is neither an answer nor a failure
             self._failed(att, state, t0, exc)
             return
+        state.polls += 1
+        state.samples += len(rows)
         t = (t0 + now()) / 2.0
         if state.gap is not None:
             self._close_gap(state, t, recovered=True)
@@ -291,8 +299,10 @@ class TelemetryPoller:
 
         drafted, accepted = delta("spec_draft_tokens"), delta("spec_accepted_tokens")
         kv, gauge = series("kv_cache_usage"), series("spec_accept_rate_gauge")
+        # Counters that cannot both be true (more accepted than drafted, not finite) show nothing, never a rate.
+        possible = drafted is not None and accepted is not None and math.isfinite(drafted) and 0 <= accepted <= drafted
         return {
-            "acceptance": accepted / drafted if drafted and accepted is not None and drafted > 0 else None,
+            "acceptance": accepted / drafted if possible and drafted else None,
             "acceptance_gauge": gauge[-1][1] if gauge else None,
             "kv_cache_usage": kv[-1][1] if kv else None,
         }
@@ -315,7 +325,8 @@ class TelemetryPoller:
 
     def _failed(self, att: Attachment, state: SourceState, t: float, exc: BaseException) -> None:
         state.failures += 1
-        message = str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}"
+        # A server's text (an error page, a metric name) is escaped before it reaches a log line or telemetry.json.
+        message = shown(str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}", 400)
         if not state.warned:
             state.warned = True
             log.warning(

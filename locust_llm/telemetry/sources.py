@@ -11,10 +11,13 @@ import json
 import logging
 import math
 import time
+from collections import Counter
 
+import gevent
 import psutil
 
 from ..client.http import requests, session
+from ..fmt import shown
 from ..host.nvml import probe_nvml
 from .maps import MetricMap, Reading, normalise_nvml
 from .parse import MetricsParseError, Sample, parse_text
@@ -22,6 +25,8 @@ from .parse import MetricsParseError, Sample, parse_text
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "MAX_PAGE_BYTES",
+    "MAX_SERIES",
     "NvmlSource",
     "ProcessSource",
     "PrometheusSource",
@@ -44,8 +49,18 @@ def _rows(readings: list[Reading]) -> list[Row]:
     return [(r.timestamp, r.metric, r.labels_json(), float(r.value)) for r in readings]
 
 
+# A /metrics page is read up to this size; a larger one is a named gap, never read whole (a page that size every
+# poll would take the event loop the load shares).
+MAX_PAGE_BYTES = 8 << 20
+# Samples of the names a map reads, per page: real servers expose a few hundred; more is a page that lies.
+MAX_SERIES = 4096
+
+
 class ScrapeSource:
-    """GET a Prometheus text page and map it."""
+    """GET a Prometheus text page and map it. The page is read up to ``MAX_PAGE_BYTES`` and parsed in a thread of
+    gevent's pool (off the event loop the load shares); its samples are stamped with the client's poll time by the
+    poller, never with the exposition's own timestamps (another clock: a server an hour behind would put every
+    sample outside every window)."""
 
     def __init__(self, name: str, url: str, metric_map: MetricMap, timeout_s: float):
         self.name = name
@@ -57,19 +72,48 @@ class ScrapeSource:
 
     def poll(self) -> list[Row]:
         try:
-            response = self.session.get(self.url, timeout=(self.timeout_s, self.timeout_s))
+            with self.session.get(self.url, timeout=(self.timeout_s, self.timeout_s), stream=True) as response:
+                if response.status_code != 200:
+                    raise SourceError(f"{self.url} answered HTTP {response.status_code}")
+                page = self._read(response)
         except requests.RequestException as exc:
-            raise SourceError(f"{self.url} unreachable: {type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
-            raise SourceError(f"{self.url} answered HTTP {response.status_code}")
-        try:
-            samples = parse_text(response.content, wanted=self.map.wants)
-        except MetricsParseError as exc:
-            raise SourceError(f"{self.url}: {exc}") from None
-        return _rows(self.map.normalise(samples))
+            raise SourceError(f"{self.url} unreachable: {type(exc).__name__}: {shown(exc)}") from None
+        # The error comes back as a value: gevent prints an exception raised in its pool's thread, server text and all.
+        samples = gevent.get_hub().threadpool.apply(_parsed, (page, self.map.wants))
+        if isinstance(samples, MetricsParseError):
+            raise SourceError(f"{self.url}: {samples}")
+        if len(samples) > MAX_SERIES:
+            names = Counter(s.name for s in samples).most_common(1)
+            raise SourceError(
+                f"{self.url}: {len(samples):,} samples of the metrics read (most: {shown(names[0][0], 80)}, "
+                f"{names[0][1]:,}), more than the {MAX_SERIES:,} allowed; not recorded"
+            )
+        return [(None, *row[1:]) for row in _rows(self.map.normalise(samples))]
+
+    def _read(self, response) -> bytes:
+        """The page's bytes, or a ``SourceError`` once it passes ``MAX_PAGE_BYTES``."""
+        too_large = f"{self.url}: the page is larger than {MAX_PAGE_BYTES >> 20} MiB (the cap); not read"
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_PAGE_BYTES:
+            raise SourceError(f"{too_large} (Content-Length {declared})")
+        parts, size = [], 0
+        for part in response.iter_content(1 << 16):
+            parts.append(part)
+            size += len(part)
+            if size > MAX_PAGE_BYTES:
+                raise SourceError(too_large)
+        return b"".join(parts)
 
     def close(self) -> None:
         self.session.close()
+
+
+def _parsed(page: bytes, wanted) -> list[Sample] | MetricsParseError:
+    """``parse_text`` for a pool thread: the page's samples, or why it was refused."""
+    try:
+        return parse_text(page, wanted=wanted)
+    except MetricsParseError as exc:
+        return exc
 
 
 def promql_string(value: str) -> str:

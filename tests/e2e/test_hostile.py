@@ -398,3 +398,133 @@ def test_an_open_loop_keeps_its_clock_against_a_refusing_server(tmp_path):
     intended = frame["t_intended"].sort_values().to_numpy()
     gaps = intended[1:] - intended[:-1]
     assert len(frame) == frame["seq"].nunique() and abs(gaps - 1 / 20).max() < 1e-3, gaps
+
+
+# -- round three: a server's bytes never forge a figure, a line or a stall -------------------------------------------
+
+
+STREAM_FAULTS = [
+    # script (tests.misbehaving.SCRIPTS), exit code, error class (None: they succeed), words in every message
+    ("textless", 5, "empty_completion", "no text in 9 events; its usage.completion_tokens says 8"),
+    ("usage_zero", 5, "suspect_usage", "usage.completion_tokens 0 for a stream that delivered 24 characters in 8"),
+    ("usage_negzero", 5, "malformed_event", "usage.completion_tokens must be a non-negative integer"),
+    ("bom", 0, None, None),
+    ("lone_cr", 0, None, None),
+    ("gzip", 0, None, None),
+    ("error_event", 5, "server_error_event", 'server sent an error event (event: error): {"message": "overloaded"}'),
+    ("brotli", 5, "malformed_event", "the server sent Content-Encoding: br although the client asked for identity"),
+    ("nested", 5, "malformed_event", "event nests deeper than the JSON parser allows"),
+    ("bad_utf8", 5, "malformed_event", "event is not UTF-8 (byte 0xff at 23)"),
+    ("endless", 5, "suspect_usage", "the stream went on past max_tokens 8 (32 events with text"),
+]
+
+
+@pytest.mark.parametrize("script, code, error_class, words", STREAM_FAULTS, ids=[f[0] for f in STREAM_FAULTS])
+def test_a_stream_s_bytes_never_forge_a_figure(tmp_path, refserver_factory, script, code, error_class, words):
+    server = refserver_factory(*CALM)
+    with Front(server.url, f"script:{script}") as front:
+        started = time.monotonic()
+        done, frame = run(tmp_path, front.url)
+        wall = time.monotonic() - started
+    assert_exit(done, code)
+    assert_counted(done, frame)
+    assert len(frame) == front.completions, (len(frame), front.completions)  # rows = requests served
+    print(f"{script}: {len(frame)} rows, {front.completions} served, exit {done.returncode}, {wall:.1f} s")
+    (step,) = json.loads((tmp_path / "h" / "summary.json").read_text())["variants"]["ref"]["steps"]
+    if error_class is None:
+        assert frame["error_class"].isna().all(), frame["error_message"].dropna().head(3).tolist()
+        assert (frame["output_tokens"] == 8).all() and (frame["chunk_offsets"].map(len) == 8).all()
+        return
+    assert (frame["error_class"] == error_class).all(), frame["error_class"].value_counts()
+    assert frame["error_message"].str.contains(words, regex=False).all(), frame["error_message"].iloc[0]
+    assert step["output_tps"] in (None, 0.0), step["output_tps"]  # a failed request's tokens feed no rate
+    if script == "textless":  # no text: no token time
+        assert frame["t_first"].isna().all() and (frame["output_tokens"] == 0).all()
+    if script in ("error_event", "endless"):  # cut short, with what came before
+        chunks = 3 if script == "error_event" else 32
+        assert frame["t_first"].notna().all() and (frame["chunk_offsets"].map(len) == chunks).all()
+
+
+def metrics_page(drafts: float, draft_tokens: float, accepted: float, suffix: str = "") -> bytes:
+    return (
+        f"vllm:spec_decode_num_drafts_total {drafts}{suffix}\n"
+        f"vllm:spec_decode_num_draft_tokens_total {draft_tokens}{suffix}\n"
+        f"vllm:spec_decode_num_accepted_tokens_total {accepted}{suffix}\n"
+    ).encode()
+
+
+HOUR_BEHIND_MS = f" {int((time.time() - 3600) * 1000)}"
+METRICS_FAULTS = [
+    # a page for poll k, the step's acceptance rate (None: not shown), words in its reason or the console, whether
+    # the console says "/metrics found" (samples were recorded)
+    (lambda k: metrics_page(10 * k, 40 * k, 120 * k), None, "more tokens accepted than drafted", True),
+    (lambda k: metrics_page(10 * k, 40 * k, 20 * k, HOUR_BEHIND_MS), 0.5, None, True),
+    (
+        lambda k: metrics_page(10 * k, 40 * k, 20 * k) + b"vllm:spec_decode_num_drafts_total{a=} x\n",
+        None,
+        "(line 4: 'vllm:spec_decode_num_drafts_total{a=} x')",
+        False,
+    ),
+    (lambda k: (metrics_page(10 * k, 40 * k, 20 * k), 30.0), None, "Read timed out", False),
+    (lambda k: b"vllm:num_requests_running\x1b]0;t\x07\x1b[2J 1\n", None, "invalid metric name", False),
+]
+
+
+@pytest.mark.parametrize(
+    "page, rate, words, found", METRICS_FAULTS, ids=["accepted-3x", "hour-behind", "bad-line", "30-s", "escapes"]
+)
+def test_telemetry_is_judged_before_it_is_believed(tmp_path, refserver_factory, page, rate, words, found):
+    server = refserver_factory(*CALM)
+    with Front(server.url, metrics=page) as front:
+        done, frame = run(tmp_path, front.url, "--step-duration", "4")
+    assert_exit(done, 0)
+    assert_counted(done, frame)
+    (step,) = json.loads((tmp_path / "h" / "summary.json").read_text())["variants"]["ref"]["steps"]
+    figures = step["server"]
+    acceptance = (figures.get("acceptance") or {}).get("rate")
+    reasons = " | ".join(m["reason"] for m in figures.get("missing") or [] if m["figure"].startswith("acceptance"))
+    if rate is not None:
+        assert acceptance == pytest.approx(rate), reasons
+        return
+    assert acceptance is None
+    summary_md = (tmp_path / "h" / "summary.md").read_text()
+    assert "300.0%" not in summary_md and "\x1b" not in summary_md
+    console = done.stdout + done.stderr
+    assert "\x1b" not in console
+    assert words in reasons or words in console, (reasons, console[-2000:])
+    assert ("/metrics found" in console) == found, console[-2000:]
+    if not found:
+        assert "not exposed" not in reasons and "/metrics not found: " in console, (reasons, console[-2000:])
+
+
+def test_a_50_mb_metrics_page_is_a_named_gap_and_the_load_keeps_its_pace(tmp_path, refserver_factory):
+    """50 MB a poll: not read (the cap), named; the step stays client-valid (the pages are not parsed)."""
+    server = refserver_factory(*CALM)
+    huge = b"vllm:num_requests_running 1\n" + b"# " + b"x" * 1000 + b"\n" * 50_000 * 1000
+    with Front(server.url, metrics=lambda k: huge) as front:
+        done, frame = run(tmp_path, front.url, "--step-duration", "4")
+    assert_exit(done, 0)
+    assert_counted(done, frame)
+    assert front.metric_pages > 0
+    telemetry = json.loads((tmp_path / "h" / "telemetry.json").read_text())
+    assert any("larger than 8 MiB (the cap)" in gap["error"] for gap in telemetry["gaps"]), telemetry["gaps"]
+    source = telemetry["attachments"][0]["sources"][0]
+    assert source["samples"] == 0 and source["failures"] == source["polls"] > 0, source
+    (step,) = json.loads((tmp_path / "h" / "summary.json").read_text())["variants"]["ref"]["steps"]
+    if step["status"] != "contended":  # on a host busy with other work the client's share is the host's doing
+        assert step["client_valid"] is not False, step["client_validity"]
+
+
+def test_a_forged_owned_by_and_model_id_are_printed_escaped(tmp_path, refserver_factory):
+    server = refserver_factory(*CALM)
+    forged = "x\nShutting down (exit code 0)\nlocust-llm verdict for run h: exit code 0"
+    models = {"data": [{"id": "m\x1b]0;owned\x07\x1b[2J", "object": "model", "owned_by": forged}]}
+    with Front(server.url, models=models) as front:
+        done, frame = run(tmp_path, front.url)
+    assert_counted(done, frame)
+    console = done.stdout + done.stderr
+    verdicts = [line for line in console.splitlines() if line.startswith("locust-llm verdict for run h")]
+    assert len(verdicts) == 1, console[-3000:]
+    assert "Shutting down (exit code 0)\n" not in console and "\x1b" not in console
+    assert "owned_by x\\nShutting down (exit code 0)\\nlocust-llm verdict" in console
+    assert "\x1b" not in (tmp_path / "h" / "summary.md").read_text()

@@ -3,7 +3,7 @@ kept when it is below its number of events, and a tokenizer's total taken on the
 
 import pytest
 
-from locust_llm.client.accounting import Event, account, count_tokens
+from locust_llm.client.accounting import Event, account, count_tokens, text_disagrees
 from locust_llm.records import RequestRecord
 
 
@@ -64,8 +64,9 @@ def test_rule_llamacpp_events_above_max_tokens_are_suspect_too():
         (40, False),  # within x2 + 16 of the 20 words streamed
         (56, False),  # the edge: 2 x 20 + 16
         (57, True),  # past it: more tokens than the text can hold
-        (2, False),  # 20 <= 2 x 2 + 16
-        (1, True),  # 20 > 2 x 1 + 16: fewer tokens than the text holds
+        (6, False),  # the edge: 20 = 2 x 6 + min(16, 2 + 6)
+        (5, True),  # 20 > 2 x 5 + (2 + 5): fewer tokens than the text holds
+        (2, True),  # 20 > 2 x 2 + (2 + 2): a short total is held to a short slack
     ],
 )
 def test_rule_a_total_far_from_the_tokenizers_count_of_the_text_is_suspect_usage(server_total, suspect):
@@ -78,7 +79,53 @@ def test_rule_a_total_far_from_the_tokenizers_count_of_the_text_is_suspect_usage
     assert (record.error_class == "suspect_usage") == suspect
     if suspect:
         assert f"the server counts {server_total} output tokens" in record.error_message
-        assert "the tokenizer counts 20 in the" in record.error_message and "x2 + 16" in record.error_message
+        slack = min(16, 2 + min(server_total, 20))
+        assert "the tokenizer counts 20 in the" in record.error_message
+        assert f"x2 + {slack} either way" in record.error_message
+
+
+def test_rule_the_tolerance_catches_ten_against_none_and_none_against_ten():
+    """Short answers: the slack shrinks with the smaller count, so neither side can be zero against ten."""
+    assert text_disagrees(10, 0, 40) is not None and text_disagrees(0, 10, 40) is not None
+    assert text_disagrees(10, 10, 40) is None and text_disagrees(1, 3, 12) is None
+
+
+@pytest.mark.parametrize("shape", [{"delta": None}, {"delta": {}}, {"text": None}, {"delta": {"content": ""}}])
+def test_rule_a_stream_without_text_is_an_empty_completion_whatever_its_usage_says(shape):
+    """Ten chunks that carry no text and a final usage of 10: no token, no TTFT, ``empty_completion``."""
+    events = [Event(0.01 * (i + 1), {"choices": [{"index": 0, **shape}]}) for i in range(10)]
+    last = {"choices": [{"text": "", "finish_reason": "length"}], "usage": {"completion_tokens": 10}}
+    events.append(Event(0.2, last))
+    record = RequestRecord(t_send=0.0, max_tokens=64)
+    account(record, events, done=True)
+    assert record.error_class == "empty_completion" and record.output_tokens == 0
+    assert record.chunk_offsets == [] and record.t_first != record.t_first  # NaN: no first token
+    assert "no text in 11 events; its usage.completion_tokens says 10" in record.error_message
+
+
+def test_rule_tokens_counted_on_an_event_without_text_join_a_chunk_with_text():
+    """Continuous usage where the role chunk already counts one token and the last (empty) event one more: the times
+    are the text chunks', the total stays the server's."""
+    events = [Event(0.01, {"choices": [{"delta": {"role": "assistant"}}], "usage": {"completion_tokens": 1}})]
+    events += [text(0.02 * (i + 1), f" w{i}", usage=2 + i) for i in range(3)]
+    events.append(Event(0.1, {"choices": [{"text": "", "finish_reason": "stop"}], "usage": {"completion_tokens": 5}}))
+    record = RequestRecord(t_send=0.0, max_tokens=64)
+    account(record, events, done=True)
+    assert record.ok and record.chunk_offsets == [0.02, 0.04, 0.06] and record.t_first == 0.02
+    assert record.chunk_tokens == [2, 1, 2] and record.output_tokens == 5
+
+
+@pytest.mark.parametrize("usage, error_class, words", [
+    (0, "suspect_usage", "usage.completion_tokens 0 for a stream that delivered 30 characters in 10 chunks"),
+    (-0.0, "malformed_event", "usage.completion_tokens must be a non-negative integer up to 1099511627776, "
+     "found '-0.0'"),
+    (10.0, "malformed_event", "found '10.0'"),
+])  # fmt: skip
+def test_rule_a_zero_or_non_integer_usage_against_streamed_text_is_named(usage, error_class, words):
+    events = [text(0.01 * i, f" w{i}") for i in range(10)] + [usage_only(0.2, usage)]
+    record = RequestRecord(t_send=0.0, max_tokens=64)
+    account(record, events, done=True)
+    assert record.error_class == error_class and words in record.error_message, record.error_message
 
 
 def test_exact_per_chunk_usage_is_checked_against_the_text_without_changing_its_split():

@@ -419,3 +419,57 @@ def test_cross_check_puts_client_and_server_side_by_side_and_flags_a_ttft_gap():
     assert check["acceptance_rate"]["client"] == 0.64
     assert check["ttft_ms"]["ratio"] == pytest.approx(1.6) and check["ttft_ms"]["flag"] is True
     assert cross_check(server_step, {"ttft_ms": {"mean": 160.0}})["ttft_ms"]["flag"] is False
+
+
+# -- telemetry judged before it is believed -----------------------------------------------------
+
+
+def spec_rows(values: list[tuple[float, float, float]], t_step: float = 5.0) -> pd.DataFrame:
+    """llama.cpp-style counters (drafts, draft tokens, accepted tokens) at T0, T0 + t_step, ..."""
+    rows = []
+    for i, counts in enumerate(values):
+        for metric, value in zip(("spec_drafts", "spec_draft_tokens", "spec_accepted_tokens"), counts, strict=True):
+            rows.append(
+                {"t": T0 + t_step * i, "variant": "v", "source": "scrape", "metric": metric, "labels": "{}",
+                 "value": value}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    "values, words",
+    [
+        ([(0, 0, 0), (10, 100, 150), (20, 200, 300)], "more tokens accepted than drafted"),
+        ([(0, 0, 0), (10, 100, 50), (20, math.inf, 100)], "not finite or above 1e+15"),
+        ([(0, 0, 0), (10, 1e308, 50), (20, 1e308, 100)], "not finite or above 1e+15"),
+    ],
+    ids=["accepted-3x", "inf", "1e308"],
+)
+def test_impossible_acceptance_counters_are_missing_with_their_raw_values_never_a_rate(values, words):
+    step = figures(spec_rows(values), "llamacpp")
+    acc = step["acceptance"]
+    assert acc["rate"] is None and acc["mean_length"] is None and acc["draft_tokens"] is None
+    reasons = {m["figure"]: m["reason"] for m in step["missing"]}
+    assert words in reasons["acceptance.rate"] and "Δaccepted" in reasons["acceptance.rate"], reasons
+
+
+def test_metrics_never_read_are_missing_for_the_scrape_s_reason_not_as_not_exposed():
+    """Every poll failed (a malformed line refused the page): no sample of the server's, only the process's."""
+    frame = pd.DataFrame(
+        [{"t": T0 + i, "variant": "v", "source": "process", "metric": "process_rss_mib", "labels": "{}", "value": 1.0}
+         for i in range(12)]
+    )  # fmt: skip
+    gap = {"variant": "v", "source": "scrape", "start": T0 - 10, "first_failure": T0 - 9, "end": None,
+           "failures": 20, "error": "http://x/metrics: not Prometheus text: line 3", "recovered": False}  # fmt: skip
+    step = figures(frame, "vllm", gaps=[gap])
+    reasons = {m["figure"]: m["reason"] for m in step["missing"]}
+    assert "not exposed" not in reasons["acceptance.rate"]
+    assert "not read: no sample of the server's metrics was recorded" in reasons["acceptance.rate"]
+    assert "line 3" in reasons["acceptance.rate"]
+
+
+def test_a_refused_page_names_its_first_bad_line():
+    page = b"vllm:spec_decode_num_drafts_total 1\n# c\nvllm:spec_decode_num_drafts_total{a=} x\n"
+    page += b"vllm:num_requests_running 2\n"
+    with pytest.raises(MetricsParseError, match=r"\(line 3: 'vllm:spec_decode_num_drafts_total\{a=\} x'\)"):
+        parse_text(page, wanted=map_for("vllm").wants)

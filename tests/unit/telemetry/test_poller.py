@@ -7,6 +7,7 @@ import itertools
 import json
 import logging
 import os
+import time
 from pathlib import Path
 
 import gevent
@@ -265,3 +266,81 @@ def test_prometheus_server_stops_cleanly_without_orphans(tmp_path):
     prom.stop()  # idempotent
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+# -- a page that lies about its clock, its size or its series ----------------------------------------------------
+
+
+class OnePage:
+    """Serves ``page`` (bytes) at /metrics."""
+
+    def __init__(self, page: bytes):
+        self.page = page
+        self.server = WSGIServer(("127.0.0.1", 0), self.app, log=None, error_log=None)
+        self.server.start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def app(self, environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain; version=0.0.4"), ("Connection", "close")])
+        return [self.page]
+
+    def stop(self):
+        self.server.stop(timeout=0)
+
+
+def test_exposition_timestamps_from_another_clock_are_not_sample_times():
+    """Samples stamped an hour behind (milliseconds, as the format has them): the rows carry the poll's time."""
+    from locust_llm.telemetry.sources import ScrapeSource
+
+    behind_ms = int((time.time() - 3600) * 1000)
+    endpoint = OnePage(f"vllm:spec_decode_num_drafts_total 10 {behind_ms}\n".encode())
+    source = ScrapeSource("scrape", f"{endpoint.url}/metrics", map_for("vllm"), 2.0)
+    try:
+        rows = source.poll()
+    finally:
+        source.close()
+        endpoint.stop()
+    assert [(r[0], r[1], r[3]) for r in rows] == [(None, "spec_drafts", 10.0)]  # None: the poller stamps it
+
+
+@pytest.mark.parametrize(
+    "page, words",
+    [
+        (b"vllm:num_requests_running 1\n" + b"# " + b"x" * 200 + b"\n" * 50_000, "larger than 8 MiB (the cap)"),
+        (
+            "".join(f'vllm:num_requests_running{{engine="{i}"}} 1\n' for i in range(5000)).encode(),
+            "5,000 samples of the metrics read (most: vllm:num_requests_running, 5,000), more than the 4,096",
+        ),
+    ],
+    ids=["50-MB", "5000-series"],
+)
+def test_a_page_over_the_caps_is_a_named_failure_not_read(page, words):
+    from locust_llm.telemetry.sources import ScrapeSource, SourceError
+
+    if words.startswith("larger"):
+        page = page * 1000  # 50 MB and more
+    endpoint = OnePage(page)
+    source = ScrapeSource("scrape", f"{endpoint.url}/metrics", map_for("vllm"), 5.0)
+    try:
+        with pytest.raises(SourceError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            source.poll()
+    finally:
+        source.close()
+        endpoint.stop()
+
+
+def test_a_refused_page_is_a_failure_with_its_text_escaped_and_nothing_printed(capfd):
+    """A metric name holding escapes: the poll fails naming the line; the parsing thread prints nothing."""
+    from locust_llm.telemetry.sources import ScrapeSource, SourceError
+
+    endpoint = OnePage(b"vllm:num_requests_running\x1b]0;t\x07\x1b[2J 1\n")
+    source = ScrapeSource("scrape", f"{endpoint.url}/metrics", map_for("vllm"), 5.0)
+    try:
+        with pytest.raises(SourceError, match="invalid metric name") as caught:
+            source.poll()
+    finally:
+        source.close()
+        endpoint.stop()
+    out, err = capfd.readouterr()
+    assert "\x1b" not in out + err and "MetricsParseError" not in err, err
+    assert "(line: 'vllm:num_requests_running\\x1b]0;t" in str(caught.value)
