@@ -54,9 +54,9 @@ def main() -> None:
     parser.add_argument("--step-duration", type=float, default=8.0)
     parser.add_argument("--users", type=int, default=2)
     args = parser.parse_args()
-    server = RefServerProcess(
-        "--cache-unreported", "--prefill-s-per-token", str(args.prefill_ms / 1000), "--ttft-s", "0.01", "--gap-s", "0.005"
-    )
+    prefill = str(args.prefill_ms / 1000)
+    timing = ("--ttft-s", "0.01", "--gap-s", "0.005")
+    server = RefServerProcess("--cache-unreported", "--prefill-s-per-token", prefill, *timing)
     try:
         with tempfile.TemporaryDirectory(prefix="repeated-runs-") as tmp:
             folder = Path(tmp)

@@ -202,7 +202,7 @@ def warn_capacity(environment, load) -> None:
     """A plan this host likely cannot carry, said before the first request with the arithmetic (a master whose
     workers run elsewhere has no count of their cores: nothing said)."""
     processes = getattr(environment.parsed_options, "processes", None) or 0
-    if isinstance(environment.runner, MasterRunner) and not processes:
+    if isinstance(getattr(environment, "runner", None), MasterRunner) and not processes:
         return
     cores = os.cpu_count() or 1
     processes = cores if processes == -1 else max(processes, 1)
