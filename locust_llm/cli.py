@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import sys
 import time
 from pathlib import Path
+
+from .places import baseline_library
 
 __all__ = ["main"]
 
@@ -102,25 +103,36 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .analysis.gates import EXIT_OK, EXIT_REGRESSION
+    """The new run against the old one: exit 4 on a regression, 5 when nothing could be compared (no variant and
+    level measured cleanly in both: each is named with why) or a run file cannot be read, else 0."""
+    from .analysis.gates import EXIT_INVALID, EXIT_OK, EXIT_REGRESSION
     from .analysis.regression import compare_runs
     from .pipeline import finish_run
     from .report.console import comparison_table
-    from .rundir import is_run_dir, layout, load_run
+    from .rundir import UnreadableFile, is_run_dir, layout, load_run
 
     if (code := _not_run_dirs([args.old, args.new])) is not None:
         return code
-    if args.out is None or (args.out.resolve() == args.new.resolve()):
-        # The new run's verdict and report gain the comparison.
-        result = finish_run(args.new, baseline_dir=args.old, max_regression_pct=args.max_regression_pct).regression
-    else:
-        result = compare_runs(load_run(args.old), load_run(args.new), args.max_regression_pct)
-        args.out.mkdir(parents=True, exist_ok=True)
-        layout.write_text(args.out / layout.RUN_COMPARISON, result.model_dump_json(indent=2))
-        if is_run_dir(args.out):
-            finish_run(args.out)
+    try:
+        if args.out is None or (args.out.resolve() == args.new.resolve()):
+            # The new run's verdict and report gain the comparison.
+            result = finish_run(args.new, baseline_dir=args.old, max_regression_pct=args.max_regression_pct).regression
+        else:
+            result = compare_runs(load_run(args.old), load_run(args.new), args.max_regression_pct)
+            args.out.mkdir(parents=True, exist_ok=True)
+            layout.write_text(args.out / layout.RUN_COMPARISON, result.model_dump_json(indent=2))
+            if is_run_dir(args.out):
+                finish_run(args.out)
+    except UnreadableFile as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    if result is None:
+        print("error: no comparison was made", file=sys.stderr)
+        return EXIT_INVALID
     print(comparison_table(result))
-    return EXIT_REGRESSION if result.regressions else EXIT_OK
+    if result.regressions:
+        return EXIT_REGRESSION
+    return EXIT_OK if result.rows else EXIT_INVALID
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -147,10 +159,6 @@ def cmd_schema(args: argparse.Namespace) -> int:
     }
     print(json.dumps(schemas[args.document](), indent=2))
     return 0
-
-
-def baseline_library(path: Path | None) -> Path:
-    return path or Path(os.environ.get("LOCUST_LLM_BASELINES", "baselines"))
 
 
 def _save_error(args: argparse.Namespace, target: Path) -> str | None:
@@ -282,7 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     save = baseline_sub.add_parser("save", help="save a run directory under a name")
     save.add_argument("run_dir", type=Path)
     save.add_argument("--name", required=True)
-    save.add_argument("--library", type=Path, default=None, help="default: $LOCUST_LLM_BASELINES or ./baselines")
+    save.add_argument(
+        "--library", type=Path, default=None, help="default: $LOCUST_LLM_BASELINES, else the project's baselines/"
+    )
     save.set_defaults(func=cmd_baseline_save)
     listing = baseline_sub.add_parser("list", help="list saved baselines")
     listing.add_argument("--library", type=Path, default=None)

@@ -16,6 +16,7 @@ from .analysis.gates import evaluate, gates_of
 from .analysis.regression import compare_runs
 from .analysis.summary import build_summary
 from .analysis.timeline import build_timeline
+from .places import BASELINES_ENV, baseline_library
 from .report import ReportInput, RunView, write_report
 from .report.console import verdict_table
 from .rundir import RunData, is_run_dir, layout, load_run
@@ -23,7 +24,7 @@ from .scenario import GatesSpec
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Outcome", "finish_run", "gates_of"]
+__all__ = ["Outcome", "finish_run", "gates_of", "missing_baseline"]
 
 
 @dataclass
@@ -42,12 +43,10 @@ def _regression(
     """The comparison this run's verdict includes, and any bad-input reason (a named baseline that is missing)."""
     threshold = gates.max_regression_pct if max_regression_pct is None else max_regression_pct
     if baseline_dir is None and gates.baseline_run:
-        baseline_dir = Path(gates.library) / gates.baseline_run
-        if not is_run_dir(baseline_dir):
-            return None, [
-                f"baseline run {gates.baseline_run!r} not found in {gates.library}/ "
-                "(save one with `locust-llm baseline save`)"
-            ]
+        missing = missing_baseline(gates)
+        if missing:
+            return None, [missing]
+        baseline_dir = baseline_library(gates.library) / gates.baseline_run
     if baseline_dir is None:
         previous = layout.read_json(run_dir / layout.RUN_COMPARISON)
         old_dir = previous.get("old_dir") if isinstance(previous, dict) else None
@@ -56,6 +55,20 @@ def _regression(
         baseline_dir = Path(old_dir)
         threshold = previous.get("max_regression_pct", threshold) if max_regression_pct is None else threshold
     return compare_runs(load_run(baseline_dir), run, threshold), []
+
+
+def missing_baseline(gates: GatesSpec) -> str | None:
+    """Why ``gates.baseline_run`` cannot be compared with (no saved run of that name in the library), or None; a run
+    asks before its first request, and the verdict again at the end."""
+    if not gates.baseline_run:
+        return None
+    library = baseline_library(gates.library)
+    if is_run_dir(library / gates.baseline_run):
+        return None
+    return (
+        f"baseline run {gates.baseline_run!r} not found in {library}/ (save one with `locust-llm baseline save "
+        f"RUN_DIR --name {gates.baseline_run}`, or point ${BASELINES_ENV} at the library)"
+    )
 
 
 def finish_run(

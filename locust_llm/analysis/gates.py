@@ -169,7 +169,7 @@ def _event_reasons(events: Sequence[Event], reasons: dict[int, list[str]]) -> No
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event.t)) if event.t else "?"
             reasons.setdefault(EXIT_INTERRUPTED, []).append(
                 f"interrupted by {event.signal} at {when} during {event.variant} step "
-                f"{event.step}: the figures cover what was measured until then"
+                f"{event.step}{f' ({event.cut})' if event.cut else ''}: the figures cover what was measured until then"
             )
         elif isinstance(event, Unfinished):
             reasons.setdefault(EXIT_INTERRUPTED, []).append(

@@ -33,6 +33,7 @@ __all__ = [
     "LEVEL_GAP",
     "LevelCache",
     "PromptCache",
+    "across_runs",
     "cache_mode",
     "finish_prompt_cache",
     "level_caches",
@@ -66,6 +67,10 @@ class PromptCache(Doc):
     and again: ``load.unique_prefix`` off), ``shared`` (``load.shared_prefix``: hits on purpose), ``conversation``
     (each turn carries its conversation's history: hits on purpose), ``trace`` (a trace whose records share prompt
     blocks: hits on purpose), or ``unknown`` (the run directory does not say)."""
+    across_runs: str | None = None
+    """``unique``: the run's prompts were its own (a per-run nonce in every marker); ``repeated``: identical bytes
+    every run (``load.same_prompts_every_run``, or a run recorded before per-run markers), so an earlier run's cache
+    may serve them."""
     cached_fraction: float | None = None
     """Share of the window's prompt tokens the server took from its cache (``requests`` when a request reported it,
     else ``server``); null: not measured."""
@@ -102,6 +107,13 @@ class LevelCache(Doc):
     """Variant minus baseline, as a fraction."""
     flag: str | None = None
     """Why the level's latency speed-ups may compare cache hits (null: no reason)."""
+
+
+def across_runs(env: RunEnv) -> str:
+    """Whether the run's prompts were its own (``unique``) or the bytes of every run (``repeated``: opted in, or
+    recorded before per-run markers)."""
+    workload = env.workload or WorkloadEnv()
+    return workload.across_runs or "repeated"
 
 
 def cache_mode(env: RunEnv) -> str:
@@ -149,7 +161,12 @@ def _split(values: pd.Series) -> dict | None:
 
 
 def request_cache(
-    sent: pd.DataFrame, ttft: pd.Series, mode: str, repeated: pd.Series | None, shared_tokens: int
+    sent: pd.DataFrame,
+    ttft: pd.Series,
+    mode: str,
+    repeated: pd.Series | None,
+    shared_tokens: int,
+    across_runs: str | None = None,
 ) -> dict:
     """A step's prompt cache from its steady requests (``sent``) and their TTFT (the mode's headline, NaN for
     failures); ``finish_prompt_cache`` adds the server's counters and the verdict."""
@@ -157,7 +174,7 @@ def request_cache(
     prompt = sent["prompt_tokens"].astype(float).where(lambda p: p > 0)
     cached = sent["cached_tokens"].astype(float) if "cached_tokens" in sent else pd.Series(np.nan, index=sent.index)
     reporting = ok & cached.notna() & prompt.notna()
-    out: dict = {"mode": mode, "requests_reporting": int(reporting.sum())}
+    out: dict = {"mode": mode, "across_runs": across_runs, "requests_reporting": int(reporting.sum())}
     if reporting.any():
         out["requests"] = _figure(
             float(cached[reporting].sum()), float(prompt[reporting].sum()), REQUESTS_SOURCE, int(reporting.sum())
@@ -189,7 +206,17 @@ def finish_prompt_cache(cache: dict, server: dict | None) -> dict:
         if repeated or fraction is None or fraction > CACHED_SHARE:
             cache["flag"] = "prompts replayed (load.unique_prefix: false): " + "; ".join(said)
     elif mode == "cold" and fraction is not None and fraction > CACHED_SHARE:
-        cache["flag"] = f"{share} although every prompt was unique: TTFT here is partly cache hits, not prefill"
+        if cache.get("across_runs") == "unique":
+            cause = (
+                "although every prompt was unique to this run: the cache served a beginning they share (a chat "
+                "template's header, a system prompt)"
+            )
+        else:
+            cause = (
+                "although no prompt repeated within the run: an earlier run sent these same prompts (the same seed, "
+                "no per-run marker: load.same_prompts_every_run or an older release) and the server still caches them"
+            )
+        cache["flag"] = f"{share} {cause}: TTFT here is partly cache hits, not prefill"
     return cache
 
 

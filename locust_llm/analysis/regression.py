@@ -34,10 +34,39 @@ METRICS: dict[str, tuple[Callable[[LevelSamples], np.ndarray], Statistic, bool]]
 N_BOOT = 1000
 
 
+def uncompared(old: dict[str, dict[float, LevelSamples]], new: dict[str, dict[float, LevelSamples]]) -> list[str]:
+    """Why each variant and level of either run is not compared: measured in one run only, or not clean in one."""
+    out = []
+    for variant in sorted(set(old) | set(new)):
+        if variant not in new or variant not in old:
+            out.append(f"variant {variant}: only in the {'old' if variant in old else 'new'} run")
+            continue
+        for level in sorted(set(old[variant]) | set(new[variant])):
+            sides = {"old": old[variant].get(level), "new": new[variant].get(level)}
+            missing = [side for side, samples in sides.items() if samples is None]
+            if missing:
+                out.append(f"{variant} level {level:g}: not measured in the {missing[0]} run")
+                continue
+            unclean = [
+                f"the {side} run's steps are not clean ({_statuses(samples)})"
+                for side, samples in sides.items()
+                if samples is not None and not samples.clean
+            ]
+            if unclean:
+                out.append(f"{variant} level {level:g}: " + "; ".join(unclean))
+    return out
+
+
+def _statuses(samples: LevelSamples) -> str:
+    said = [f"{status}: {', '.join(reasons)}" if reasons else status for status, reasons in samples.excluded.values()]
+    return "; ".join(dict.fromkeys(said)) or "no step"
+
+
 def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) -> RunComparison:
     """Every variant and level both runs measured; ratio > 1 means the new run is better."""
     old_samples, new_samples = analyse(old).samples, analyse(new).samples
     rows, regressions = [], []
+    not_compared = uncompared(old_samples, new_samples)
     for variant in sorted(set(old_samples) & set(new_samples)):
         levels = [
             level
@@ -75,6 +104,7 @@ def compare_runs(old: RunData, new: RunData, max_regression_pct: float = 5.0) ->
         max_regression_pct=max_regression_pct,
         rows=rows,
         regressions=regressions,
+        not_compared=not_compared,
         prompt_cache=None
         if modes[0] == modes[1]
         else f"the runs' prompts differ: {modes[0]} in {old.env.run_id}, {modes[1]} in "

@@ -34,6 +34,7 @@ from .metrics import APPROXIMATE_SOURCES, Chunks, chunk_split, request_metrics
 from .positions import POSITION_STATUSES, positions_summary, request_positions, step_positions
 from .probes import probe_summary
 from .prompt_cache import (
+    across_runs,
     cache_mode,
     finish_prompt_cache,
     level_caches,
@@ -179,7 +180,12 @@ def step_summary(
         summary[name] = summarize(derived[name].to_numpy(dtype=float), n_boot=N_BOOT)
     shared = run.env.recorded_load.shared_prefix
     summary["prompt_cache"] = request_cache(
-        sent, derived[latency_keys(mode)["ttft"]], cache_mode(run.env), repeated, (shared.tokens or 0) if shared else 0
+        sent,
+        derived[latency_keys(mode)["ttft"]],
+        cache_mode(run.env),
+        repeated,
+        (shared.tokens or 0) if shared else 0,
+        across_runs(run.env),
     )
     if mode == "open":
         scheduled = (

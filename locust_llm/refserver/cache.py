@@ -23,7 +23,7 @@ METRIC_STYLES = ("vllm", "sglang", "llamacpp")
 
 
 class PrefixCache:
-    def __init__(self, block: int = 16, capacity: int = 100_000, style: str = "vllm"):
+    def __init__(self, block: int = 16, capacity: int = 100_000, style: str = "vllm", reported: bool = True):
         if not isinstance(block, int) or isinstance(block, bool) or block < 0:
             raise ValueError(f"cache block size must be an int >= 0 (0: no cache), got {block!r}")
         if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
@@ -31,6 +31,7 @@ class PrefixCache:
         if style not in METRIC_STYLES:
             raise ValueError(f"metrics style must be one of {METRIC_STYLES}, got {style!r}")
         self.block, self.capacity, self.style = block, capacity, style
+        self.said = reported  # False: a cache that says nothing (no cached_tokens, no /metrics), as some servers
         self.blocks: OrderedDict[int, None] = OrderedDict()
         self.prompt_tokens = 0
         self.cached_tokens = 0
@@ -38,6 +39,11 @@ class PrefixCache:
     @property
     def enabled(self) -> bool:
         return self.block > 0
+
+    @property
+    def reported(self) -> bool:
+        """Whether answers and ``/metrics`` tell the cache's hits."""
+        return self.enabled and self.said
 
     def _keys(self, words: list[str], salt: str) -> list[int]:
         keys, key = [], hash(("salt", salt))

@@ -98,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cache-blocks", type=int, default=100_000, help="prompt cache capacity in blocks (LRU)")
     parser.add_argument(
+        "--cache-unreported",
+        action="store_true",
+        help="the prompt cache works but says nothing: no cached_tokens in usage, no /metrics",
+    )
+    parser.add_argument(
         "--metrics-style", choices=METRIC_STYLES, default="vllm", help="the engine whose names /metrics uses"
     )
     parser.add_argument(
@@ -141,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         "usage_factor": args.usage_factor,
     }
     try:
-        cache = PrefixCache(args.cache_block, args.cache_blocks, args.metrics_style)
+        cache = PrefixCache(args.cache_block, args.cache_blocks, args.metrics_style, not args.cache_unreported)
         server = make_server(
             args.port,
             defaults,

@@ -280,7 +280,7 @@ class RefServer:
                     self.models_answer, {"object": "list", "data": [entry]}
                 )
                 return self._json(start_response, "200 OK", answer)
-            if path == "/metrics" and method == "GET" and self.cache.enabled:
+            if path == "/metrics" and method == "GET" and self.cache.reported:
                 body = self.cache.metrics_text(self.model).encode()
                 start_response(
                     "200 OK", [("Content-Type", "text/plain; version=0.0.4"), ("Content-Length", str(len(body)))]
@@ -473,7 +473,7 @@ class _Stream:
             "completion_tokens": completion,
             "total_tokens": self.prompt_tokens + completion,
         }
-        if self.server.cache.enabled:
+        if self.server.cache.reported:
             usage["prompt_tokens_details"] = {"cached_tokens": self.cached}
         if self.cfg["reasoning_details"]:
             usage["completion_tokens_details"] = {"reasoning_tokens": min(completion, self.cfg["reasoning_tokens"])}

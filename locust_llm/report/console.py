@@ -89,7 +89,11 @@ def comparison_table(result: RunComparison) -> str:
         ratio = f"{row.ratio:.3f}" if row.ratio is not None else "-"
         mark = "  REGRESSION" if (row.variant, row.level, row.metric) in flagged else ""
         lines.append(f"{row.variant:<18} {lvl(row.level):>6} {row.metric:<11} {ratio:>7}  {ci:<17} {row.change}{mark}")
-    lines.append(f"{len(result.regressions)} regression(s)")
+    if result.rows:
+        lines.append(f"{len(result.regressions)} regression(s)")
+    else:
+        lines.append("nothing compared: no variant and level was measured cleanly in both runs")
+    lines += [f"not compared: {why}" for why in result.not_compared]
     if result.prompt_cache:
         lines.append(f"prompt cache: {result.prompt_cache}")
     return "\n".join(lines)

@@ -22,6 +22,13 @@ MODES = {
 }
 
 
+ACROSS_RUNS = {
+    "unique": "; the markers carry a nonce of this run's own, so no earlier run sent these prompts",
+    "repeated": "; the same bytes as every other run with this seed (load.same_prompts_every_run, or a release "
+    "without per-run markers): a server's cache from an earlier run can serve them",
+}
+
+
 def mode_text(view: RunView) -> str | None:
     """The run's prompt-cache mode in words (None for a run that recorded none of it)."""
     workload = view.workload
@@ -31,7 +38,10 @@ def mode_text(view: RunView) -> str | None:
     shared = workload.shared_prefix or {}
     marker = "?" if workload.unique_prefix_tokens is None else workload.unique_prefix_tokens
     text = MODES.get(mode, mode).format(marker=marker, groups=shared.get("groups"), tokens=shared.get("tokens"))
-    return text + ("; each request also has a cache_salt of its own" if workload.cache_salt else "")
+    text += "; each request also has a cache_salt of its own" if workload.cache_salt else ""
+    if mode in ("cold", "shared"):
+        text += ACROSS_RUNS.get(workload.across_runs or "", ACROSS_RUNS["repeated"])
+    return text
 
 
 def cache_cell(step: StepFigures) -> dict:

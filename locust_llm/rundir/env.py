@@ -214,6 +214,10 @@ class WorkloadEnv(_Part):
     """A replayed trace; absent otherwise."""
     cache_salt: bool | None = None
     """Whether a cold run also salted the server's prompt cache (an engine that supports it)."""
+    across_runs: str | None = None
+    """``unique``: the run's markers (and salts) carry a nonce of its own, so no earlier run sent its prompts;
+    ``repeated``: identical bytes every run (``load.same_prompts_every_run``); null: recorded before per-run markers
+    (identical every run)."""
 
 
 class _Recorded(BaseModel):

@@ -288,6 +288,9 @@ class Interrupted(Event):
     """The step it arrived in (-1: before the first)."""
     variant: str
     """The variant measured then (empty before the first step)."""
+    cut: str | None = None
+    """The window it cut short, in words (``steady window of step 3 cut at 5.6 s of 10 s``); null between windows
+    or in runs that did not record it."""
 
 
 class Unfinished(Event):

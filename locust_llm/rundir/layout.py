@@ -104,8 +104,11 @@ def write_parquet(path: Path, table: pa.Table) -> Path:
 
 
 def write_json(path: Path, data: Any) -> Path:
-    """Atomic, with every secret masked: values under secret-looking keys too (``HF_TOKEN``, ``api_key``)."""
-    return write_text(path, json.dumps(redact(data), indent=2, default=str))
+    """Atomic, with every secret masked by structure (``redact``): values under secret-looking keys (``HF_TOKEN``,
+    ``api_key``) and secrets inside string values; keys and the document's shape never change, so it reads back."""
+    plain = json.loads(json.dumps(data, default=str))  # objects as the strings they write, then masked like any
+    text = json.dumps(redact(plain), indent=2)
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def read_json(path: Path) -> Any:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from ..rundir.events import (
 from ..rundir.facts import host_info, package_versions
 from ..rundir.lock import RunLock
 from ..rundir.steps import StepRow
+from ..workload.generate import PREFIX_BITS
 from .clocksync import ClockSync, write_clocks
 from .conductor import Tick
 from .hostmon import HostMonitor
@@ -62,6 +64,7 @@ __all__ = ["Experiment"]
 
 DRAIN_GRACE_S = 30.0
 WORKLOAD_WAIT_S = 300.0  # the longest a step waits for the load processes to build their prompts
+WORKLOAD_PROGRESS_S = 10.0  # how often that wait is said while it lasts
 
 
 # After SIGTERM or Ctrl-C, streams in flight get this long to finish before they are cancelled (and recorded
@@ -84,7 +87,9 @@ class Experiment:
         self.plan = plan
         self.run = RunDir(plan.report_dir, plan.run_id)
         self.recorder = Recorder(self.run.path, clock_offsets=clocks.offsets if clocks is not None else dict)
-        self.state = StepState(run_id=plan.run_id, mode=plan.load.mode, seed=plan.load.seed)
+        # Cold across runs: a nonce of this run's own in every marker (0: the same bytes as every run with 0).
+        self.nonce = 0 if plan.load.same_prompts_every_run else secrets.randbits(PREFIX_BITS) or 1
+        self.state = StepState(run_id=plan.run_id, mode=plan.load.mode, seed=plan.load.seed, nonce=self.nonce)
         self.finished = False
         self.closed = False
         self.interrupted = False
@@ -114,6 +119,7 @@ class Experiment:
         self.run.write_steps()
         ledger.reset()  # this run's requests to its servers, counted from here
         self.session = session(plan, self.run)
+        self.session.nonce = self.nonce
         self.classes = [user_classes[plan.load.mode]]
         # What else the machine does while we measure; our own processes (servers, workers, a --host server on this
         # machine) are left out.
@@ -135,8 +141,26 @@ class Experiment:
         self.interrupted = True
         self.session.interrupt()
         self.environment.stop_timeout = min(self.environment.stop_timeout or INTERRUPT_GRACE_S, INTERRUPT_GRACE_S)
-        log.warning("%s: stopping the run; what was measured until now is kept and reported", signal_name)
-        self.run.note(Interrupted(signal=signal_name, step=self.state.step, variant=self.state.variant))
+        cut = self.cut_window()
+        log.warning(
+            "%s: stopping the run%s; what was measured until now is kept and reported",
+            signal_name,
+            f" ({cut})" if cut else "",
+        )
+        self.run.note(Interrupted(signal=signal_name, step=self.state.step, variant=self.state.variant, cut=cut))
+
+    def cut_window(self) -> str | None:
+        """The window an interruption cuts short, in words; None between windows."""
+        row = self.run.steps[-1] if self.run.steps else None
+        if row is None or not math.isnan(row.t_end):
+            return None
+        t = now()
+        if math.isnan(row.t_steady) or t < row.t_steady:
+            return f"warm-up of {row.variant} step {row.step}, before its steady window"
+        return (
+            f"steady window of {row.variant} step {row.step} cut at {t - row.t_steady:.1f} s of "
+            f"{self.plan.steady_s(row.level):g} s"
+        )
 
     # -- load shape program ---------------------------------------------------------------
     def program(self) -> Iterator[Tick]:
@@ -168,7 +192,9 @@ class Experiment:
         if workload is not None and self.run.env.workload is None:
             cold = workload.lead.mode == "cold"
             self.run.env.workload = WorkloadEnv(
-                **workload.describe(), cache_salt=cold and bool(cache_extra(self.plan.engine, ""))
+                **workload.describe(),
+                cache_salt=cold and bool(cache_extra(self.plan.engine, "")),
+                across_runs="unique" if self.nonce and workload.lead.prefixer else "repeated",
             )
             self.run.write_env()
         return True
@@ -259,14 +285,37 @@ class Experiment:
 
         if not url or built():
             return
-        deadline = now() + WORKLOAD_WAIT_S
+        started = now()
+        said = started
         self.broadcast(variant, -1, math.nan, Phase.STARTING)  # the load processes start building
         while not built():
-            if now() > deadline or self.interrupted or not self.session.alive():
+            waited = now() - started
+            if waited > WORKLOAD_WAIT_S or self.interrupted or not self.session.alive():
+                why = (
+                    "the run was stopped"
+                    if self.interrupted
+                    else "the server is gone"
+                    if not self.session.alive()
+                    else f"the limit is {WORKLOAD_WAIT_S:g} s"
+                )
                 log.warning(
-                    "variant %s: the load processes' prompts were not ready after %gs", variant, WORKLOAD_WAIT_S
+                    "variant %s: waiting for prompts: %d of %d load processes ready after %.0f s (%s)",
+                    variant,
+                    len(self.ready.get(url, ())),
+                    max(self.worker_count(), 1),
+                    waited,
+                    why,
                 )
                 return
+            if now() - said >= WORKLOAD_PROGRESS_S:
+                said = now()
+                log.info(
+                    "variant %s: waiting for prompts: %d of %d load processes ready, %.0f s",
+                    variant,
+                    len(self.ready.get(url, ())),
+                    max(self.worker_count(), 1),
+                    waited,
+                )
             self.send_state()
             yield tick
 
@@ -436,6 +485,7 @@ class Experiment:
             model=server.model if server else "",
             workers=max(self.worker_count(), 1),
             seed=self.plan.load.seed,
+            nonce=self.nonce,
             t_start=t_start,
             context=context,
             base_urls=base_urls,
@@ -461,6 +511,15 @@ class Experiment:
                 self.run.note(ClientRefused(worker=worker, message=message))
                 self.interrupted = True
 
+    def moment(self) -> str:
+        """Where the run is, in words: a step, or the set-up before a variant's first step (never "step -1")."""
+        state = self.state
+        if state.step >= 0:
+            return f"during {state.variant} step {state.step}"
+        if state.variant:
+            return f"while variant {state.variant} was being set up (its server, then the load processes' prompts)"
+        return "before the first step"
+
     def watch_workers(self, missing_only: bool = False) -> None:
         """A lost worker: a run event with what it had sent, its step marked (the level was not held), and the
         run stopped unless ``load.on_worker_loss`` is ``continue``. A worker that joins gets the load again."""
@@ -473,12 +532,10 @@ class Experiment:
             stop = self.plan.load.on_worker_loss == "stop"
             self.recorder.lost.add(change.index)
             log.error(
-                "worker %d (%s) stopped answering during %s step %s, %d of its requests in flight or not shipped "
-                "are lost; %s",
+                "worker %d (%s) stopped answering %s, %d of its requests in flight or not shipped are lost; %s",
                 change.index,
                 change.client_id,
-                self.state.variant,
-                self.state.step,
+                self.moment(),
                 self.recorder.unaccounted(change.index),
                 "stopping the run (load.on_worker_loss: stop)"
                 if stop
@@ -500,13 +557,7 @@ class Experiment:
             if stop:
                 self.interrupted = True
         for change in joined:
-            log.info(
-                "worker %d (%s) joined during %s step %s",
-                change.index,
-                change.client_id,
-                self.state.variant,
-                self.state.step,
-            )
+            log.info("worker %d (%s) joined %s", change.index, change.client_id, self.moment())
             self.run.note(
                 WorkerJoined(
                     worker=change.index, client_id=change.client_id, variant=self.state.variant, step=self.state.step

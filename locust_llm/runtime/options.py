@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import places
+
 __all__ = ["DEFAULT_SCENARIO", "OPTIONS", "Option", "defaults", "given", "parse_value"]
 
-DEFAULT_SCENARIO = "scenarios/tiny-cpu.yaml"
+DEFAULT_SCENARIO = str(places.DEFAULT_SCENARIO)  # the project's own, found from any working directory
 
 
 @dataclass(frozen=True)

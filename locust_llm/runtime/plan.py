@@ -16,9 +16,10 @@ from pydantic import ValidationError
 
 from ..client.engines import API_KEY_ENV
 from ..client.transport import header_problem, url_problem
+from ..pipeline import missing_baseline
 from ..rundir.facts import new_run_id
 from ..rundir.lock import LOCK, RunLock, RunLocked
-from ..rundir.redact import remember, secret_name
+from ..rundir.redact import MASK, remember, secret_name
 from ..scenario import (
     CostSpec,
     GatesSpec,
@@ -41,6 +42,8 @@ __all__ = [
     "DEFAULT_SCENARIO",
     "Block",
     "Plan",
+    "capacity_warnings",
+    "check_baseline",
     "check_dataset",
     "check_request_inputs",
     "chosen_variants",
@@ -156,7 +159,7 @@ def load_plan(options, host: str | None = None) -> Plan:
         parts = urlsplit(external)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ScenarioError(f"--host must be an http(s) URL such as http://127.0.0.1:8000, found {external!r}")
-    check_request_inputs([external, *options.scale_out_urls.split(",")])
+    check_request_inputs([external, *options.scale_out_urls.split(","), *scenario.scale_out.urls])
     run_id = options.run_id or new_run_id(scenario.name)
     if not valid_name(run_id):
         raise ScenarioError(not_plain("--run-id", run_id) + ": it names a folder inside --report-dir")
@@ -204,6 +207,8 @@ def load_plan(options, host: str | None = None) -> Plan:
         raise ScenarioError(
             "gate options are invalid: " + "; ".join(format_errors(exc, GatesSpec, ("gates",)))
         ) from None
+    if gates.library:  # the scenario's own folder anchors it, never the working directory
+        gates = gates.model_copy(update={"library": str(scenario.resolve_path(gates.library))})
     skipped = {}
     if host and not given(options, "scenario"):
         # The built-in scenario's quality tasks and price are its tiny CPU pair's, not the user's server's.
@@ -240,6 +245,59 @@ def load_plan(options, host: str | None = None) -> Plan:
         scale_out=scale_out,
         trace=trace,
     )
+
+
+# What one load-process core carries, beyond which a plan is warned about before it starts: one process ingests about
+# 20,000 tokens/s before its core is full (benchmarks/client_overhead.py, docs/distributed.md); a closed user streams
+# at least some 20 tokens/s from any real server, so 1,000 users fill a core; and a user is a greenlet with its
+# connection and parser, about 20 KiB resident (100,000 users took 2 GB on a 2-core host, none of them measured).
+INGEST_TOKENS_PER_CORE = 20_000
+USERS_PER_CORE = 1000
+BYTES_PER_USER = 20 << 10
+
+
+def capacity_warnings(load: LoadSpec, cores: int, processes: int, memory_bytes: int) -> list[str]:
+    """Why this host likely cannot carry the plan (said before the first request, with the arithmetic); empty when
+    it can. ``processes``: the load processes asked for (``--processes``; 1 without), ``cores``: this host's."""
+    out = []
+    if processes > cores:
+        out.append(
+            f"--processes {processes} on {cores} cores: {processes / cores:.1f} load processes per core; they run as "
+            "asked but share the cores, so each falls behind sooner (the client-validity check marks the steps where "
+            f"they did, and a process too slow to answer its heartbeat is declared lost); at most {cores} measures more"
+        )
+    peak = max(load.ladder)
+    usable = max(min(processes, cores), 1)
+    if load.mode == "closed":
+        if peak / usable > USERS_PER_CORE:
+            out.append(
+                f"the ladder's peak of {peak:g} users on {usable} load core(s) is {peak / usable:,.0f} users per core, "
+                f"above the {USERS_PER_CORE:,} one core streams on time ({INGEST_TOKENS_PER_CORE:,} tokens/s): "
+                "expect client-invalid steps; spread the load over more cores or hosts (docs/distributed.md)"
+            )
+        need = peak * BYTES_PER_USER
+        if need > memory_bytes / 2:
+            out.append(
+                f"{peak:g} users need about {need / 2**30:.1f} GiB ({BYTES_PER_USER >> 10} KiB each), more than half "
+                f"of this host's {memory_bytes / 2**30:.1f} GiB available; lower the ladder"
+            )
+    else:
+        tokens = peak * load.max_tokens / usable
+        if tokens > INGEST_TOKENS_PER_CORE:
+            out.append(
+                f"the ladder's peak of {peak:g} req/s x {load.max_tokens} output tokens on {usable} load core(s) is "
+                f"{tokens:,.0f} tokens/s per core, above the {INGEST_TOKENS_PER_CORE:,} one core ingests: expect "
+                "late arrivals (schedule lag) and a long count of prompt tokens after each step; lower the rate or "
+                "add cores"
+            )
+    return out
+
+
+def check_baseline(plan: Plan) -> None:
+    """``--baseline-run`` names a saved run: a missing one is found out before the first request, not after the run."""
+    why = missing_baseline(plan.gates)
+    if why:
+        raise ScenarioError(why)
 
 
 def check_traffic(scenario: Scenario, load: LoadSpec) -> Trace | None:
@@ -291,6 +349,29 @@ def check_request_inputs(urls: list[str | None]) -> None:
     for url in filter(None, (u.strip() for u in urls if u)):
         if why := url_problem(url):
             raise ScenarioError(f"--host (or a server URL): {why}")
+        if why := query_problem(url):
+            raise ScenarioError(f"--host (or a server URL): {why}")
+
+
+def query_problem(url: str) -> str | None:
+    """Why a query or fragment in a server URL is refused (None without one): every request joins its own path to
+    the URL (``/v1/completions``, ``/metrics``, ``/tokenize``), so a query could not ride on each of them. The message
+    masks the values of secret-looking names (``?api_key=***``)."""
+    parts = urlsplit(url)
+    if not parts.query and not parts.fragment:
+        return None
+    masked = "&".join(
+        f"{name}={MASK}" if secret_name(name) and eq else f"{name}{eq}{value}"
+        for name, eq, value in (pair.partition("=") for pair in parts.query.split("&"))
+    )
+    netloc = parts.netloc.replace(f":{parts.password}@", f":{MASK}@", 1) if parts.password else parts.netloc
+    shown = parts._replace(netloc=netloc, query=masked, fragment="..." if parts.fragment else "").geturl()
+    what = "a query" if parts.query else "a fragment"
+    return (
+        f"{shown} carries {what}, which would be lost or misplaced when the run joins its paths "
+        f"(/v1/completions, /metrics, /tokenize) to the URL: refused; give the server's base URL alone, and an API key "
+        f"with {API_KEY_ENV} (sent as Authorization: Bearer)"
+    )
 
 
 def check_dataset(plan: Plan) -> None:
@@ -390,7 +471,7 @@ def remember_secrets(scenario: Scenario, host: str | None, scale_out_urls: str =
     values = [os.environ.get(API_KEY_ENV)]
     for url in (host, scenario.server.url, *scenario.scale_out.urls, *scale_out_urls.split(",")):
         parts = urlsplit(url or "")
-        values += [parts.password, parts.username if parts.password else None]
+        values.append(parts.password)  # a username is not a secret: "http://alice:***@host" names who asked
     for env in [scenario.server.env] + [v.env for v in scenario.variants.values()]:
         values += [value for key, value in env.items() if secret_name(key)]
     for args in [scenario.server.args] + [v.args for v in scenario.variants.values()]:

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 
 import gevent
+import psutil
 from locust import events
 from locust import log as locust_log
 from locust.runners import MasterRunner, WorkerRunner
@@ -26,7 +27,7 @@ from . import users, webui
 from .clocksync import CLOCK_PING, CLOCK_PONG, ClockSync, answer_ping
 from .experiment import Experiment
 from .options import OPTIONS
-from .plan import check_dataset, claim_run_dir, load_plan
+from .plan import capacity_warnings, check_baseline, check_dataset, claim_run_dir, load_plan
 from .session import workload_for
 from .shipper import CREATED_MESSAGE, RECORDS_MESSAGE, RecordShipper
 from .steps import STEP_MESSAGE, StepState
@@ -165,7 +166,7 @@ def _setup_load_process(environment) -> None:
         worker=worker,
         engine=plan.engine,
         shipper=shipper,
-        workload_factory=lambda base_url: workload_for(load, base_url, plan.base_dir),
+        workload_factory=lambda base_url: workload_for(load, base_url, plan.base_dir, context.board.state.nonce),
         announce=lambda base_url: runner.send_message(users.WORKLOAD_READY, {"worker": worker, "base_url": base_url}),
     )
     context.shipper.start()
@@ -197,6 +198,18 @@ def _fail(environment, message: str) -> None:
         environment.runner.stop()
 
 
+def warn_capacity(environment, load) -> None:
+    """A plan this host likely cannot carry, said before the first request with the arithmetic (a master whose
+    workers run elsewhere has no count of their cores: nothing said)."""
+    processes = getattr(environment.parsed_options, "processes", None) or 0
+    if isinstance(getattr(environment, "runner", None), MasterRunner) and not processes:
+        return
+    cores = os.cpu_count() or 1
+    processes = cores if processes == -1 else max(processes, 1)
+    for why in capacity_warnings(load, cores, processes, psutil.virtual_memory().available):
+        log.warning("this host may not carry the plan: %s", why)
+
+
 def start_experiment(environment) -> Experiment | None:
     """Called by the shape's first tick of a run (before Locust fires test_start)."""
     state = state_of(environment)
@@ -211,10 +224,12 @@ def start_experiment(environment) -> Experiment | None:
             environment.parsed_options.variant = with_baseline(environment.parsed_options, environment.host)
         plan = load_plan(environment.parsed_options, environment.host)
         check_dataset(plan)
+        check_baseline(plan)
         lock = claim_run_dir(plan, environment.parsed_options.overwrite)
     except ScenarioError as exc:
         _fail(environment, str(exc))
         return None
+    warn_capacity(environment, plan.load)
     fit_stop_timeout(environment, plan.load.timeouts)
     classes = {"closed": users.ClosedLoopUser, "open": users.OpenLoopUser}
     state.experiment = state.last = Experiment(environment, plan, classes, clocks=state.clocks, lock=lock)

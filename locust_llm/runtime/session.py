@@ -40,11 +40,12 @@ CONSISTENCY_MAX_TOKENS = 64
 CONSISTENCY_DEADLINE_S = 120.0  # all prompts together: a server that never finishes an answer cannot hold the run
 
 
-def workload_for(load: LoadSpec, base_url: str, base_dir: Path) -> Workload:
+def workload_for(load: LoadSpec, base_url: str, base_dir: Path, nonce: int = 0) -> Workload:
     """The workload of ``base_url``'s server: prompts counted by its tokenizer; conversations and a trace bounded by
-    its context (every process asks the server, so every process skips the same records)."""
+    its context (every process asks the server, so every process skips the same records); markers with the run's
+    ``nonce``."""
     context = context_size(base_url) if load.conversation is not None or load.trace is not None else None
-    return Workload.from_spec(load, counter_for(base_url, load.tokenizer), base_dir, context=context)
+    return Workload.from_spec(load, counter_for(base_url, load.tokenizer), base_dir, context=context, nonce=nonce)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class ServerSession:
         self.consistency: dict[str, list[ConsistencyAnswer]] = {}
         self.primers: dict[str, list] = {}  # per server: its shared prefixes as requests (``prime``)
         self.stopping = Event()  # set by interrupt()
+        self.nonce = 0  # the run's prompt nonce (the experiment's)
         self.quality = QualityProbes(plan, run)
         self.telemetry = TelemetryPoller(run.path, interval_s=plan.telemetry.interval_s)
         self.prometheus = self._start_prometheus()
@@ -198,7 +200,7 @@ class ServerSession:
         self.replicas = []
 
     def workload(self, base_url: str) -> Workload:
-        return workload_for(self.plan.load, base_url, self.plan.base_dir)
+        return workload_for(self.plan.load, base_url, self.plan.base_dir, self.nonce)
 
     def prime(self, base_urls: list[str]) -> None:
         """``load.shared_prefix``: each shared prefix once to each server, unmeasured, so that the step's window

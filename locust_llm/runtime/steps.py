@@ -26,6 +26,7 @@ class StepState:
     model: str = ""
     workers: int = 1
     seed: int = 0
+    nonce: int = 0  # the run's prompt nonce (``Prefixer``): every process builds its markers with it
     t_start: float = math.nan  # when the master started the step (open loop: every process's arrival clock)
     context: int = 0  # prompt length of a context-axis step (0: the ladder's own workload)
     # A scale-out step's servers: requests go to them round-robin (empty: every request goes to base_url).

@@ -229,7 +229,7 @@ class LLMUser(User):
                 # A conversation's turns share one salt (its history is a cache hit on purpose); a trace's shared
                 # blocks are hits on purpose too, so its records carry none.
                 unit = f"c{dialogue.number}" if dialogue is not None else record.seq
-                extra.update(cache_extra(ctx.engine, f"{ctx.worker}-{state.step}-{unit}"))
+                extra.update(cache_extra(ctx.engine, f"{state.nonce:x}-{ctx.worker}-{state.step}-{unit}"))
             if item.images is not None:
                 record.images, record.image_bytes = len(item.images), sum(i.nbytes for i in item.images)
             answer = [] if dialogue is not None else None

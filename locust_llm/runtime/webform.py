@@ -10,11 +10,12 @@ from argparse import Namespace
 from collections.abc import Mapping
 from pathlib import Path
 
+from .. import places
 from ..fmt import lvl
 from ..rundir.lock import lock_holder
 from ..scenario import ScenarioError, load_scenario
 from .options import OPTIONS, parse_value
-from .plan import DEFAULT_SCENARIO, check_dataset, chosen_variants, load_plan, plan_blocks, run_dir_free
+from .plan import DEFAULT_SCENARIO, check_baseline, check_dataset, chosen_variants, load_plan, plan_blocks, run_dir_free
 
 __all__ = [
     "CHOICES",
@@ -27,7 +28,7 @@ __all__ = [
     "with_baseline",
 ]
 
-PROJECT_SCENARIOS = "scenarios"
+PROJECT_SCENARIOS = places.SCENARIOS
 # Fields the form offers as a list (the command line takes any text and says what is wrong with it).
 CHOICES = {"mode": ["closed", "open"], "order": ["sequential", "interleaved"], "api": ["completions", "chat"]}
 
@@ -36,10 +37,10 @@ def allowed_scenarios(cli_scenario: str) -> list[str]:
     """The command line's scenario first, then the project's own (``scenarios/*.yaml``)."""
     first = cli_scenario or DEFAULT_SCENARIO
     out, seen = [first], {Path(first).resolve()}
-    for path in sorted(Path(PROJECT_SCENARIOS).glob("*.yaml")):
+    for path in sorted(PROJECT_SCENARIOS.glob("*.yaml")):
         if path.resolve() not in seen:
             seen.add(path.resolve())
-            out.append(str(path))
+            out.append(places.shown(path))
     return out
 
 
@@ -135,6 +136,7 @@ def check_form(current: Namespace, form: Mapping[str, str], host: str | None, cl
         options.variant = with_baseline(options, host)
         plan = load_plan(options, host)
         check_dataset(plan)
+        check_baseline(plan)
         run_dir_free(plan, options.overwrite)
         holder = lock_holder(plan.report_dir / plan.run_id)
         if holder is not None and holder.get("pid") != os.getpid():  # this process's last run ends before the next

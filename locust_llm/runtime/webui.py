@@ -8,23 +8,31 @@
   fields when another scenario is chosen, and draws the LLM tab: plan progress, live charts, warnings, and
   after the run the verdict, the exit code and the run's files.
 * Routes: ``/llm/form``, ``/llm/live``, ``/llm/verdict``, ``/llm/rows``, ``/llm/report``, ``/llm/files/<name>``.
-* Not an open door: the UI listens on 127.0.0.1 unless ``--web-host`` says otherwise; a request to ``/swarm``,
-  ``/stop`` or ``/llm/*`` that a page of another origin sent (its ``Origin`` header) is refused, and their answers
-  carry no CORS permission for another origin (Locust's own CORS reflects any); the file route serves only regular
-  files in the run directory, read without following a symbolic link.
+* Not an open door: the UI listens on 127.0.0.1 unless ``--web-host`` says otherwise; a request to any route, the
+  plugin's and Locust's own (``/stats/requests``, ``/logs``, ``/stats/reset``, ...), that a page of another origin
+  sent (its ``Origin`` or ``Sec-Fetch-Site`` header) is refused with 403, but for a plain link followed to a page
+  (a top-level GET); so is one whose ``Host`` is not loopback's on a loopback UI (a rebound name). Answers carry no
+  CORS permission for another origin (Locust's own CORS reflects any). Refusals are logged at most once per
+  ``REFUSALS_SAID_S`` with their count, so a page looping on them costs the event loop next to nothing. The file
+  route serves only regular files in the run directory, read without following a symbolic link.
+* A start while a run is under way is refused in the form, with the run it would disturb; Stop pressed during a
+  run is recorded like SIGTERM (an ``interrupted`` event naming the window it cut; the verdict a stopped run's).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import stat
+import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from flask import Response, jsonify, request
+from flask import Response, request
 
 from ..report import verdict_css
 from ..rundir import layout
@@ -34,7 +42,7 @@ from .webform import CHOICES, allowed_scenarios, check_form, check_web_scenario,
 
 log = logging.getLogger(__name__)
 
-__all__ = ["install", "read_regular_file"]
+__all__ = ["finite", "install", "read_regular_file", "strict_json"]
 
 COLUMNS = [
     ("variant", "Variant"),
@@ -55,6 +63,8 @@ PAGE_HOOK = "</body>"  # after Locust's own script that sets window.templateArgs
 TEXT_SUFFIXES = (".json", ".md", ".csv", ".log", ".txt")
 LOOPBACK = "127.0.0.1"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+REFUSALS_SAID_S = 10.0
+STOPPED_FROM_THE_UI = "the web UI's Stop button"
 
 
 def install(environment, last_experiment: Callable, cli_scenario: Callable[[], str]) -> None:
@@ -86,7 +96,7 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
         experiment = last_experiment()
         return experiment.run.path if experiment is not None else None
 
-    _check_started_forms(app, environment, cli_scenario)
+    _check_started_forms(app, environment, cli_scenario, last_experiment)
     _extend_locust_pages(app, rows)
 
     def route(path: str):
@@ -109,22 +119,22 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
             check_web_scenario(chosen, cli_scenario())
             values = form_values(options_for(chosen, environment.parsed_options, cli_scenario()), environment.host)
         except ScenarioError as exc:
-            return jsonify({"error": str(exc)}), 400
-        return jsonify(values)
+            return strict_json({"error": str(exc)}, 400)
+        return strict_json(values)
 
     @route("/llm/live")
     def live():
-        return jsonify(live_view(last_experiment()))
+        return strict_json(live_view(last_experiment()))
 
     @route("/llm/verdict")
     def verdict():
         view = verdict_view(last_experiment())
-        return jsonify(view) if view else (jsonify({"error": "no run has ended yet"}), 404)
+        return strict_json(view) if view else strict_json({"error": "no run has ended yet"}, 404)
 
     @route("/llm/rows")
     def llm_rows():
         report = run_dir() and run_dir() / layout.REPORT
-        return {"rows": rows(), "report": "/llm/report" if report and report.exists() else None}
+        return strict_json({"rows": rows(), "report": "/llm/report" if report and report.exists() else None})
 
     @route("/llm/report")
     def report():
@@ -144,17 +154,27 @@ def install(environment, last_experiment: Callable, cli_scenario: Callable[[], s
         return _file_response(folder, name)
 
 
-def _check_started_forms(app, environment, cli_scenario: Callable[[], str]) -> None:
-    """Refuses a submitted start form whose values the command line would refuse, with its message."""
+def _check_started_forms(app, environment, cli_scenario: Callable[[], str], last_experiment: Callable) -> None:
+    """Refuses a submitted start form whose values the command line would refuse, with its message, or that would
+    start a run while one is under way; records Stop pressed during a run as its interruption."""
 
     @app.before_request
     def check_the_form():
+        experiment = last_experiment()
+        running = experiment is not None and not experiment.finished
+        if request.path.endswith("/stop") and running:
+            experiment.interrupt(STOPPED_FROM_THE_UI)  # the event, the cut window and the verdict, as SIGTERM
+            return None
         # Locust starts the shape whatever the form says; a bad value must stop here, with the command line's words.
         if request.method == "POST" and request.path.endswith("/swarm"):
-            why = check_form(environment.parsed_options, request.form, environment.host, cli_scenario())
+            if running or getattr(environment.runner, "shape_greenlet", None) is not None:
+                where = f"run {experiment.run.run_id}, {experiment.moment()}" if running else "its set-up"
+                why = f"a run is under way ({where}): press Stop first, or wait until it ends"
+            else:
+                why = check_form(environment.parsed_options, request.form, environment.host, cli_scenario())
             if why:
                 log.error("the web form was not started: %s", why)
-                return jsonify({"success": False, "message": why, "host": environment.host})
+                return strict_json({"success": False, "message": why, "host": environment.host})
         return None
 
 
@@ -174,24 +194,34 @@ def _file_response(folder: Path, name: str) -> Response:
 
 
 def _refuse_other_origins(app, web_ui) -> None:
-    """Refuses a request to a guarded route (start, stop, ``/llm/*``) that a page of another origin sent."""
+    """Refuses a request to any route that a page of another origin sent, or that came under a rebound name."""
+    said = {"at": 0.0, "unsaid": 0}
 
     @app.before_request
     def same_origin_only():
-        # Runs before every other check: a page elsewhere must not start a run, stop one or read its files.
-        if not _guarded(request.path):
-            return None
+        # Runs before every other check: a page elsewhere must not start a run, stop one or read anything.
         origin = request.headers.get("Origin")
         own = request.host_url.rstrip("/")
         # A browser says where a request comes from: Origin (not on a plain GET) and Sec-Fetch-Site (on every
-        # request; "same-site" is another port of the same host). A name other than loopback's on a loopback-only
-        # UI is a page that rebound its own name to 127.0.0.1.
-        elsewhere = request.headers.get("Sec-Fetch-Site") in ("cross-site", "same-site")
+        # request; "same-site" is another port of the same host). A link followed to a page (a top-level GET) may
+        # come from anywhere: the page shows in the user's own tab, unread by the one that linked it. A name other
+        # than loopback's on a loopback-only UI is a page that rebound its own name to 127.0.0.1.
+        navigation = request.method == "GET" and request.headers.get("Sec-Fetch-Mode") == "navigate"
+        elsewhere = request.headers.get("Sec-Fetch-Site") in ("cross-site", "same-site") and not navigation
         rebound = web_ui.host == LOOPBACK and (request.host.rsplit(":", 1)[0] not in LOOPBACK_NAMES)
         if (origin is not None and origin != own) or elsewhere or rebound:
-            log.warning(
-                "refused a cross-origin %s %s (Origin %s, Host %s)", request.method, request.path, origin, request.host
-            )
+            said["unsaid"] += 1
+            if time.monotonic() - said["at"] >= REFUSALS_SAID_S:  # a page looping on refusals: said, not replayed
+                log.warning(
+                    "refused %d cross-origin request(s) (said at most every %gs), the last %s %s (Origin %s, Host %s)",
+                    said["unsaid"],
+                    REFUSALS_SAID_S,
+                    request.method,
+                    request.path[:200],
+                    (origin or "")[:200],
+                    request.host[:200],
+                )
+                said["at"], said["unsaid"] = time.monotonic(), 0
             return Response("cross-origin requests to the cockpit are refused", status=403, mimetype="text/plain")
         return None
 
@@ -202,15 +232,14 @@ def _extend_locust_pages(app, rows: Callable[[], list[dict]]) -> None:
 
     @app.after_request
     def extend_locust_pages(response):
-        if _guarded(request.path):
-            # Set here, Locust's CORS (which reflects any Origin) leaves it: only the UI's own origin may read these.
-            response.headers["Access-Control-Allow-Origin"] = request.host_url.rstrip("/")
-            response.headers["Vary"] = "Origin"
+        # Set here, Locust's CORS (which reflects any Origin) leaves it: only the UI's own origin may read an answer.
+        response.headers["Access-Control-Allow-Origin"] = request.host_url.rstrip("/")
+        response.headers["Vary"] = "Origin"
         if request.path.endswith("/stats/requests") and response.is_json:
             # The stock UI polls /stats/requests; its extended_stats feed the LLM tab's table.
             data = response.get_json()
             data["extended_stats"] = [{"key": "llm", "data": rows()}]
-            response.set_data(json.dumps(data))
+            response.set_data(json.dumps(finite(data), allow_nan=False))
         elif (
             (request.endpoint or "").endswith("index")
             and response.mimetype == "text/html"
@@ -229,8 +258,20 @@ def _extend_locust_pages(app, rows: Callable[[], list[dict]]) -> None:
         return response
 
 
-def _guarded(path: str) -> bool:
-    return path.endswith(("/swarm", "/stop")) or "/llm/" in path
+def finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity as None: JSON has no NaN, and a browser's parser refuses the answer."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def strict_json(value: Any, status: int = 200) -> Response:
+    """Strict JSON (null, never NaN) that any parser reads."""
+    return Response(json.dumps(finite(value), allow_nan=False, default=str), status=status, mimetype="application/json")
 
 
 def read_regular_file(path: Path) -> bytes | None:

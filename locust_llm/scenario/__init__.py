@@ -76,6 +76,7 @@ class ScenarioError(ValueError):
 
 DAY_S = 86_400.0
 MAX_LEVEL = 100_000  # users (closed loop) or requests/s (open loop)
+MIN_STEP_S = 1.0  # the shortest steady window (load.step_duration_s) that can be measured
 MAX_TOKENS = 10_000_000
 # Launched servers yield the CPU to the load generator (docs/verdicts-and-gates.md, "Client validity").
 DEFAULT_NICE = 10
@@ -198,7 +199,8 @@ class PositionsSpec(Strict):
 class LoadSpec(Strict):
     mode: Literal["closed", "open"] = "closed"
     ladder: list[float] = [1, 2, 4, 8]
-    step_duration_s: float = Field(default=30.0, gt=0, le=7 * DAY_S)
+    # A steady window under MIN_STEP_S holds too few requests (and telemetry polls) to measure anything.
+    step_duration_s: float = Field(default=30.0, ge=MIN_STEP_S, le=7 * DAY_S)
     warmup_s: float = Field(default=5.0, ge=0, le=DAY_S)
     repeats: int = Field(default=1, ge=1, le=1000)  # the whole ladder again, per variant; repeated levels are pooled
     # An unsteady step (throughput drifting) or one with too few completed requests is extended by half a step
@@ -231,6 +233,10 @@ class LoadSpec(Strict):
     # server has seen in the run and TTFT is prefill, not a prompt-cache hit. False replays the pool's prompts
     # (the cache then serves them, and the report flags the run).
     unique_prefix: bool = True
+    # Cold across runs too: each run mixes a nonce of its own into the markers (and cache_salt), so a server's cache
+    # from an earlier run serves none of its prompts. True sends identical bytes every run (a nightly job's choice;
+    # the report says so, and an earlier run's cache may then serve them).
+    same_prompts_every_run: bool = False
     shared_prefix: SharedPrefix | None = None
     seed: int = 0
     arrival: Literal["poisson", "gamma", "constant"] = "poisson"
@@ -268,6 +274,18 @@ class LoadSpec(Strict):
     @property
     def interleaved(self) -> bool:
         return self.order == "interleaved" or (self.order is None and self.repeats >= 2)
+
+    @model_validator(mode="after")
+    def _whole_users(self) -> LoadSpec:
+        """Closed mode runs whole users: 1.5 would run 2 and label every figure 1.5."""
+        for name, levels in (("ladder", self.ladder), ("context_levels", self.context_levels or [])):
+            fractional = [level for level in levels if level != int(level)]
+            if self.mode == "closed" and fractional:
+                raise ValueError(
+                    f"{name} {fractional[0]:g}: closed mode runs whole users; give whole numbers (or mode: open, "
+                    "where a level is a rate in req/s)"
+                )
+        return self
 
     @field_validator("context_tokens")
     @classmethod
@@ -372,7 +390,9 @@ class GatesSpec(Strict):
     error_rate: float | None = Field(default=0.05, ge=0, le=1)
     max_regression_pct: float = Field(default=5.0, ge=0)
     baseline_run: str | None = None  # a name saved with `locust-llm baseline save`
-    library: str = "baselines"  # where saved baselines live (relative to the working directory)
+    # Where saved baselines live (relative: to the scenario's folder); null: $LOCUST_LLM_BASELINES, else the project's
+    # baselines/ (``places.baseline_library``), never the working directory.
+    library: str | None = None
 
     @field_validator("baseline_run")
     @classmethod
@@ -562,6 +582,27 @@ def _validate_speculative(scenario: Scenario, path: Path) -> None:
 
 
 MAX_YAML_VALUES = 100_000  # a scenario is a few hundred values; aliases must not expand into millions
+MAX_SCENARIO_BYTES = 1 << 20  # a scenario is a few KiB; a larger file is refused unparsed (read with this cap)
+
+
+def _duplicate_key(node: yaml.Node, seen: set[int]) -> tuple[str, int] | None:
+    """The first key a mapping gives twice (as ``(key, line)``): YAML keeps the last, a paste error as likely."""
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        keys: set[str] = set()
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                if key.value in keys:
+                    return key.value, key.start_mark.line + 1
+                keys.add(key.value)
+    children = node.value if isinstance(node.value, list) else []
+    for child in children:
+        for part in child if isinstance(child, tuple) else (child,):
+            if found := _duplicate_key(part, seen):
+                return found
+    return None
 
 
 def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
@@ -584,7 +625,14 @@ def read_yaml(path: Path):
     if not path.is_file():
         raise ScenarioError(f"{path}: not a file; give the path of a scenario YAML file")
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            data = file.read(MAX_SCENARIO_BYTES + 1)
+        if len(data) > MAX_SCENARIO_BYTES:
+            raise ScenarioError(
+                f"{path}: larger than {MAX_SCENARIO_BYTES >> 10} KiB; a scenario is a few KiB (put prompts in a "
+                "load.dataset file, which is read with its own limits)"
+            )
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
@@ -595,6 +643,11 @@ def read_yaml(path: Path):
             raise ScenarioError(
                 f"{path}: the YAML expands to more than {MAX_YAML_VALUES} values (aliases of "
                 "aliases?); a scenario needs a few hundred"
+            )
+        if node is not None and (duplicate := _duplicate_key(node, set())):
+            raise ScenarioError(
+                f"{path}:{duplicate[1]}: key {duplicate[0]!r} appears twice in one mapping (YAML would keep the "
+                "last silently); keep one"
             )
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -7,13 +7,13 @@ import random
 from .items import WorkloadError
 from .tokenizers import TokenCounter, count_each
 
-__all__ = ["Generator", "Measure", "Prefixer", "WORDS"]
+__all__ = ["PREFIX_BITS", "Generator", "Measure", "Prefixer", "WORDS"]
 
 # Unique-prefix capacity (56 bits: 7 words of a 300-word alphabet): worker < 2**10, step < 2**20 (a week's soak in
 # one-second windows), index < 2**26 (67 million requests of one load process in one step).
 _WORKER_BITS, _STEP_BITS, _INDEX_BITS = 10, 20, 26
-_PREFIX_BITS = _WORKER_BITS + _STEP_BITS + _INDEX_BITS
-_MIX_MUL = 0x9E3779B97F4A7C15 & ((1 << _PREFIX_BITS) - 1) | 1  # odd, so the mix is a bijection
+PREFIX_BITS = _WORKER_BITS + _STEP_BITS + _INDEX_BITS
+_MIX_MUL = 0x9E3779B97F4A7C15 & ((1 << PREFIX_BITS) - 1) | 1  # odd, so the mix is a bijection
 _MIX_ADD = 0x5DEECE66D
 FIRST_WORDS = 32  # first-word alphabet: enough that the first word varies from request to request
 
@@ -514,18 +514,26 @@ class Measure:
 class Prefixer:
     """Per-request prefixes of ``length`` words: the first from ``first``, the others from ``alphabet`` (a mixed
     radix). Every ``alphabet`` word costs ``word_tokens`` after a space and every ``first`` word (a subset of them)
-    ``start_tokens`` at the start of a text, so every prefix costs ``start_tokens + (length - 1) * word_tokens``."""
+    ``start_tokens`` at the start of a text, so every prefix costs ``start_tokens + (length - 1) * word_tokens``.
+    ``nonce`` (the run's, ``PREFIX_BITS`` bits) enters the mix: another nonce spells every request's prefix
+    differently, so a server's cache from an earlier run serves none of them; 0 spells them as every run with 0."""
 
     def __init__(
-        self, alphabet: list[str], word_tokens: int, start_tokens: int | None = None, first: list[str] | None = None
+        self,
+        alphabet: list[str],
+        word_tokens: int,
+        start_tokens: int | None = None,
+        first: list[str] | None = None,
+        nonce: int = 0,
     ):
         first = list(first) if first is not None else list(alphabet)
         if len(alphabet) < 2 or len(first) < 2:
             raise WorkloadError("unique_prefix needs at least two words of equal token cost")
         self.alphabet, self.first, self.word_tokens = list(alphabet), first, word_tokens
         self.start_tokens = word_tokens if start_tokens is None else start_tokens
+        self.nonce = nonce & ((1 << PREFIX_BITS) - 1)
         self.length = 1
-        while len(first) * len(alphabet) ** (self.length - 1) < 1 << _PREFIX_BITS:
+        while len(first) * len(alphabet) ** (self.length - 1) < 1 << PREFIX_BITS:
             self.length += 1
 
     @property
@@ -546,7 +554,8 @@ class Prefixer:
             if not 0 <= value < 1 << bits:
                 raise WorkloadError(f"unique_prefix supports {name} in [0, {1 << bits}); got {value}")
         value = (worker << (_STEP_BITS + _INDEX_BITS)) | (step << _INDEX_BITS) | index
-        value = (value * _MIX_MUL + _MIX_ADD) & ((1 << _PREFIX_BITS) - 1)  # bijective scramble
+        # A bijective scramble (xor with the nonce, then an odd multiplier): unique within the run, whatever the nonce.
+        value = ((value ^ self.nonce) * _MIX_MUL + _MIX_ADD) & ((1 << PREFIX_BITS) - 1)
         value, digit = divmod(value, len(self.first))
         words = [self.first[digit]]
         for _ in range(self.length - 1):
@@ -555,7 +564,7 @@ class Prefixer:
         return " ".join(words)
 
     @classmethod
-    def build(cls, counter: TokenCounter, costs: dict[str, int]) -> Prefixer:
+    def build(cls, counter: TokenCounter, costs: dict[str, int], nonce: int = 0) -> Prefixer:
         """The alphabet that makes the shortest prefix: words sharing their cost after a space (``costs``), and
         for the first word those of them that also share their cost at the start of a text. Start costs are
         counted (one tokenizer call each) only until ``FIRST_WORDS`` words agree: a larger first alphabet would
@@ -575,7 +584,7 @@ class Prefixer:
                     break
             start, first = max(by_start.items(), key=lambda kv: (len(kv[1]), -kv[0]))
             if len(first) >= 2 and start >= 1:
-                candidate = cls(sorted(groups[cost]), cost, start, first)
+                candidate = cls(sorted(groups[cost]), cost, start, first, nonce)
                 if best is None or candidate.tokens < best.tokens:
                     best = candidate
         if best is None:

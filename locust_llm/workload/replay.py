@@ -37,10 +37,17 @@ class TracePrompts:
     """Prompt text per trace record and ladder step, and which records fit the server's context."""
 
     def __init__(
-        self, trace: Trace, gen: Generator, counter: TokenCounter, exact: bool, seed: int, context: int | None = None
+        self,
+        trace: Trace,
+        gen: Generator,
+        counter: TokenCounter,
+        exact: bool,
+        seed: int,
+        context: int | None = None,
+        nonce: int = 0,
     ):
         self.trace, self.exact, self.context = trace, exact, context
-        self.prefixer = Prefixer.build(counter, gen.costs)
+        self.prefixer = Prefixer.build(counter, gen.costs, nonce)  # the run's nonce: no run repeats another's blocks
         # A prefix costs start_tokens + (n - 1) * word_tokens at the start of a prompt, n * word_tokens after a space.
         self.prefix_cost = {
             True: self.prefixer.tokens,

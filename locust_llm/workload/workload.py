@@ -213,16 +213,18 @@ class Workload:
         pool_size: int = DEFAULT_POOL_SIZE,
         max_dataset_items: int = DEFAULT_MAX_DATASET_ITEMS,
         context: int | None = None,
+        nonce: int = 0,
     ) -> Workload:
         """Build the workload a scenario's ``load`` section describes. ``counter`` None means no
         tokenizer: lengths are estimated and every item has ``exact=False``. ``base_dir`` resolves a
         relative ``load.dataset`` (the scenario file's folder). ``context``: the server's tokens per request, which
-        bounds conversations and skips trace records that do not fit (None: unknown)."""
+        bounds conversations and skips trace records that do not fit (None: unknown). ``nonce``: the run's, mixed
+        into every unique marker (``Prefixer``), so no run repeats another's prompts; lengths and texts stay."""
         exact = counter is not None
         counter = counter if counter is not None else ApproxCounter()
         # The word-cost table (one count per word) is needed for generated prompts and prefixes only.
         gen = Generator(counter) if (load.unique_prefix or not load.dataset) else None
-        prefixer = Prefixer.build(counter, gen.costs) if load.unique_prefix else None
+        prefixer = Prefixer.build(counter, gen.costs, nonce) if load.unique_prefix else None
         shared = cls._shared_prefixes(load, gen, counter)
         lead = Lead(load.seed, prefixer, tuple(shared), load.shared_prefix.tokens if shared else 0)
         measure = Measure(counter, lead.text(0, 0, 0))
@@ -259,7 +261,7 @@ class Workload:
             workload.conversations = Conversations(workload, load.conversation, workload.dialogues, context)
         if load.trace is not None:
             trace = read_trace(load.trace, Path(base_dir) / Path(load.trace.path).expanduser())
-            workload.trace = TracePrompts(trace, gen, counter, exact, load.seed, context)
+            workload.trace = TracePrompts(trace, gen, counter, exact, load.seed, context, nonce)
         return workload
 
     @staticmethod

@@ -44,12 +44,12 @@ def test_a_password_in_the_host_url_is_never_written_and_the_key_goes_on_every_r
     )
     assert_run_completed(done)
     assert files_with(tmp_path / "pw", PASSWORD, API_KEY) == []
-    assert "http://***@127.0.0.1" in (tmp_path / "pw" / "env.json").read_text()
+    assert "http://alice:***@127.0.0.1" in (tmp_path / "pw" / "env.json").read_text()
     # The console masks it too (log records are masked as they are made, whatever the handler: --logfile and the
     # web UI's /logs alike); the refserver has no /metrics, so the telemetry warning quotes the URL.
     console = done.stdout + done.stderr
     assert PASSWORD not in console and API_KEY not in console
-    assert "http://***@127.0.0.1" in console and "/metrics answered HTTP 404" in console
+    assert "http://alice:***@127.0.0.1" in console and "/metrics answered HTTP 404" in console
     # The refserver refuses a request without the key (401) and counts it: none came.
     with urllib.request.urlopen(f"{server.url}/ref/auth", timeout=10) as answer:
         seen = json.loads(answer.read())

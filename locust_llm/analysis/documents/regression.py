@@ -37,5 +37,8 @@ class RunComparison(Doc):
     """Every variant, level and metric both runs have."""
     regressions: list[RegressionRow] = []
     """The rows that are regressions."""
+    not_compared: list[str] = []
+    """Each variant and level measured in either run that was not compared, and why (only in one run, or a step
+    that was not clean); a comparison with no rows is no evidence of "no regression"."""
     prompt_cache: str | None = None
     """Set when the two runs' prompts asked different things of the prompt cache (cold, replayed, shared)."""

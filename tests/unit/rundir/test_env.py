@@ -112,9 +112,9 @@ def test_secrets_never_reach_env_json(tmp_path):
     text = run.file("env.json").read_text()
     assert "sk-live-1234" not in text and "hunter22" not in text
     doc = json.loads(text)
-    assert doc["options"]["api_key"] == MASK and doc["external_url"] == f"http://{MASK}@127.0.0.1:8000"
+    assert doc["options"]["api_key"] == MASK and doc["external_url"] == f"http://user:{MASK}@127.0.0.1:8000"
     assert doc["servers"]["a"]["command"] == ["llama-server", "--api-key", MASK, "--port", "8000"]
-    assert doc["scale_out"]["urls"] == [f"http://{MASK}@127.0.0.1:8001"]
+    assert doc["scale_out"]["urls"] == [f"http://u:{MASK}@127.0.0.1:8001"]
     run.write_all()  # the end-of-run write masks the same way
     assert json.loads(run.file("env.json").read_text()) == doc
     # in memory the run keeps what it was given (it connects with it); only the file is masked

@@ -37,7 +37,7 @@ def test_a_password_in_a_url_never_reaches_a_log_handler(masked_log):
         logger.exception("start-up failed")
     text = stream.getvalue()
     assert "S3cretPass" not in text and "sk-fake-log-key-91" not in text
-    assert text.count("http://***@127.0.0.1:9/metrics") == 2 and "key *** refused" in text
+    assert text.count("http://alice:***@127.0.0.1:9/metrics") == 2 and "key *** refused" in text
     assert "Traceback" in text and "ConnectionError" in text
 
 
