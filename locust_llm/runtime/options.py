@@ -30,7 +30,12 @@ class Option:
 
 OPTIONS: list[Option] = [
     Option("--scenario", DEFAULT_SCENARIO, "scenario YAML file"),
-    Option("--variant", "", "variants to run, comma list (default: all, baseline first); one name with --host"),
+    Option(
+        "--variant",
+        "",
+        "variants to run, comma list (default: all, baseline first); one name with --host; or NAME=URL,NAME=URL: "
+        "servers already running, one per variant (the first the baseline), measured interleaved and paired",
+    ),
     Option("--mode", "", "closed (users) or open (arrival rate); empty: the scenario's"),
     Option("--ladder", "", "comma list: users (closed) or req/s (open); empty: the scenario's"),
     Option("--step-duration", 0.0, "steady window per step, seconds (0: the scenario's)"),
