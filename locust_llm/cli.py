@@ -53,6 +53,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.stop()
 
 
+def cmd_options(args: argparse.Namespace) -> int:
+    from .runtime.options import options_markdown, options_text
+
+    print(options_markdown() if args.markdown else options_text(), end="")
+    return 0
+
+
 def _not_run_dirs(paths: list[Path]) -> int | None:
     from .rundir import is_run_dir
 
@@ -274,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
         "telemetry, consistency, quality, probes: that run file (env.json, telemetry.json, ...)",
     )
     schema.set_defaults(func=cmd_schema)
+
+    options = sub.add_parser(
+        "options", help="list the plugin's options of locust -f locustfiles/spec_decode.py (its --help cannot)"
+    )
+    options.add_argument("--markdown", action="store_true", help="as the table of docs/options.md")
+    options.set_defaults(func=cmd_options)
 
     baseline = sub.add_parser("baseline", help="the library of saved baseline runs for nightly comparisons")
     baseline_sub = baseline.add_subparsers(dest="baseline_command", required=True)

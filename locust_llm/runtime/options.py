@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_SCENARIO", "OPTIONS", "Option", "defaults", "given", "parse_value"]
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "OPTIONS",
+    "Option",
+    "defaults",
+    "given",
+    "options_markdown",
+    "options_text",
+    "parse_value",
+]
 
 DEFAULT_SCENARIO = "scenarios/tiny-cpu.yaml"
 
@@ -121,3 +130,39 @@ def parse_value(option: Option, text: str):
         return kind(text)
     except ValueError:
         raise ValueError(f"argument {option.flag}: invalid {kind.__name__} value: {text!r}") from None
+
+
+# Locust prints ``--help`` before it imports the locustfile, so before the plugin registers these (Locust issue
+# #2917): ``locust-llm options`` prints them, and docs/options.md holds the same table.
+def _default_text(option: Option) -> str:
+    if isinstance(option.default, bool):
+        return "off"
+    if option.default == "":
+        return "empty"
+    return f"{option.default:g}" if isinstance(option.default, float) else str(option.default)
+
+
+def options_text() -> str:
+    """Every plugin option with its default and help, as ``locust-llm options`` prints it."""
+    lines = [
+        "locust -f locustfiles/spec_decode.py takes Locust's own options (locust --help) and these; Locust's --help "
+        "cannot list them (it prints before the plugin is loaded):",
+        "",
+    ]
+    for option in OPTIONS:
+        kind = "" if isinstance(option.default, bool) else f" {option.dest.upper()}"
+        form = "" if option.web else " (command line only, not in the web form)"
+        lines.append(f"  {option.flag}{kind}  (default: {_default_text(option)}){form}")
+        lines.append(f"      {option.help}")
+    return "\n".join(lines) + "\n"
+
+
+def options_markdown() -> str:
+    """The table of docs/options.md: every plugin option, its default, whether the web form shows it, its help."""
+    rows = ["| option | default | web form | what it does |", "|---|---|---|---|"]
+    for option in OPTIONS:
+        rows.append(
+            f"| `{option.flag}` | {_default_text(option)} | {'yes' if option.web else 'no'} | "
+            f"{option.help.replace('|', '/')} |"
+        )
+    return "\n".join(rows) + "\n"
