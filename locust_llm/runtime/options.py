@@ -31,6 +31,8 @@ class Option:
     default: str | int | float | bool
     help: str
     web: bool = True
+    # Several words after the flag (vLLM's ``--goodput ttft:500 tpot:50``); the command line gives a list of them.
+    words: bool = False
 
     @property
     def dest(self) -> str:
@@ -61,6 +63,30 @@ OPTIONS: list[Option] = [
         "completed requests a steady window needs, else the step is insufficient (-1: the scenario's)",
     ),
     Option("--prompt-tokens", 0, "prompt length in tokens (0: the scenario's)"),
+    Option(
+        "--dataset",
+        "",
+        "prompts from a JSONL or ShareGPT-style JSON file instead of generated ones (a path; empty: the scenario's)",
+        web=False,
+    ),
+    Option(
+        "--max-concurrency",
+        0,
+        "open loop: requests in flight at most, as vLLM's --max-concurrency (0: the scenario's load.max_inflight)",
+    ),
+    Option(
+        "--at-max-concurrency",
+        "",
+        "open loop: an arrival over --max-concurrency waits for a slot, its wait counted in its latency from the "
+        "intended time (hold, like vLLM) or is recorded as dropped, a failure (drop); empty: the scenario's",
+    ),
+    Option(
+        "--goodput",
+        "",
+        "goodput SLOs in vLLM's spelling, KEY:MS separated by spaces or commas: ttft, tpot, e2el (and ttfot), e.g. "
+        "'ttft:500 tpot:50 e2el:3000'; replaces the scenario's slo section (empty: the scenario's)",
+        words=True,
+    ),
     Option("--max-tokens", 0, "output length in tokens (0: the scenario's)"),
     Option("--api", "", "completions or chat (empty: the scenario's)"),
     Option("--model", "", "model name to request (default: the server's)"),
@@ -150,7 +176,7 @@ def options_text() -> str:
         "",
     ]
     for option in OPTIONS:
-        kind = "" if isinstance(option.default, bool) else f" {option.dest.upper()}"
+        kind = "" if isinstance(option.default, bool) else f" {option.dest.upper()}" + (" ..." if option.words else "")
         form = "" if option.web else " (command line only, not in the web form)"
         lines.append(f"  {option.flag}{kind}  (default: {_default_text(option)}){form}")
         lines.append(f"      {option.help}")

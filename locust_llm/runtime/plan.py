@@ -36,6 +36,7 @@ from ..scenario.soak import SoakPlan, soak_plan
 from ..workload import WorkloadError, read_dataset
 from ..workload.traces import Trace, read_trace
 from .attached import Attached, attach_scenario, attached_servers, variant_urls
+from .goodput import goodput_slo
 from .options import DEFAULT_SCENARIO, given
 
 __all__ = [
@@ -139,6 +140,13 @@ def _load_with_options(scenario: Scenario, options) -> LoadSpec:
         if options.order not in ("sequential", "interleaved"):
             raise ScenarioError(f"--order must be 'sequential' or 'interleaved', found {options.order!r}")
         overrides["order"] = options.order
+    if options.at_max_concurrency:
+        if options.at_max_concurrency not in ("hold", "drop"):
+            raise ScenarioError(f"--at-max-concurrency must be 'hold' or 'drop', found {options.at_max_concurrency!r}")
+        overrides["at_max_inflight"] = options.at_max_concurrency
+    if options.dataset:
+        # A path on the command line is the working directory's (the scenario's own are its folder's).
+        overrides["dataset"] = str(Path(options.dataset).expanduser().resolve())
     # A number other than the option's default goes to the scenario's own bounds: NaN or -5 is an error there.
     for option, key in (
         ("step_duration", "step_duration_s"),
@@ -147,6 +155,7 @@ def _load_with_options(scenario: Scenario, options) -> LoadSpec:
         ("repeats", "repeats"),
         ("warmup", "warmup_s"),
         ("min_requests", "min_requests"),
+        ("max_concurrency", "max_inflight"),
     ):
         if given(options, option):
             overrides[key] = getattr(options, option)
@@ -175,6 +184,8 @@ def load_plan(options, host: str | None = None) -> Plan:
     one_server = bool(host) or (not urls and bool(attached) and len({server.url for server in attached.values()}) < 2)
     per_variant = bool(attached) and not one_server
     remember_secrets(scenario, host, options.scale_out_urls)
+    if options.goodput:
+        scenario = scenario.model_copy(update={"slo": goodput_slo(options.goodput)})
     load = _load_with_options(scenario, options)
     trace = check_traffic(scenario, load)
     if trace is not None:

@@ -63,6 +63,8 @@ def add_arguments(parser) -> None:
     # On the parser itself (not an argument group), so Locust's web form shows them under "Custom parameters".
     for option in OPTIONS:
         kind = {"action": "store_true"} if isinstance(option.default, bool) else {"type": type(option.default)}
+        if option.words:
+            kind["nargs"] = "+"
         parser.add_argument(option.flag, default=option.default, help=option.help, include_in_web_ui=option.web, **kind)
 
 

@@ -245,6 +245,10 @@ class LoadSpec(Strict):
     arrival: Literal["poisson", "gamma", "constant"] = "poisson"
     burstiness: float = Field(default=1.0, gt=0, le=1000)
     max_inflight: int = Field(default=256, ge=1, le=MAX_LEVEL)
+    # Open loop: an arrival that finds max_inflight requests in flight waits for a slot ("hold", like vLLM's
+    # --max-concurrency: the wait counts in its latency from the intended send time) or is recorded as dropped, a
+    # failure ("drop").
+    at_max_inflight: Literal["hold", "drop"] = "hold"
     think_time_s: float = Field(default=0.0, ge=0, le=DAY_S)
     # What counts prompt (and, without per-chunk usage, output) tokens: the server's /tokenize, a Hugging Face
     # tokenizer name or path (needs the tokenizers or transformers package), or none (lengths approximate).
