@@ -60,6 +60,22 @@ def cmd_options(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_vllm(args: argparse.Namespace) -> int:
+    from .report.vllm_bench import write_bench_results
+    from .rundir import UnreadableFile, load_run
+
+    if (code := _not_run_dirs([args.run_dir])) is not None:
+        return code
+    try:
+        run = load_run(args.run_dir)
+    except UnreadableFile as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 5
+    for path in write_bench_results(run, args.out or args.run_dir / "vllm-bench"):
+        print(path)
+    return 0
+
+
 def _not_run_dirs(paths: list[Path]) -> int | None:
     from .rundir import is_run_dir
 
@@ -281,6 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
         "telemetry, consistency, quality, probes: that run file (env.json, telemetry.json, ...)",
     )
     schema.set_defaults(func=cmd_schema)
+
+    export = sub.add_parser(
+        "export-vllm",
+        help="write a run as vllm bench serve --save-result files, one per variant and level (docs/vllm.md)",
+    )
+    export.add_argument("run_dir", type=Path)
+    export.add_argument("--out", type=Path, default=None, help="default: RUN_DIR/vllm-bench")
+    export.set_defaults(func=cmd_export_vllm)
 
     options = sub.add_parser(
         "options", help="list the plugin's options of locust -f locustfiles/spec_decode.py (its --help cannot)"
