@@ -76,6 +76,22 @@ def cmd_export_vllm(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .report.plot import plot_page, read_summary
+    from .rundir import write_text
+
+    if (code := _not_run_dirs(args.run_dirs)) is not None:
+        return code
+    try:
+        runs = [(path.name, read_summary(path)) for path in args.run_dirs]
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    write_text(args.out, plot_page(runs))
+    print(args.out)
+    return 0
+
+
 def _not_run_dirs(paths: list[Path]) -> int | None:
     from .rundir import is_run_dir
 
@@ -305,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run_dir", type=Path)
     export.add_argument("--out", type=Path, default=None, help="default: RUN_DIR/vllm-bench")
     export.set_defaults(func=cmd_export_vllm)
+
+    plot = sub.add_parser(
+        "plot", help="throughput vs latency and a Pareto chart of many runs' variants, one self-contained HTML page"
+    )
+    plot.add_argument("run_dirs", nargs="+", type=Path)
+    plot.add_argument("--out", type=Path, default=Path("plot.html"), help="the page (default: ./plot.html)")
+    plot.set_defaults(func=cmd_plot)
 
     options = sub.add_parser(
         "options", help="list the plugin's options of locust -f locustfiles/spec_decode.py (its --help cannot)"
