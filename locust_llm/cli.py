@@ -56,6 +56,45 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.stop()
 
 
+def cmd_options(args: argparse.Namespace) -> int:
+    from .runtime.options import options_markdown, options_text
+
+    print(options_markdown() if args.markdown else options_text(), end="")
+    return 0
+
+
+def cmd_export_vllm(args: argparse.Namespace) -> int:
+    from .report.vllm_bench import write_bench_results
+    from .rundir import UnreadableFile, load_run
+
+    if (code := _not_run_dirs([args.run_dir])) is not None:
+        return code
+    try:
+        run = load_run(args.run_dir)
+    except UnreadableFile as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 5
+    for path in write_bench_results(run, args.out or args.run_dir / "vllm-bench"):
+        print(path)
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .report.plot import plot_page, read_summary
+    from .rundir import write_text
+
+    if (code := _not_run_dirs(args.run_dirs)) is not None:
+        return code
+    try:
+        runs = [(path.name, read_summary(path)) for path in args.run_dirs]
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    write_text(args.out, plot_page(runs))
+    print(args.out)
+    return 0
+
+
 def _not_run_dirs(paths: list[Path]) -> int | None:
     from .rundir import is_run_dir
 
@@ -284,6 +323,27 @@ def build_parser() -> argparse.ArgumentParser:
         "telemetry, consistency, quality, probes: that run file (env.json, telemetry.json, ...)",
     )
     schema.set_defaults(func=cmd_schema)
+
+    export = sub.add_parser(
+        "export-vllm",
+        help="write a run as vllm bench serve --save-result files, one per variant and level (docs/vllm.md)",
+    )
+    export.add_argument("run_dir", type=Path)
+    export.add_argument("--out", type=Path, default=None, help="default: RUN_DIR/vllm-bench")
+    export.set_defaults(func=cmd_export_vllm)
+
+    plot = sub.add_parser(
+        "plot", help="throughput vs latency and a Pareto chart of many runs' variants, one self-contained HTML page"
+    )
+    plot.add_argument("run_dirs", nargs="+", type=Path)
+    plot.add_argument("--out", type=Path, default=Path("plot.html"), help="the page (default: ./plot.html)")
+    plot.set_defaults(func=cmd_plot)
+
+    options = sub.add_parser(
+        "options", help="list the plugin's options of locust -f locustfiles/spec_decode.py (its --help cannot)"
+    )
+    options.add_argument("--markdown", action="store_true", help="as the table of docs/options.md")
+    options.set_defaults(func=cmd_options)
 
     baseline = sub.add_parser("baseline", help="the library of saved baseline runs for nightly comparisons")
     baseline_sub = baseline.add_subparsers(dest="baseline_command", required=True)

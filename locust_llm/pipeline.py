@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from .analysis.capacity import capacity_lines
 from .analysis.documents.regression import RunComparison
 from .analysis.documents.summary import Summary, Verdict
 from .analysis.gates import evaluate, gates_of
@@ -106,4 +107,5 @@ def finish_run(
         report = write_report(run_dir, inp)
     except Exception:  # the measurements and the verdict are on disk; a report bug must not hide them
         log.exception("could not render the HTML report; `locust-llm report %s` retries", run_dir)
-    return Outcome(summary, verdict, regression, report, verdict_table(summary, verdict), inp)
+    text = "\n".join([verdict_table(summary, verdict), *capacity_lines(summary, gates)])
+    return Outcome(summary, verdict, regression, report, text, inp)

@@ -90,6 +90,9 @@ class RequestRecord:
     output_tokens: int = 0
     token_source: str = "none"
     t_intended: float = NAN
+    # Open loop, ``load.at_max_inflight: hold``: an arrival that found ``max_inflight`` requests in flight waited for a
+    # slot until this time (NaN: it did not wait). Its latencies still run from ``t_intended``.
+    t_slot: float = NAN
     t_connect: float = NAN  # a new connection was started (NaN: an open one was reused)
     t_send: float = NAN
     t_first: float = NAN

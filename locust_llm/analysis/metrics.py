@@ -45,7 +45,11 @@ def request_metrics(frame: pd.DataFrame, first_token_timeout_s: float = np.nan) 
     out["tpot_ms"] = (decode_s / (n - 1) * 1000).where(multi)
     out["decode_tps"] = ((n - 1) / decode_s).where(multi)
     out["e2e_tps"] = (n / (t_end - t_send)).where(ok & (n >= 1))
-    out["schedule_lag_ms"] = (t_send - t_intended) * 1000
+    # The client's lateness: from the intended time, or from the slot an arrival held at max_inflight waited for
+    # (that wait is the cap's, not the client's; latencies from the intended time include it).
+    t_slot = _column(frame, "t_slot")
+    out["schedule_lag_ms"] = (t_send - np.fmax(t_intended, t_slot)) * 1000
+    out["held_ms"] = (t_slot - t_intended) * 1000
 
     # All requests: a failure counts at the time it failed; one never sent, as a first-token timeout.
     failed = ~ok
@@ -54,7 +58,7 @@ def request_metrics(frame: pd.DataFrame, first_token_timeout_s: float = np.nan) 
     first = t_first.where(t_first.notna(), t_done)  # no first token: the whole wait counts
     out["ttft_all_ms"] = out["ttft_ms"].where(ok, (first - t_send) * 1000).where(~never_sent, deadline_ms)
     out["e2e_all_ms"] = out["e2e_ms"].where(ok, (t_done - t_send) * 1000).where(~never_sent, deadline_ms)
-    lag_ms = out["schedule_lag_ms"].where(~never_sent, 0.0)
+    lag_ms = ((t_send - t_intended) * 1000).where(~never_sent, 0.0)
     out["ttft_sched_all_ms"] = out["ttft_all_ms"] + lag_ms
     out["e2e_sched_all_ms"] = out["e2e_all_ms"] + lag_ms
     cut = failed & (n >= 2) & ((t_done - t_first) > 0)  # failed after two tokens: their pace until it failed

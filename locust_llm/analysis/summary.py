@@ -197,6 +197,9 @@ def step_summary(
         summary["scheduled_rate"] = per_window(float(scheduled.sum()))
         # Dropped arrivals were never sent: their t_send stays NaN.
         summary["achieved_rate"] = per_window(float(sent["t_send"].notna().sum()))
+        held = derived["held_ms"].notna()
+        summary["held"] = int(held.sum())
+        summary["held_ms"] = summarize(derived.loc[held, "held_ms"].to_numpy(dtype=float), n_boot=N_BOOT)
     drafted = sent["draft_n"].dropna().sum()
     if drafted:
         accepted = sent["draft_accepted"].dropna().sum()

@@ -62,7 +62,7 @@ def call(
     timer = threading.Timer(timeout_s, cut)
     timer.daemon = True
     timer.start()
-    headers = {"Accept-Encoding": "identity", **auth_headers()}
+    headers = {"Accept-Encoding": "identity", **auth_headers(url)}
     data = None if body is None else json.dumps(body).encode()
     if data is not None:
         headers["Content-Type"] = "application/json"

@@ -19,6 +19,7 @@ __all__ = [
     "greedy_request",
     "request_extra",
     "tokenize_body",
+    "use_key_env",
 ]
 
 API_KEY_ENV = "LOCUST_LLM_API_KEY"
@@ -30,9 +31,23 @@ PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 TOKENIZE_SHAPES = ("llamacpp", "vllm")
 
 
-def auth_headers() -> dict[str, str]:
-    """The bearer token from ``LOCUST_LLM_API_KEY``, for every request to the server (never written anywhere)."""
-    key = os.environ.get(API_KEY_ENV)
+# Servers whose key is in a variable of their own (``variants.<name>.api_key_env``: a running server per variant), by
+# base URL; every other server's is in ``LOCUST_LLM_API_KEY``.
+KEY_ENVS: dict[str, str] = {}
+
+
+def use_key_env(base_url: str, name: str) -> None:
+    """Requests to ``base_url`` carry the key in ``$name`` (set in every process that sends them)."""
+    KEY_ENVS[base_url.rstrip("/")] = name
+
+
+def auth_headers(url: str | None = None) -> dict[str, str]:
+    """The bearer token for a request to ``url`` (``LOCUST_LLM_API_KEY``, or its server's own variable), for every
+    request to the server (never written anywhere)."""
+    name = next(
+        (env for base, env in KEY_ENVS.items() if url and (url == base or url.startswith(base + "/"))), API_KEY_ENV
+    )
+    key = os.environ.get(name)
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 

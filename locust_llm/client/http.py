@@ -44,7 +44,7 @@ def session(purpose: str, pool_size: int = 16, verify_tls: bool = True) -> reque
     the URL (``--host http://user:pass@...``) or from ``~/.netrc``; the streams send neither, nor does this."""
 
     def with_key(request: requests.PreparedRequest) -> requests.PreparedRequest:
-        request.headers.update(auth_headers())
+        request.headers.update(auth_headers(request.url))
         ledger.count(purpose, request.method or "GET", request.url or "")
         return request
 

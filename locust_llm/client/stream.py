@@ -328,7 +328,7 @@ class StreamingClient:
         self.llamacpp = engine == "llamacpp"
         self.cache_zero = engine in OMITS_ZERO_CACHED
         self.think_tags = think_tags  # split <think>...</think> in the content into reasoning and answer
-        self.headers = auth_headers()
+        self.headers = auth_headers(self.base_url)
         self.tls = tls_context(verify_tls) if self.target.scheme == "https" else None
         self.idle: list[Connection] = []
         self.prepared: dict[tuple, bytes] = {}

@@ -10,7 +10,21 @@ from .scale_out import scale_out_lines
 from .soak import soak_lines
 from .splits import split_lines
 
-__all__ = ["comparison_table", "verdict_table"]
+__all__ = ["comparison_table", "servers_apart", "verdict_table"]
+
+
+def servers_apart(summary: Summary) -> str | None:
+    """A sentence when the variants ran on different servers already running (``--variant NAME=URL``): every
+    speed-up then compares two servers whole, not one setting on one machine."""
+    urls = {name: facts.url for name, facts in summary.detected.items() if facts.launched is False and facts.url}
+    if len(set(urls.values())) < 2:
+        return None
+    where = ", ".join(f"{name} on {url}" for name, url in urls.items())
+    return (
+        f"different servers: {where}. Each speed-up compares the servers as a whole (machine, GPU, engine version, "
+        "neighbours), measured interleaved and paired; host facts of a server the run did not start are unknown "
+        "unless its /metrics says them"
+    )
 
 
 def verdict_table(summary: Summary, verdict: Verdict) -> str:
@@ -23,6 +37,7 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
     # A server the run did not start: what the numbers rest on, first (docs/gpu-servers.md, "Against a server that
     # is already running").
     lines += [facts.text for facts in summary.detected.values() if facts.launched is False]
+    lines += [apart] if (apart := servers_apart(summary)) else []
     lines += [f"skipped: {why}" for why in summary.checks_skipped.values()]
     lines += [
         f"{'variant':<16} {'level':>6} {'step':>4} {'req':>6} {'err%':>6} {ttft_head:>{width}} {'TPOT p50':>9} "

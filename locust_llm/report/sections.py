@@ -12,6 +12,7 @@ from ..analysis.gates import EXIT_MEANINGS
 from ..fmt import ci_text, lvl, num, ok, pct, times
 from ..rundir.env import ClocksEnv
 from ..rundir.events import ConsistencySkipped
+from .console import servers_apart
 from .prompt_cache import mode_text
 from .view import RunView, command_text, flags_text, level_name, unit_of
 
@@ -135,6 +136,7 @@ def conditions(view: RunView) -> dict:
         ),
         ("started", meta(view)["started"]),
         ("variants (in order)", ", ".join(view.names) or None),
+        ("servers", servers_apart(view.summary)),
         ("baseline", view.baseline),
         ("requests recorded", view.summary.records),
         ("seed", env.seed if "seed" in env.model_fields_set else load.seed),
@@ -219,6 +221,7 @@ def conditions(view: RunView) -> dict:
             }
         )
     optional = {
+        "servers",
         "length buckets",
         "dataset",
         "max in flight (open loop)",

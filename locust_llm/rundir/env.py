@@ -276,6 +276,8 @@ class RecordedLoad(_Recorded):
     """Open loop: gamma arrivals' shape."""
     max_inflight: int | None = None
     """Open loop: the most requests in flight."""
+    tokenizer: str | None = None
+    """What counted the tokens: ``server`` (its /tokenize), a tokenizer name or path, or ``none``."""
     think_time_s: float | None = None
     """A closed-loop user's wait between requests, s."""
     buckets: dict[str, Any] | None = None

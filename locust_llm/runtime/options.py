@@ -13,7 +13,16 @@ from dataclasses import dataclass
 
 from .. import places
 
-__all__ = ["DEFAULT_SCENARIO", "OPTIONS", "Option", "defaults", "given", "parse_value"]
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "OPTIONS",
+    "Option",
+    "defaults",
+    "given",
+    "options_markdown",
+    "options_text",
+    "parse_value",
+]
 
 DEFAULT_SCENARIO = str(places.DEFAULT_SCENARIO)  # the project's own, found from any working directory
 
@@ -24,6 +33,8 @@ class Option:
     default: str | int | float | bool
     help: str
     web: bool = True
+    # Several words after the flag (vLLM's ``--goodput ttft:500 tpot:50``); the command line gives a list of them.
+    words: bool = False
 
     @property
     def dest(self) -> str:
@@ -32,7 +43,12 @@ class Option:
 
 OPTIONS: list[Option] = [
     Option("--scenario", DEFAULT_SCENARIO, "scenario YAML file"),
-    Option("--variant", "", "variants to run, comma list (default: all, baseline first); one name with --host"),
+    Option(
+        "--variant",
+        "",
+        "variants to run, comma list (default: all, baseline first); one name with --host; or NAME=URL,NAME=URL: "
+        "servers already running, one per variant (the first the baseline), measured interleaved and paired",
+    ),
     Option("--mode", "", "closed (users) or open (arrival rate); empty: the scenario's"),
     Option("--ladder", "", "comma list: users (closed) or req/s (open); empty: the scenario's"),
     Option("--step-duration", 0.0, "steady window per step, seconds (0: the scenario's)"),
@@ -49,6 +65,30 @@ OPTIONS: list[Option] = [
         "completed requests a steady window needs, else the step is insufficient (-1: the scenario's)",
     ),
     Option("--prompt-tokens", 0, "prompt length in tokens (0: the scenario's)"),
+    Option(
+        "--dataset",
+        "",
+        "prompts from a JSONL or ShareGPT-style JSON file instead of generated ones (a path; empty: the scenario's)",
+        web=False,
+    ),
+    Option(
+        "--max-concurrency",
+        0,
+        "open loop: requests in flight at most, as vLLM's --max-concurrency (0: the scenario's load.max_inflight)",
+    ),
+    Option(
+        "--at-max-concurrency",
+        "",
+        "open loop: an arrival over --max-concurrency waits for a slot, its wait counted in its latency from the "
+        "intended time (hold, like vLLM) or is recorded as dropped, a failure (drop); empty: the scenario's",
+    ),
+    Option(
+        "--goodput",
+        "",
+        "goodput SLOs in vLLM's spelling, KEY:MS separated by spaces or commas: ttft, tpot, e2el (and ttfot), e.g. "
+        "'ttft:500 tpot:50 e2el:3000'; replaces the scenario's slo section (empty: the scenario's)",
+        words=True,
+    ),
     Option("--max-tokens", 0, "output length in tokens (0: the scenario's)"),
     Option("--api", "", "completions or chat (empty: the scenario's)"),
     Option("--model", "", "model name to request (default: the server's)"),
@@ -118,3 +158,39 @@ def parse_value(option: Option, text: str):
         return kind(text)
     except ValueError:
         raise ValueError(f"argument {option.flag}: invalid {kind.__name__} value: {text!r}") from None
+
+
+# Locust prints ``--help`` before it imports the locustfile, so before the plugin registers these (Locust issue
+# #2917): ``locust-llm options`` prints them, and docs/options.md holds the same table.
+def _default_text(option: Option) -> str:
+    if isinstance(option.default, bool):
+        return "off"
+    if option.default == "":
+        return "empty"
+    return f"{option.default:g}" if isinstance(option.default, float) else str(option.default)
+
+
+def options_text() -> str:
+    """Every plugin option with its default and help, as ``locust-llm options`` prints it."""
+    lines = [
+        "locust -f locustfiles/spec_decode.py takes Locust's own options (locust --help) and these; Locust's --help "
+        "cannot list them (it prints before the plugin is loaded):",
+        "",
+    ]
+    for option in OPTIONS:
+        kind = "" if isinstance(option.default, bool) else f" {option.dest.upper()}" + (" ..." if option.words else "")
+        form = "" if option.web else " (command line only, not in the web form)"
+        lines.append(f"  {option.flag}{kind}  (default: {_default_text(option)}){form}")
+        lines.append(f"      {option.help}")
+    return "\n".join(lines) + "\n"
+
+
+def options_markdown() -> str:
+    """The table of docs/options.md: every plugin option, its default, whether the web form shows it, its help."""
+    rows = ["| option | default | web form | what it does |", "|---|---|---|---|"]
+    for option in OPTIONS:
+        rows.append(
+            f"| `{option.flag}` | {_default_text(option)} | {'yes' if option.web else 'no'} | "
+            f"{option.help.replace('|', '/')} |"
+        )
+    return "\n".join(rows) + "\n"

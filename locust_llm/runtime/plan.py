@@ -36,6 +36,8 @@ from ..scenario.scale_out import ScaleOutPlan, scale_out_plan
 from ..scenario.soak import SoakPlan, soak_plan
 from ..workload import WorkloadError, read_dataset
 from ..workload.traces import Trace, read_trace
+from .attached import Attached, attach_scenario, attached_servers, variant_urls
+from .goodput import goodput_slo
 from .options import DEFAULT_SCENARIO, given
 
 __all__ = [
@@ -88,6 +90,17 @@ class Plan:
     scale_out: ScaleOutPlan | None = None  # ``--scale-out N``: one server against N after each variant's ladder
     skipped: dict[str, str] = field(default_factory=dict)  # check -> why it is not run, and how to turn it on
     trace: Trace | None = None  # ``load.trace``: the replayed window; the ladder's levels are its rate x the speeds
+    # Servers already running, by variant (``--variant NAME=URL``, or an external scenario's ``url``s): empty when
+    # the run launches its servers or attaches to ``--host``.
+    attached: dict[str, Attached] = field(default_factory=dict)
+    # Every variant would go to the same server (``--host``, or an external scenario with one URL): one is measured.
+    one_server: bool = False
+
+    def server_of(self, variant: str) -> Attached:
+        """The running server ``variant`` is measured on (``--host`` when there is one)."""
+        if self.attached:
+            return plan_server(self.attached, variant)
+        return Attached(url=(self.external_url or "").rstrip("/"))
 
     def steady_s(self, level: float) -> float:
         """The steady window of a step at ``level``: the scenario's, or what is left of a trace's replay at that
@@ -105,6 +118,11 @@ class Plan:
     def base_dir(self) -> Path:
         """Where the scenario's relative paths (datasets) are resolved."""
         return self.scenario.source.parent
+
+
+def plan_server(attached: dict[str, Attached], variant: str) -> Attached:
+    """``variant``'s running server; a name the scenario does not list (``--host --variant NAME``) has the first."""
+    return attached.get(variant) or next(iter(attached.values()))
 
 
 def _load_with_options(scenario: Scenario, options) -> LoadSpec:
@@ -125,6 +143,13 @@ def _load_with_options(scenario: Scenario, options) -> LoadSpec:
         if options.order not in ("sequential", "interleaved"):
             raise ScenarioError(f"--order must be 'sequential' or 'interleaved', found {options.order!r}")
         overrides["order"] = options.order
+    if options.at_max_concurrency:
+        if options.at_max_concurrency not in ("hold", "drop"):
+            raise ScenarioError(f"--at-max-concurrency must be 'hold' or 'drop', found {options.at_max_concurrency!r}")
+        overrides["at_max_inflight"] = options.at_max_concurrency
+    if options.dataset:
+        # A path on the command line is the working directory's (the scenario's own are its folder's).
+        overrides["dataset"] = str(Path(options.dataset).expanduser().resolve())
     # A number other than the option's default goes to the scenario's own bounds: NaN or -5 is an error there.
     for option, key in (
         ("step_duration", "step_duration_s"),
@@ -133,6 +158,7 @@ def _load_with_options(scenario: Scenario, options) -> LoadSpec:
         ("repeats", "repeats"),
         ("warmup", "warmup_s"),
         ("min_requests", "min_requests"),
+        ("max_concurrency", "max_inflight"),
     ):
         if given(options, option):
             overrides[key] = getattr(options, option)
@@ -147,25 +173,46 @@ def _load_with_options(scenario: Scenario, options) -> LoadSpec:
 def load_plan(options, host: str | None = None) -> Plan:
     """Scenario plus overrides from ``options`` (Locust's parsed options) and ``host`` (``--host``)."""
     scenario = load_scenario(options.scenario or DEFAULT_SCENARIO)
+    variant_option = str(options.variant or "")
+    urls = variant_urls(variant_option)
+    if urls:
+        if host:
+            raise ScenarioError(
+                "--host names one server and --variant NAME=URL one per variant: give one of them (--variant "
+                "baseline=URL,other=URL measures both servers in one interleaved run)"
+            )
+        scenario, variant_option = attach_scenario(scenario, urls), ""
+    attached = {} if host else attached_servers(scenario)
+    # One server for every variant (--host, or an external scenario's one URL): one variant is measured.
+    one_server = bool(host) or (not urls and bool(attached) and len({server.url for server in attached.values()}) < 2)
+    per_variant = bool(attached) and not one_server
     remember_secrets(scenario, host, options.scale_out_urls)
+    if options.goodput:
+        scenario = scenario.model_copy(update={"slo": goodput_slo(options.goodput)})
     load = _load_with_options(scenario, options)
     trace = check_traffic(scenario, load)
     if trace is not None:
         # The ladder gives speeds; each step's level is the trace's mean rate at that speed (req/s offered), and a
         # step lasts as long as the replay: nothing to extend it with.
         load = load.model_copy(update={"ladder": [s * trace.rate for s in load.ladder], "max_extend_s": 0.0})
-    external = host or (scenario.server.url if scenario.server.engine == "external" else None)
-    if external:
-        parts = urlsplit(external)
+    variants = chosen_variants(scenario, variant_option, one_server)
+    servers = [plan_server(attached, variant).url for variant in variants] if attached else []
+    external = host or (servers[0] if servers else None)
+    for url in filter(None, [external, *servers]):
+        parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ScenarioError(f"--host must be an http(s) URL such as http://127.0.0.1:8000, found {external!r}")
-    check_request_inputs([external, *options.scale_out_urls.split(","), *scenario.scale_out.urls])
+            what = "--variant NAME=URL" if urls else "--host"
+            raise ScenarioError(f"{what} must be an http(s) URL such as http://127.0.0.1:8000, found {url!r}")
+    check_request_inputs(
+        [external, *servers, *options.scale_out_urls.split(","), *scenario.scale_out.urls],
+        [server.api_key_env for server in attached.values()],
+    )
     run_id = options.run_id or new_run_id(scenario.name)
     if not valid_name(run_id):
         raise ScenarioError(not_plain("--run-id", run_id) + ": it names a folder inside --report-dir")
-    variants = chosen_variants(scenario, str(options.variant or ""), bool(external))
     try:
-        soak = soak_plan(options.soak, options.soak_level, scenario.soak, load.ladder, variants, str(options.variant))
+        named = ",".join(urls) if urls else str(options.variant)
+        soak = soak_plan(options.soak, options.soak_level, scenario.soak, load.ladder, variants, named)
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
     variants = [soak.variant] if soak else variants
@@ -179,6 +226,11 @@ def load_plan(options, host: str | None = None) -> Plan:
         )
     except ValueError as exc:
         raise ScenarioError(f"{exc} ({scenario.source})") from None
+    if per_variant and scale_out is not None:
+        raise ScenarioError(
+            "--scale-out with a running server per variant: the replicas (--scale-out-urls) are those of one server "
+            "(--host); measure the scale-out of each server in a run of its own"
+        )
     if trace is not None and (soak is not None or scale_out is not None):
         raise ScenarioError(
             "load.trace replays a window of the trace at the ladder's speeds; --soak and --scale-out hold levels of "
@@ -210,6 +262,10 @@ def load_plan(options, host: str | None = None) -> Plan:
     if gates.library:  # the scenario's own folder anchors it, never the working directory
         gates = gates.model_copy(update={"library": str(scenario.resolve_path(gates.library))})
     skipped = {}
+    if urls and not given(options, "scenario"):
+        # The built-in scenario's quality tasks and price are its tiny CPU pair's, not the user's servers'.
+        skipped = {check: why for check, why in VARIANT_URL_SKIPS.items() if getattr(scenario, check)}
+        scenario = scenario.model_copy(update={"cost": None, "quality": None})
     if host and not given(options, "scenario"):
         # The built-in scenario's quality tasks and price are its tiny CPU pair's, not the user's server's.
         skipped = {
@@ -244,6 +300,8 @@ def load_plan(options, host: str | None = None) -> Plan:
         soak=soak,
         scale_out=scale_out,
         trace=trace,
+        attached=attached,
+        one_server=one_server,
     )
 
 
@@ -338,14 +396,25 @@ HOST_SKIPS = {
 }
 
 
-def check_request_inputs(urls: list[str | None]) -> None:
+# ``--variant NAME=URL`` without ``--scenario``: the built-in scenario's checks that do not suit the user's servers.
+VARIANT_URL_SKIPS = {
+    "quality": (
+        "quality check skipped: the built-in task set is made for the tiny generated models, not your servers'; "
+        "to run it, give --scenario with a quality: section whose tasks suit your model"
+    ),
+    "cost": HOST_SKIPS["cost"],
+}
+
+
+def check_request_inputs(urls: list[str | None], key_envs: Collection[str] = (API_KEY_ENV,)) -> None:
     """What goes into every request's head must be sendable as it is: the API key (no control character, which
     would end its header and start another one, and latin-1 only) and the servers' URLs (no space or control
     character, which would end the request line). Checked before the first request: a request that cannot be
     built is not sent over and over."""
-    key = os.environ.get(API_KEY_ENV)
-    if key and (why := header_problem(API_KEY_ENV, key)):
-        raise ScenarioError(f"{why}; set it to the key alone, on one line")
+    for name in {API_KEY_ENV, *key_envs}:
+        key = os.environ.get(name)
+        if key and (why := header_problem(name, key)):
+            raise ScenarioError(f"{why}; set it to the key alone, on one line")
     for url in filter(None, (u.strip() for u in urls if u)):
         if why := url_problem(url):
             raise ScenarioError(f"--host (or a server URL): {why}")
@@ -468,8 +537,10 @@ def claim_run_dir(plan: Plan, overwrite: bool) -> RunLock:
 
 def remember_secrets(scenario: Scenario, host: str | None, scale_out_urls: str = "") -> None:
     """Every secret this run knows of, so that no file it writes shows one (``rundir.redact``)."""
-    values = [os.environ.get(API_KEY_ENV)]
-    for url in (host, scenario.server.url, *scenario.scale_out.urls, *scale_out_urls.split(",")):
+    variants = scenario.variants.values()
+    values = [os.environ.get(API_KEY_ENV)] + [os.environ.get(v.api_key_env) for v in variants if v.api_key_env]
+    own_urls = [v.url for v in variants]
+    for url in (host, scenario.server.url, *own_urls, *scenario.scale_out.urls, *scale_out_urls.split(",")):
         parts = urlsplit(url or "")
         values.append(parts.password)  # a username is not a secret: "http://alice:***@host" names who asked
     for env in [scenario.server.env] + [v.env for v in scenario.variants.values()]:

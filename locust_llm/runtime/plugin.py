@@ -20,6 +20,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from ..analysis.gates import EXIT_INTERRUPTED
 from ..client import ledger
+from ..client.engines import use_key_env
 from ..records import now
 from ..rundir.redact import mask_log_records, redact_text
 from ..scenario import ScenarioError
@@ -63,6 +64,8 @@ def add_arguments(parser) -> None:
     # On the parser itself (not an argument group), so Locust's web form shows them under "Custom parameters".
     for option in OPTIONS:
         kind = {"action": "store_true"} if isinstance(option.default, bool) else {"type": type(option.default)}
+        if option.words:
+            kind["nargs"] = "+"
         parser.add_argument(option.flag, default=option.default, help=option.help, include_in_web_ui=option.web, **kind)
 
 
@@ -155,6 +158,8 @@ def _setup_load_process(environment) -> None:
         ledger.reset()  # a worker's requests of this run (in one process, the experiment counts from its start)
     worker = max(getattr(runner, "worker_index", 0), 0)
     plan = load_plan(environment.parsed_options, environment.host)
+    for server in plan.attached.values():
+        use_key_env(server.url, server.api_key_env)
     load = plan.load
     fit_stop_timeout(environment, load.timeouts)
     context = users.context_of(environment)

@@ -12,7 +12,7 @@ from pathlib import Path
 from gevent.event import Event
 
 from ..client import ledger
-from ..client.engines import API_KEY_ENV, PATHS, auth_headers, request_extra
+from ..client.engines import API_KEY_ENV, PATHS, auth_headers, request_extra, use_key_env
 from ..client.greedy import greedy_outputs
 from ..client.stream import RequestSpec, StreamingClient
 from ..client.tokenizer import counter_for
@@ -104,9 +104,11 @@ class ServerSession:
         external one, and make it the active one."""
         plan = self.plan
         if plan.external_url:
-            url = plan.external_url.rstrip("/")
+            attached = plan.server_of(variant)
+            url = attached.url
+            use_key_env(url, attached.api_key_env)
             model, owner = served_model(url)
-            server = ActiveServer(variant, url, plan.model or model, None)
+            server = ActiveServer(variant, url, plan.model or attached.model or model, None)
             described = ServerEnv(
                 url=url,
                 served_model=server.model,

@@ -338,8 +338,9 @@ class OpenLoopUser(LLMUser):
     """A dispatcher: arrivals at rate level/workers (or a trace's records at their own times), independent of
     responses, each in its own greenlet (with ``load.conversation``, each arrival a whole conversation).
 
-    The shape runs one of these per worker process. Hitting ``max_inflight`` records the arrival
-    as dropped (a failure), never silently skips it.
+    The shape runs one of these per worker process. An arrival that finds ``max_inflight`` requests in flight waits
+    for a slot, first come first served (``load.at_max_inflight: hold``, vLLM's ``--max-concurrency``), or is
+    recorded as dropped, a failure (``drop``); never silently skipped. A conversation's arrival is dropped either way.
     """
 
     def wait_time(self) -> float:
@@ -348,6 +349,7 @@ class OpenLoopUser(LLMUser):
     def on_start(self) -> None:
         super().on_start()
         self.inflight = gevent.pool.Pool(self.context.load.max_inflight)
+        self.holding = gevent.pool.Group()  # arrivals waiting for a slot (``load.at_max_inflight: hold``)
         self.clock: ArrivalClock | TraceClock | None = None
         self.clock_key: tuple | None = None
 
@@ -404,14 +406,33 @@ class OpenLoopUser(LLMUser):
             record.conversation, record.turn, record.seq = number, 1, number * conversation.turns
             record.turns = self.context.workload(state.base_url).conversations.turns(self.context.worker, number)
         if self.inflight.full():
+            if self.context.load.at_max_inflight == "hold" and conversation is None:
+                self.holding.spawn(self.hold, state, record)
+                return
             record.error_class = ErrorClass.DROPPED
             record.error_message = f"{self.context.load.max_inflight} requests already in flight; arrival not sent"
             self.emit(record)
             return
         self.inflight.spawn(self.send, state, record)
 
+    def hold(self, state: StepState, record: RequestRecord) -> None:
+        """Wait for a slot (the pool's semaphore serves its waiters in order), then send."""
+        try:
+            self.inflight.spawn(self.send_held, state, record)
+        except gevent.GreenletExit:
+            record.error_class = ErrorClass.CANCELLED
+            record.error_message = "held at max_inflight; the load stopped before a slot freed"
+            self.emit(record)
+            raise
+
+    def send_held(self, state: StepState, record: RequestRecord) -> None:
+        record.t_slot = now()
+        self.send(state, record)
+
     def on_stop(self) -> None:
-        stop_timeout = self.environment.stop_timeout or 0
-        self.inflight.join(timeout=stop_timeout)
+        deadline = time.monotonic() + (self.environment.stop_timeout or 0)
+        self.holding.join(timeout=max(deadline - time.monotonic(), 0))  # held arrivals get their slots first
+        self.inflight.join(timeout=max(deadline - time.monotonic(), 0))
+        self.holding.kill()
         self.inflight.kill()
         super().on_stop()

@@ -91,7 +91,7 @@ def form_values(options: Namespace, host: str | None) -> dict:
         "gpu_hour_usd": (plan.scenario.cost.gpu_hour_usd if plan.scenario.cost else None) or 0.0,
         "scale_out": plan.scale_out.servers if plan.scale_out else 0,
     }
-    available = chosen_variants(plan.scenario, "", bool(plan.external_url))
+    available = chosen_variants(plan.scenario, "", plan.one_server)
     return {
         "fields": fields,
         "variants": available,
@@ -121,6 +121,8 @@ def with_baseline(options: Namespace, host: str | None) -> str:
     chosen = [name.strip() for name in str(options.variant or "").split(",") if name.strip()]
     if not chosen:
         return ""  # every variant, the baseline first
+    if any("=" in name for name in chosen):
+        return ",".join(chosen)  # each variant with its running server, the first the baseline
     scenario = load_scenario(options.scenario or DEFAULT_SCENARIO)
     if host or scenario.server.engine == "external" or scenario.baseline_variant in chosen:
         return ",".join(chosen)

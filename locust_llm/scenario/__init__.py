@@ -13,6 +13,7 @@ import re
 import reprlib
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
@@ -70,6 +71,11 @@ def not_plain(what: str, name: object) -> str:
     return f"{what} {name!r} is not a plain name; {NAME_RULE}"
 
 
+def _http_url(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 class ScenarioError(ValueError):
     """A scenario file that cannot be used; the message says where and how to fix it."""
 
@@ -101,6 +107,12 @@ class Variant(Strict):
     tiny_model: TinyModelSpec | None = None
     # This variant's server priority instead of server.nice (benchmarks/server_priority.py compares the two).
     nice: int | None = Field(default=None, ge=0, le=19)
+    # engine: external: this variant's own running server (its base URL), the model name to request there (empty:
+    # the server's own) and the environment variable that holds its API key (empty: LOCUST_LLM_API_KEY), so two
+    # servers already up are measured in one interleaved, paired run.
+    url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 class ServerSpec(Strict):
@@ -139,10 +151,7 @@ class ServerSpec(Strict):
                 "'interleave: together' runs one server per variant at once; remove the fixed 'port' "
                 "(each server then gets a free one) or use 'interleave: restart'"
             )
-        if self.engine == "external":
-            if not self.url:
-                raise ValueError("engine 'external' needs 'url' (e.g. http://127.0.0.1:8000)")
-        elif self.url:
+        if self.engine != "external" and self.url:
             raise ValueError(f"'url' is only for engine 'external'; engine {self.engine!r} is launched locally")
         if self.tiny_model and self.engine != "llamacpp":
             raise ValueError("'tiny_model' is only for engine 'llamacpp'")
@@ -242,6 +251,10 @@ class LoadSpec(Strict):
     arrival: Literal["poisson", "gamma", "constant"] = "poisson"
     burstiness: float = Field(default=1.0, gt=0, le=1000)
     max_inflight: int = Field(default=256, ge=1, le=MAX_LEVEL)
+    # Open loop: an arrival that finds max_inflight requests in flight waits for a slot ("hold", like vLLM's
+    # --max-concurrency: the wait counts in its latency from the intended send time) or is recorded as dropped, a
+    # failure ("drop").
+    at_max_inflight: Literal["hold", "drop"] = "hold"
     think_time_s: float = Field(default=0.0, ge=0, le=DAY_S)
     # What counts prompt (and, without per-chunk usage, output) tokens: the server's /tokenize, a Hugging Face
     # tokenizer name or path (needs the tokenizers or transformers package), or none (lengths approximate).
@@ -476,6 +489,24 @@ class Scenario(Strict):
         tiny = [name for name, v in self.variants.items() if v.tiny_model]
         if tiny and self.server.engine != "llamacpp":
             raise ValueError(f"variants.{tiny[0]}.tiny_model: generated models are only for engine 'llamacpp'")
+        attached = [name for name, v in self.variants.items() if v.url or v.model or v.api_key_env]
+        if attached and self.server.engine != "external":
+            raise ValueError(
+                f"variants.{attached[0]}: 'url', 'model' and 'api_key_env' are for engine 'external' (servers already "
+                f"running); engine {self.server.engine!r} is launched locally"
+            )
+        if self.server.engine == "external":
+            for name, variant in self.variants.items():
+                url = variant.url or self.server.url
+                if not url:
+                    raise ValueError(
+                        "engine 'external' needs 'url' (e.g. http://127.0.0.1:8000): server.url, or a url on "
+                        f"every variant (variants.{name} has none)"
+                    )
+                if variant.url and not _http_url(variant.url):
+                    raise ValueError(
+                        f"variants.{name}.url must be an http(s) URL such as http://127.0.0.1:8000, found {url!r}"
+                    )
         if self.baseline is not None and self.baseline not in self.variants:
             raise ValueError(f"baseline {self.baseline!r} is not one of the variants: {', '.join(self.variants)}")
         return self

@@ -60,6 +60,37 @@ class LlamaCppSpeculative(Strict):
         return self
 
 
+# vLLM's ``SpeculativeMethod`` and its keys, read from vllm/config/speculative.py (vllm-project/vllm at 002e77c1,
+# recorded in tests/fixtures/vllm/speculative-config.json; a test compares both with vLLM's class when installed).
+VLLM_MTP_METHODS = (
+    "deepseek_mtp",
+    "dots3_note_mtp",
+    "mimo_mtp",
+    "mimo_v2_mtp",
+    "glm4_moe_mtp",
+    "glm4_moe_lite_mtp",
+    "glm_ocr_mtp",
+    "ernie_mtp",
+    "nemotron_h_mtp",
+    "exaone_moe_mtp",
+    "exaone4_5_mtp",
+    "qwen3_next_mtp",
+    "qwen4_exp_mtp",
+    "qwen3_5_mtp",
+    "longcat_flash_mtp",
+    "bailing_hybrid_v3_mtp",
+    "minimax_m3_mtp",
+    "bailing_hybrid_mtp",
+    "mtp",
+    "kimi_k3_mtp",
+    "pangu_ultra_moe_mtp",
+    "step3p5_mtp",
+    "hy_v3_mtp",
+    "hy_v4_mtp",
+    "gemma4_mtp",
+    "inkling_mtp",
+    "glm5_next_mtp",
+)
 VLLM_METHODS = (
     "ngram",
     "ngram_gpu",
@@ -67,43 +98,51 @@ VLLM_METHODS = (
     "mlp_speculator",
     "draft_model",
     "suffix",
+    "custom_class",
     "eagle",
     "eagle3",
-    "mtp",
-    "deepseek_mtp",
-    "qwen3_next_mtp",
-    "ernie_mtp",
-    "glm4_moe_mtp",
-    "longcat_flash_mtp",
     "extract_hidden_states",
     "dflash",
-    "custom_class",
+    "dspark",
+    *VLLM_MTP_METHODS,
 )
-VLLM_NEEDS_MODEL = ("draft_model", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
+VLLM_NEEDS_MODEL = ("draft_model", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash", "dspark")
 
 
 class VllmSpeculative(Strict):
-    """Keys of vLLM's ``--speculative-config`` JSON (vllm/config/speculative.py)."""
+    """Keys of vLLM's ``--speculative-config`` JSON (vllm/config/speculative.py): every key a user may set. Left out:
+    the configs vLLM fills in itself (``target_model_config``, ``draft_model_config``, their parallel configs) and
+    ``tensor_parallel_size``, which vLLM keeps only to tell users to write ``draft_tensor_parallel_size``."""
 
-    method: Literal[VLLM_METHODS]  # type: ignore[valid-type]
-    num_speculative_tokens: int = Field(ge=1)
+    method: Literal[VLLM_METHODS] | None = None  # type: ignore[valid-type]
+    # Without it, vLLM takes the draft model's own number; a batch-size schedule sets it per batch size.
+    num_speculative_tokens: int | None = Field(default=None, ge=1)
+    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None
     model: str | None = None
     draft_tensor_parallel_size: int | None = Field(default=None, ge=1)
     max_model_len: int | None = Field(default=None, ge=1)
     quantization: str | None = None
+    moe_backend: str | None = None
     revision: str | None = None
+    code_revision: str | None = None
+    index_share_for_mtp_iteration: bool | None = None
     prompt_lookup_min: int | None = Field(default=None, ge=1)
     prompt_lookup_max: int | None = Field(default=None, ge=1)
     parallel_drafting: bool | None = None
     disable_padded_drafter_batch: bool | None = None
+    disable_eagle_block_drop: bool | None = None
+    use_local_argmax_reduction: bool | None = None
     draft_sample_method: Literal["greedy", "probabilistic"] | None = None
     use_heterogeneous_vocab: bool | None = None
     enforce_eager: bool | None = None
     kv_cache_dtype: str | None = None
     attention_backend: str | None = None
-    rejection_sample_method: str | None = None
+    draft_load_config: dict[str, Any] | None = None
+    rejection_sample_method: Literal["standard", "synthetic", "block"] | None = None
     synthetic_acceptance_rates: list[float] | None = None
     synthetic_acceptance_length: float | None = None
+    enable_adaptive_verification: bool | None = None
+    dspark_draft_topk: int | None = Field(default=None, ge=1)
     suffix_decoding_max_tree_depth: int | None = None
     suffix_decoding_max_cached_requests: int | None = None
     suffix_decoding_max_spec_factor: float | None = None
@@ -111,6 +150,8 @@ class VllmSpeculative(Strict):
 
     @model_validator(mode="after")
     def _model_when_needed(self) -> VllmSpeculative:
+        if self.method is None and not self.model:
+            raise ValueError("set 'method' (e.g. eagle3, ngram, mtp) or 'model' (vLLM then detects the method)")
         if self.method in VLLM_NEEDS_MODEL and not self.model:
             raise ValueError(f"method {self.method!r} needs 'model' (the draft or head checkpoint)")
         return self

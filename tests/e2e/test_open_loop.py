@@ -36,7 +36,7 @@ def run_open_loop(tmp_path, server, scenario_text: str, run_id: str) -> Path:
 def test_inflight_cap_drops_are_recorded_never_hidden(tmp_path, refserver_factory):
     # Each response takes about 1 s; 20 arrivals/s against a cap of 2 must drop most of them.
     server = refserver_factory("--ttft-s", "0.5", "--gap-s", "0.1")
-    capped = SCENARIO.replace("  max_tokens: 8\n", "  max_tokens: 8\n  max_inflight: 2\n")
+    capped = SCENARIO.replace("  max_tokens: 8\n", "  max_tokens: 8\n  max_inflight: 2\n  at_max_inflight: drop\n")
     run_dir = run_open_loop(tmp_path, server, capped.replace("step_duration_s: 8", "step_duration_s: 4"), "capped")
     frame = pd.read_parquet(run_dir / "requests.parquet")
     dropped = frame[frame["error_class"] == "dropped_inflight_cap"]

@@ -353,7 +353,8 @@ class StepFigures(Doc):
     e2e_tps: Distribution | None = None
     """Per request: tokens / (t_end - t_send)."""
     schedule_lag_ms: Distribution | None = None
-    """Open loop: actual minus intended send time."""
+    """Open loop: actual minus intended send time (for an arrival held at ``max_inflight``: minus the time its slot
+    freed, the client's own lateness)."""
     itl_ms: Distribution | None = None
     """Inter-token latency per token (chunk gaps split over their tokens)."""
     icl_ms: Distribution | None = None
@@ -369,6 +370,11 @@ class StepFigures(Doc):
     """Open loop: arrivals scheduled in the window per second."""
     achieved_rate: float | None = None
     """Open loop: requests actually sent per second."""
+    held: int | None = None
+    """Open loop: arrivals that found ``max_inflight`` requests in flight and waited for a slot (``load.at_max_inflight:
+    hold``); their latencies from the intended send time include the wait."""
+    held_ms: Distribution | None = None
+    """Open loop: how long the held arrivals waited for their slot."""
     acceptance_client: ClientAcceptance | None = None
     """Acceptance from the per-request timings."""
     tokens_per_chunk: SourcedValue | None = None

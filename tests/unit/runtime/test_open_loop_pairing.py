@@ -1,6 +1,9 @@
 """A dropped open-loop arrival keeps its number: the k-th arrival of a step is request k in every variant, so one
 variant's drop does not shift the pairs (prompt and intended time) of every later request."""
 
+import math
+
+import gevent
 import gevent.event
 import pytest
 from locust.env import Environment
@@ -47,7 +50,7 @@ def test_a_dropped_arrival_keeps_its_number_and_later_arrivals_keep_their_pairs(
     workload, shipper = HeldWorkload(), Shipper()
     context = context_of(environment)
     context.configure(
-        LoadSpec(mode="open", arrival="constant", max_inflight=1),
+        LoadSpec(mode="open", arrival="constant", max_inflight=1, at_max_inflight="drop"),
         worker=0,
         engine="external",
         shipper=shipper,
@@ -81,3 +84,44 @@ def test_a_dropped_arrival_keeps_its_number_and_later_arrivals_keep_their_pairs(
     # ...and the third arrival's intended time: constant arrivals, two gaps after the first
     # (epoch seconds: floats step by about 0.2 us)
     assert by_seq[2].t_intended - by_seq[0].t_intended == pytest.approx(2 / RATE, abs=1e-6)
+
+
+def test_a_held_arrival_waits_for_the_slot_keeps_its_number_and_its_intended_time():
+    environment = Environment(user_classes=[OpenLoopUser])
+    workload, shipper = HeldWorkload(), Shipper()
+    context = context_of(environment)
+    context.configure(
+        LoadSpec(mode="open", arrival="constant", max_inflight=1),  # at_max_inflight: hold, the default
+        worker=0,
+        engine="external",
+        shipper=shipper,
+        workload_factory=lambda url: workload,
+    )
+    context.board.update(
+        StepState(
+            run_id="r",
+            variant="spec",
+            step=3,
+            level=RATE,
+            phase=Phase.STEADY,
+            mode="open",
+            base_url="http://127.0.0.1:9",
+            t_start=now(),
+        ),
+        received_at=now(),
+    )
+    user = OpenLoopUser(environment)
+    user.on_start()
+    user.arrive()  # arrival 0: sent, in flight until the workload is released
+    user.arrive()  # arrival 1: the one slot is taken: it waits
+    gevent.sleep(0.05)
+    assert workload.asked == [0] and len(user.holding) == 1  # not sent, not dropped
+    released_at = now()
+    workload.release.set()
+    user.holding.join()
+    user.inflight.join()
+    by_seq = {r.seq: r for r in shipper.records}
+    assert sorted(by_seq) == [0, 1] and workload.asked == [0, 1]
+    assert by_seq[1].error_class != ErrorClass.DROPPED and by_seq[0].error_class != ErrorClass.DROPPED
+    assert by_seq[1].t_slot >= released_at > by_seq[1].t_intended  # it waited for the slot, from its intended time
+    assert math.isnan(by_seq[0].t_slot)

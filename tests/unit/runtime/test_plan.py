@@ -97,6 +97,7 @@ def test_no_number_typed_is_taken_for_the_scenarios_value(option, value):
         "slo_ttft_p99_ms": "ttft_p99_ms",
         "slo_tpot_p99_ms": "tpot_p99_ms",
         "slo_error_rate": "error_rate",
+        "max_concurrency": "max_inflight",
     }.get(option, option)
     assert "\n" not in message and (key in message or f"--{option.replace('_', '-')}" in message), message
 
