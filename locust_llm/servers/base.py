@@ -57,6 +57,8 @@ class LaunchPlan:
     model: str | None = None
     notes: dict[str, str] = field(default_factory=dict)
     nice: int = 0
+    # Model files with a known checksum and provenance (``realmodel.ModelFile`` as dicts): env.json records them.
+    model_files: list[dict] = field(default_factory=list)
 
     @property
     def base_url(self) -> str:
@@ -212,6 +214,7 @@ class ServerProcess:
             "log": str(self.log_path),
             "notes": self.plan.notes,
             "nice": self.plan.nice,
+            "model_files": self.plan.model_files or None,
         }
 
     def __enter__(self) -> ServerProcess:

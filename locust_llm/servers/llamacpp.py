@@ -6,7 +6,7 @@ import functools
 import os
 import subprocess
 
-from .. import tinymodel
+from .. import realmodel, tinymodel
 from ..scenario import Scenario
 from ..scenario.speculative import LlamaCppSpeculative
 from .base import LaunchPlan, ServerError, assemble_plan, find_executable
@@ -43,15 +43,30 @@ def server_binary(scenario: Scenario) -> str:
 
 def model_files(scenario: Scenario, variant: str | None = None) -> tuple[str, str | None]:
     """Target model path and default draft path (the variant's own tiny pair when it has one); generates the tiny
-    pair when it is missing."""
+    pair, or the real model's truncated draft, when it is missing."""
+    target, draft, _ = described_model_files(scenario, variant)
+    return target, draft
+
+
+def described_model_files(scenario: Scenario, variant: str | None = None) -> tuple[str, str | None, list[dict]]:
+    """``model_files``, and the real model's files with their checksums and provenance (none for other models)."""
     own = scenario.variants[variant].tiny_model if variant else None
+    real = scenario.server.real_model
+    if real is not None and own is None:
+        try:
+            model = realmodel.ensure(real.draft_layers)
+        except realmodel.RealModelError as exc:
+            raise ServerError(f"server.real_model in {scenario.source}: {exc}") from None
+        if scenario.server.model:
+            return str(scenario.resolve_path(scenario.server.model)), model.draft.path, [model.files()[1]]
+        return model.target.path, model.draft.path, model.files()
     tiny_dir = scenario.tiny_model_dir(variant)
     if tiny_dir is not None:
         spec = own or scenario.server.tiny_model
         pair = tinymodel.ensure(tiny_dir, preset=spec.preset, seed=spec.seed, residual_scale=spec.residual_scale)
         target = scenario.resolve_path(scenario.server.model) if scenario.server.model and not own else pair.target
-        return str(target), str(pair.draft)
-    return str(scenario.resolve_path(scenario.server.model)), None
+        return str(target), str(pair.draft), []
+    return str(scenario.resolve_path(scenario.server.model)), None, []
 
 
 def speculative_args(spec: LlamaCppSpeculative, default_draft: str | None, scenario: Scenario) -> list[str]:
@@ -100,12 +115,13 @@ def cache_args(scenario: Scenario, variant: str, binary: str) -> list[str]:
 
 def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
     binary = server_binary(scenario)
-    target, default_draft = model_files(scenario, variant)
+    target, default_draft, described = described_model_files(scenario, variant)
     if not os.path.exists(target):
         raise ServerError(f"model file not found: {target} (server.model in {scenario.source})")
     server = scenario.server
     spec = scenario.speculative(variant)
-    return assemble_plan(
+    spec_args = speculative_args(spec, default_draft, scenario) if spec is not None else []
+    launch = assemble_plan(
         scenario,
         variant,
         "llamacpp",
@@ -113,7 +129,10 @@ def plan(scenario: Scenario, variant: str, port: int) -> LaunchPlan:
         head=[binary, "-m", target, "--host", server.host, "--port", str(port), "--metrics"]
         + cache_args(scenario, variant, binary),
         served_name_flag="--alias",
-        speculative_args=speculative_args(spec, default_draft, scenario) if spec is not None else [],
+        speculative_args=spec_args,
         version_argv=[binary, "--version"],
         model=target,
     )
+    # The files this server loads, as far as their checksums are known: the target, and the draft when it is one.
+    launch.model_files = [f for f in described if f["path"] == target or f["path"] in spec_args]
+    return launch

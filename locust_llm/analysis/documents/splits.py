@@ -36,6 +36,17 @@ class CategoryLevel(Doc):
     """TPOT P50, baseline / variant, paired by request."""
     acceptance: RequestAcceptance | None = None
     """The variant's acceptance on this category's requests, from the responses (null: none reported)."""
+    decode_tps: float | None = None
+    """The variant's mean decode tok/s per request, client-measured."""
+    decode_tps_baseline: float | None = None
+    """The baseline's mean decode tok/s per request, client-measured."""
+    server_decode_tps: float | None = None
+    """The variant's mean decode tok/s per request from the server's own timings (llama.cpp
+    ``predicted_per_second``: tokens / ``predicted_ms``); null when the server gives none."""
+    server_decode_tps_baseline: float | None = None
+    """The baseline's, likewise."""
+    server_decode_tps_speedup: Ratio | None = None
+    """The same paired speed-up as ``decode_tps_speedup``, from the server's own timings (null: none)."""
     output_share: float | None = None
     """This category's share of the variant's output tokens at this level."""
     output_share_baseline: float | None = None

@@ -56,6 +56,8 @@ def category_run(path, rng, tpot_s=None):
                             request_id=f"{variant}-{step}-{stream}-{seq}",
                             draft_n=drafted,
                             draft_accepted=accepted,
+                            # The server's own generation time: its clock counts every token at the same pace.
+                            server_decode_ms=tpot * TOKENS[category] * 1000,
                         )
                     )
                     send += 0.02 + tpot * (TOKENS[category] - 1) + 0.001
@@ -96,6 +98,21 @@ def test_acceptance_per_category_comes_from_the_responses(built):
         assert acceptance["rate"] == pytest.approx(accepted / drafted)
         assert acceptance["rate_ci95"] == pytest.approx([accepted / drafted] * 2)  # every request alike
         assert acceptance["requests"] == entry["requests"]
+
+
+def test_decode_rates_of_both_sides_from_the_client_and_from_the_servers_timings(built):
+    """Each side's mean decode tok/s is 1 / TPOT (jittered by up to 3%), by the client's stamps and by the server's
+    own per-request timings alike; the server's paired speed-up brackets the true one as the client's does."""
+    summary, _ = built
+    (comp,) = summary["categories"]
+    for entry in comp["levels"]:
+        level, category = int(entry["level"]), entry["category"]
+        for side, suffix in (("spec", ""), ("baseline", "_baseline")):
+            truth = 1 / TPOT[(side, category)][level]
+            assert entry["decode_tps" + suffix] == pytest.approx(truth, rel=0.03)
+            assert entry["server_decode_tps" + suffix] == pytest.approx(truth, rel=0.03)
+        lo, hi = entry["server_decode_tps_speedup"]["ci95"]
+        assert lo <= TPOT[("baseline", category)][level] / TPOT[("spec", category)][level] <= hi
 
 
 def test_output_share_per_category_is_counted_from_the_requests(built):
