@@ -249,16 +249,24 @@ def test_plugin_run_of_the_scenario(scenario, tmp_path):
     print(done.stderr[-4000:])
     assert_run_completed(done)
     run = tmp_path / "vllm-cpu"
-    requests_ = pd.read_parquet(run / "requests.parquet")
-    sent = requests_[requests_["phase"] == "steady"]
-    assert len(sent) and (sent["error_class"].isna()).all()
-    assert set(sent["token_source"]) == {"usage_deltas"}
-    ngram = sent[sent["variant"] == "ngram"]
-    assert (ngram["draft_n"] > 0).all()  # per-request counts from metrics.speculative_decoding
-    assert (sent[sent["variant"] == "baseline"]["draft_n"].isna()).all()
+    env = json.loads((run / "env.json").read_text())
+    assert env["servers"]["ngram"]["version"] == "vllm-cpu 0.32.0"
+    assert "sha256" in env["servers"]["ngram"]["notes"]["real_model"]
+    rows = pd.read_parquet(run / "requests.parquet")
+    assert len(rows) and rows["error_class"].isna().all()
+    assert set(rows["token_source"]) == {"usage_deltas"}
+    assert rows[rows["variant"] == "baseline"]["draft_n"].isna().all()
+    ngram = rows[rows["variant"] == "ngram"]
+    assert (ngram["draft_n"] > 0).all()  # each response's own counts (metrics.speculative_decoding)
+    # Each chunk is one engine step of its request, and a step yields its accepted drafts plus one token of its
+    # own: the client's chunk count is the server's step count, request by request.
+    for chunks, tokens, accepted in zip(
+        ngram["chunk_tokens"], ngram["output_tokens"], ngram["draft_accepted"], strict=True
+    ):
+        assert len(chunks) == tokens - accepted
     summary = json.loads((run / "summary.json").read_text())
-    step = summary["variants"]["ngram"]["steps"][0]
-    server_acc, client_acc = step["acceptance"], step["acceptance_client"]
-    print(f"ngram acceptance: server {server_acc}, client {client_acc}")
-    assert server_acc["source"] == "server" and 0 < server_acc["rate"] <= 1
-    assert server_acc["mean_length"] > 1
+    server = summary["variants"]["ngram"]["steps"][0]["acceptance"]["server"]
+    print(f"ngram acceptance (vLLM's counters): {server}")
+    assert server["source"] == "server" and 0 < server["rate"] <= 1 and server["mean_length"] > 1
+    # Position i is accepted only after position i - 1 was: the per-position rates never rise.
+    assert server["per_position"] == sorted(server["per_position"], reverse=True)
