@@ -23,6 +23,11 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
 
 
 def cmd_real_model(args: argparse.Namespace) -> int:
+    if args.hf:
+        from . import realmodel_hf
+        from .servers.vllm import vllm_python
+
+        return realmodel_hf.cmd_hf(vllm_python())
     from . import realmodel
 
     try:
@@ -298,6 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     real.add_argument("--draft-layers", type=int, default=4, help="layers the truncated draft keeps (of 30)")
     real.add_argument("--out", type=Path, default=None, help="folder of the draft (default: the models cache)")
+    real.add_argument(
+        "--hf",
+        action="store_true",
+        help="its Hugging Face form for vLLM instead: converted from the GGUF in vLLM's environment, cached, path printed",
+    )
     real.set_defaults(func=cmd_real_model)
 
     serve = sub.add_parser("serve", help="run one variant's server in the foreground until Ctrl-C")

@@ -153,6 +153,26 @@ def level_acceptance(steps: list[dict]) -> dict | None:
     }
 
 
+def tokens_per_pass(steps: list[dict]) -> float | None:
+    """Tokens one target pass of a request yields over a level's clean steps, the passes without a draft included:
+    generated / (generated - accepted), since each pass yields its accepted drafts plus one token of its own. The
+    mean acceptance length, 1 + accepted / drafts, counts only the passes that drafted (vLLM's counters; an n-gram
+    method drafts only where the text repeats), so it is the fallback only where no generated-token counter exists."""
+    pooled = level_acceptance(steps)
+    if pooled is None:
+        return None
+    accepted = total = 0.0
+    for s in steps:  # the steps level_acceptance pooled
+        acc = (s.get("server") or {}).get("acceptance") or {}
+        if s.get("status") != "clean" or not acc.get("drafts") or acc.get("accepted_tokens") is None:
+            continue
+        if s["server"].get("generation_tokens") is None:
+            return pooled["mean_length"]
+        accepted += acc["accepted_tokens"]
+        total += s["server"]["generation_tokens"]
+    return total / (total - accepted) if total > accepted else pooled["mean_length"]
+
+
 def add_breakdowns(
     comparisons: list[dict], variants: dict[str, dict], samples: dict[str, dict[float, LevelSamples]]
 ) -> None:
@@ -167,7 +187,7 @@ def add_breakdowns(
                 level_samples = samples.get(name, {}).get(level)
                 sides[side] = level_breakdown(level_samples, steps) if level_samples is not None else None
                 if side == "variant":
-                    step["tokens_per_pass"] = (level_acceptance(steps) or {}).get("mean_length")
+                    step["tokens_per_pass"] = tokens_per_pass(steps)
             if step["status"] not in ("clean", "inconclusive"):
                 continue
             step["breakdown"] = {**sides, "words": phase_words(step, sides["baseline"], sides["variant"])}

@@ -23,8 +23,9 @@ __all__ = [
 ]
 
 API_KEY_ENV = "LOCUST_LLM_API_KEY"
-# Launched with cache reports on (``servers.vllm``, ``servers.sglang``), these leave
-# ``usage.prompt_tokens_details`` out when no prompt token came from the cache: absent there means 0.
+# Launched with cache reports on (``servers.vllm``, ``servers.sglang``), these may leave
+# ``usage.prompt_tokens_details`` out when no prompt token came from the cache (SGLang; vLLM 0.32 sends 0): absent
+# there means 0.
 OMITS_ZERO_CACHED = ("vllm", "sglang")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 # POST /tokenize shapes, tried in this order: llama.cpp, then vLLM/SGLang.

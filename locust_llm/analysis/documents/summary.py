@@ -520,7 +520,8 @@ class StepComparison(Doc):
     prompt_cache: LevelCache | None = None
     """Both sides' cached prompt shares at this level; its ``flag`` marks the latency speed-ups."""
     tokens_per_pass: float | None = None
-    """Variant: tokens one target forward pass yields, 1 + accepted / drafts (the server's counters)."""
+    """Variant: tokens one target forward pass of a request yields, passes without a draft included: generated /
+    (generated - accepted) from the server's counters (without a generated-token counter: 1 + accepted / drafts)."""
     pass_efficiency: float | None = None
     """Measured speed-up / tokens_per_pass: below 1 by what drafting, verification and scheduling cost."""
     pass_gap: str | None = None

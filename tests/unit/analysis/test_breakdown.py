@@ -49,9 +49,10 @@ def test_llamacpp_timings_split_each_request_and_name_the_phase_that_changed(tmp
     assert step["tokens_per_pass"] is None and step["pass_efficiency"] is None
 
 
-def counted_run(path, rng, accepted_per_draft: float):
+def counted_run(path, rng, accepted_per_draft: float, generated_per_s: float | None = None):
     """``timed_run`` plus the spec server's acceptance counters scraped every second: 100 drafts of 4 tokens a
-    second, ``accepted_per_draft`` tokens accepted per draft, so 1 + accepted / drafts is set by construction."""
+    second, ``accepted_per_draft`` tokens accepted per draft, so 1 + accepted / drafts is set by construction; with
+    ``generated_per_s``, the generated-token counter too."""
     timed_run(path, rng)
     steps = json.loads((path / "steps.json").read_text())["steps"]
     (spec,) = [s for s in steps if s["variant"] == "spec"]
@@ -63,6 +64,8 @@ def counted_run(path, rng, accepted_per_draft: float):
             (t, "spec", "scrape", "spec_draft_tokens", "{}", 400.0 * k),
             (t, "spec", "scrape", "spec_accepted_tokens", "{}", 100.0 * accepted_per_draft * k),
         ]
+        if generated_per_s is not None:
+            rows.append((t, "spec", "scrape", "generation_tokens", "{}", generated_per_s * k))
     pd.DataFrame(rows, columns=["t", "variant", "source", "metric", "labels", "value"]).to_parquet(
         path / "telemetry.parquet"
     )
@@ -95,6 +98,16 @@ def test_a_speedup_beyond_the_tokens_per_pass_is_said_so(tmp_path):
     assert step["pass_gap"].startswith("measured 2.3") and step["pass_gap"].endswith(
         "x exceeds 2.00 tokens per target pass"
     )
+
+
+def test_passes_without_a_draft_count_in_the_tokens_per_pass(tmp_path):
+    # vLLM's n-gram method drafts only where the text repeats, and its drafts counter counts only the passes that
+    # drafted: 100 drafted passes a second accept 150 tokens (1 + 150 / 100 = 2.5), but the server generates 400
+    # tokens a second, so 400 - 150 = 250 passes yield them: 1.6 tokens per pass.
+    run = counted_run(tmp_path, np.random.default_rng(1), 1.5, generated_per_s=400.0)
+    (step,) = build_summary(load_run(run)).model_dump(mode="json")["comparisons"][0]["steps"]
+    assert step["tokens_per_pass"] == pytest.approx(400 / 250)
+    assert step["pass_efficiency"] == pytest.approx(SPEEDUP / 1.6, rel=0.03)
 
 
 def client_samples(e2e_ms: list[float]) -> LevelSamples:
