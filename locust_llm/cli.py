@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     real.add_argument(
         "--hf",
         action="store_true",
-        help="its Hugging Face form for vLLM instead: converted from the GGUF in vLLM's environment, cached, path printed",
+        help="its Hugging Face form for vLLM instead: converted from the GGUF in vLLM's environment, cached",
     )
     real.set_defaults(func=cmd_real_model)
 

@@ -170,6 +170,13 @@ def _load_with_options(scenario: Scenario, options) -> LoadSpec:
         ) from None
 
 
+def _check_servers(external: str | None, servers: list[str], named_by: str) -> None:
+    for url in filter(None, [external, *servers]):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ScenarioError(f"{named_by} must be an http(s) URL such as http://127.0.0.1:8000, found {url!r}")
+
+
 def load_plan(options, host: str | None = None) -> Plan:
     """Scenario plus overrides from ``options`` (Locust's parsed options) and ``host`` (``--host``)."""
     scenario = load_scenario(options.scenario or DEFAULT_SCENARIO)
@@ -198,11 +205,7 @@ def load_plan(options, host: str | None = None) -> Plan:
     variants = chosen_variants(scenario, variant_option, one_server)
     servers = [plan_server(attached, variant).url for variant in variants] if attached else []
     external = host or (servers[0] if servers else None)
-    for url in filter(None, [external, *servers]):
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            what = "--variant NAME=URL" if urls else "--host"
-            raise ScenarioError(f"{what} must be an http(s) URL such as http://127.0.0.1:8000, found {url!r}")
+    _check_servers(external, servers, "--variant NAME=URL" if urls else "--host")
     check_request_inputs(
         [external, *servers, *options.scale_out_urls.split(","), *scenario.scale_out.urls],
         [server.api_key_env for server in attached.values()],
