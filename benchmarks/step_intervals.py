@@ -93,7 +93,7 @@ def steadiness_cycles(rng, runs: int, drift_fraction: float, noise_of=(PHI, SIGM
         batches = step_batches(frame, start, end)
         k = batches.tokens.size
         times = start + (end - start) * (np.arange(k) + 0.5) / k
-        results.append(drift(times, batches.tokens / batches.seconds)["status"])
+        results.append(drift(times, batches.tokens / batches.seconds, autocorrelated=False)["status"])
     return statuses(results)
 
 

@@ -180,7 +180,7 @@ def hostile_run(path: Path) -> Path:
     server-supplied strings that try to inject markup everywhere they surface."""
     rng = np.random.default_rng(3)
     variants = {"baseline": 0.010, EVIL_VARIANT: 0.006}
-    rows, steps = closed_loop_requests("hostile", variants, [1, 2, 4], 1_800_000_000.0, rng)
+    rows, steps = closed_loop_requests("hostile", variants, [1, 2, 4], 1_800_000_000.0, rng, window=20.0)
     rows.append(
         RequestRecord(
             run_id="hostile",

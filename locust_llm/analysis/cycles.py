@@ -15,7 +15,8 @@ Interval. The window is cut into ``k`` consecutive time batches by send time (5 
 cycles per user each; open loop and time batches: at least ``max(2 s, 2 x P95 E2E)`` each), each with its tokens
 ``R_j`` and time ``T_j`` (its cycles' durations over users, or its length). The ratio ``sum(R) / sum(T)`` has the
 delta-method variance ``k / (k - 1) * sum((R_j - value T_j)^2) / sum(T)^2``; the interval is drawn on the log scale
-(``value * exp(+-t_{k-1} se / value)``), so it is never negative. Batches of several cycles each are nearly
+(``value * exp(+-t_{k-1} se / value)``), so it is never negative; a count's Poisson spread (``1 / sqrt(tokens)`` on
+the log scale) is its floor, so it never has zero width. Batches of several cycles each are nearly
 independent, where 1-second bins of one or two cycles measure where a cycle falls, not the server. With fewer than
 5 batches there is no interval: "too short: no interval" (``note``).
 """
@@ -99,7 +100,8 @@ def batch_ratio(batches: Batches, alpha: float = 0.05) -> Throughput:
         return Throughput(value, None, None, k - 1, k, total_t, batches.method, "no output tokens: no interval")
     residuals = r - value * t
     variance = k / (k - 1) * float(residuals @ residuals) / total_t**2
-    se_log = math.sqrt(variance) / value
+    # A count's Poisson spread is the floor (1 / sqrt(tokens) on the log scale): no interval has zero width.
+    se_log = max(math.sqrt(variance) / value, 1.0 / math.sqrt(float(r.sum())))
     half = t_quantile(1.0 - alpha / 2.0, k - 1) * se_log
     ci = [value * math.exp(-half), value * math.exp(half)]
     return Throughput(value, ci, se_log, k - 1, k, total_t, batches.method, None)

@@ -55,12 +55,19 @@ DEFINITIONS: list[tuple[str, str]] = [
     (
         "aggregate output tok/s",
         (
-            "Per step: every token of a successful request whose arrival time falls inside the step's steady "
-            "window, divided by the window's length (not tokens of the requests that happened to "
-            "finish in it; a failed request's tokens never count). The 95% CI is a t interval of the mean of "
-            "the window's one-second bins, its "
-            "variance inflated by their correlation between neighbouring seconds (AR(1)), with a count's "
-            "Poisson spread as its floor."
+            "Per step, a renewal-reward ratio (`analysis/cycles.py`). Closed loop: each user's requests make "
+            "*request cycles*, from one send to the same user's next send (a conversation's turns are one cycle), "
+            "each earning its request's output tokens (0 when it failed); the figure is the tokens of the cycles "
+            "that start in the steady window over their time per user (`users × Σ tokens / Σ durations`; a cycle "
+            "with no next send in the step lasts until its request was done). Open loop, and runs that recorded "
+            "no `user`: the tokens of the requests sent in the window over its length. Either way a request "
+            "counts, all its tokens, in the step that sent it, as in `output_tokens`: `output_tokens / "
+            "throughput.covered_s` is `output_tps`. The 95% CI comes from 5 to 10 consecutive time batches "
+            "(closed loop: at least 2 cycles per user each; otherwise at least max(2 s, 2 × P95 E2E)): the "
+            "delta-method variance of a ratio of batch totals, `k/(k−1) · Σ(R_j − value·T_j)² / (ΣT)²`, drawn on "
+            "the log scale (`value · exp(±t_{k−1} · se/value)`), so it is never negative. With fewer than 5 "
+            'batches there is none: `throughput.note` says "too short: no interval" (the runtime extends a '
+            "closed-loop step until it holds 10 cycles per user, within `load.max_extend_s`). Calibration below."
         ),
     ),
     (
@@ -98,12 +105,14 @@ DEFINITIONS: list[tuple[str, str]] = [
     (
         "speed-up",
         (
-            "metric(variant, level) / metric(baseline, level), oriented so that > 1 favours the variant "
-            "(baseline / variant for latencies). Its 95% CI: for aggregate tok/s and goodput a t interval "
-            "of the log ratio of the steady windows' means (AR(1)-aware; the blocks of an interleaved run "
-            "pooled with random-effects weights); for per-request figures a percentile bootstrap over "
-            "request pairs (request k had the same prompt in both variants), or over each side on its own "
-            "where the requests cannot be paired."
+            "metric(variant, level) / metric(baseline, level), oriented so that > 1 favours the variant (baseline "
+            "/ variant for latencies). Its 95% CI: for closed-loop aggregate tok/s a t interval of the log ratio "
+            "of the two sides' throughputs, each with the standard error of its logarithm from its batches "
+            "(above; blocks of an interleaved run paired and pooled with random-effects weights, Cochran's Q for "
+            "their agreement); for goodput (and runs without users) the log ratio of the steady windows' "
+            "per-second means (AR(1)-aware); for per-request figures a percentile bootstrap over request pairs "
+            "(request k had the same prompt in both variants), or over each side on its own where the requests "
+            "cannot be paired."
         ),
     ),
     ("crossover", "The first level whose speed-up CI upper bound is below 1: from there the variant is slower."),

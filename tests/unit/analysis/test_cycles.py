@@ -13,16 +13,21 @@ from tests.synthetic_cycles import closed_loop, true_throughput
 
 
 def test_batch_ratio_by_hand():
-    tokens = np.array([100.0, 120.0, 80.0, 110.0, 90.0])
+    tokens = np.array([10000.0, 12000.0, 8000.0, 11000.0, 9000.0])
     seconds = np.array([1.0, 1.2, 0.8, 1.0, 1.0])
     figure = batch_ratio(Batches(tokens, seconds, "cycles"))
-    value = 500.0 / 5.0
-    residuals = tokens - value * seconds  # 0, 0, 0, 10, -10
+    value = 50000.0 / 5.0
+    residuals = tokens - value * seconds  # 0, 0, 0, 1000, -1000: 3.2% on the log scale, above the count's 0.45%
     se_log = math.sqrt(5 / 4 * float(residuals @ residuals) / 25.0) / value
     t4 = 2.7764451051977987  # Student's t, 4 degrees of freedom, 0.975
     assert figure.value == pytest.approx(value)
     assert figure.ci95 == pytest.approx([value * math.exp(-t4 * se_log), value * math.exp(t4 * se_log)])
     assert figure.covered_s == pytest.approx(5.0)
+
+
+def test_a_steady_count_keeps_its_poisson_spread():
+    figure = batch_ratio(Batches(np.full(5, 100.0), np.ones(5), "cycles"))  # identical batches: no spread of their own
+    assert figure.se_log == pytest.approx(1.0 / math.sqrt(500.0))
 
 
 def test_fewer_than_five_batches_give_no_interval():
