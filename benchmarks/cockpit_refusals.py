@@ -12,7 +12,9 @@ refused requests sent, and the step's TTFT P50/P99 from ``summary.json``.
 a minute on two cores.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001  (locust first: it monkey-patches)
+
+import locust  # noqa: F401  (gevent patches the standard library before requests is imported)
 
 import argparse
 import json
