@@ -32,5 +32,9 @@ def test_one_warning_names_the_first_four_flagged_steps_and_counts_the_rest():
 def test_the_mode_in_words_names_the_marker_length_or_says_nothing_for_an_old_run():
     env = {"workload": {"prompt_cache": "cold", "unique_prefix_tokens": 12, "cache_salt": True}}
     text = mode_text(view(summary({"base": []}), env=env))
-    assert text.startswith("cold:") and "12 tokens" in text and text.endswith("cache_salt of its own")
+    assert text.startswith("cold:") and "12 tokens" in text and "cache_salt of its own" in text
+    # A run that recorded no nonce sent the same bytes as every run before it.
+    assert text.endswith("a server's cache from an earlier run can serve them")
+    nonce = {"workload": {**env["workload"], "across_runs": "unique"}}
+    assert mode_text(view(summary({"base": []}), env=nonce)).endswith("so no earlier run sent these prompts")
     assert mode_text(view(summary({"base": []}))) is None

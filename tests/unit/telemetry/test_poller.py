@@ -189,12 +189,13 @@ def check_figures(run_dir: Path, window: StepRow, timings: list[dict], before: d
     assert acc is not None and acc["source"] == "server", step["missing"]
     assert all(t.get("draft_n", 0) > 0 for t in timings), "speculation did not engage"
     client_rate = sum(t["draft_n_accepted"] for t in timings) / sum(t["draft_n"] for t in timings)
-    assert abs(acc["rate"] - client_rate) <= 0.02, (acc, client_rate)
+    assert acc["rate"] is not None and abs(acc["rate"] - client_rate) <= 0.02, (acc, client_rate, step["missing"])
     own_length = 1 + (after["spec_accepted_tokens"] - before["spec_accepted_tokens"]) / (
         after["spec_drafts"] - before["spec_drafts"]
     )
     assert abs(acc["mean_length"] - own_length) <= 0.02, (acc, own_length)
     per_pos = acc["per_position"]
+    assert per_pos is not None, step["missing"]
     assert acc["positions"] == ["0", "1", "2", "3"] and len(per_pos) == 4
     assert all(0 <= p <= 1 for p in per_pos)
     assert all(later <= earlier + 1e-9 for earlier, later in itertools.pairwise(per_pos)), per_pos
