@@ -28,10 +28,12 @@ from locust_llm.servers import launch_variant
 from locust_llm.servers.vllm import vllm_python
 from tests.helpers import REPO, assert_run_completed, run_locust
 
-pytestmark = pytest.mark.vllm
+# Bounds a hang, not a speed: a server starts in 45-55 s on two quiet cores, over 5 minutes on a loaded one.
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
 SCENARIO = REPO / "scenarios" / "vllm-cpu.yaml"
 DRAFT_K = 3  # the scenario's draft-self: num_speculative_tokens
+NGRAM_K = 4  # and its ngram's
 STEPS = 6  # verify steps per stream: the prefill's token, then 1 + k tokens a step, exactly max_tokens
 MAX_TOKENS = 1 + STEPS * (DRAFT_K + 1)
 # What the client's clock may add to vLLM's at either end of a stream: the HTTP exchange, the chat template and
@@ -244,7 +246,7 @@ def test_plugin_run_of_the_scenario(scenario, tmp_path):
         "2",
         "--run-id",
         "vllm-cpu",
-        timeout=900,
+        timeout=1500,
     )
     print(done.stderr[-4000:])
     assert_run_completed(done)
@@ -259,11 +261,12 @@ def test_plugin_run_of_the_scenario(scenario, tmp_path):
     ngram = rows[rows["variant"] == "ngram"]
     assert (ngram["draft_n"] > 0).all()  # each response's own counts (metrics.speculative_decoding)
     # Each chunk is one engine step of its request, and a step yields its accepted drafts plus one token of its
-    # own: the client's chunk count is the server's step count, request by request.
+    # own: the client's chunk count is the server's step count, request by request, except that a last step cut
+    # at max_tokens delivers fewer tokens than it accepted (at most the k drafted).
     for chunks, tokens, accepted in zip(
         ngram["chunk_tokens"], ngram["output_tokens"], ngram["draft_accepted"], strict=True
     ):
-        assert len(chunks) == tokens - accepted
+        assert 0 <= len(chunks) - (tokens - accepted) <= NGRAM_K
     summary = json.loads((run / "summary.json").read_text())
     server = summary["variants"]["ngram"]["steps"][0]["acceptance"]["server"]
     print(f"ngram acceptance (vLLM's counters): {server}")
