@@ -45,17 +45,12 @@ class Shipper:
         self.records.append(record)
 
 
-def test_a_dropped_arrival_keeps_its_number_and_later_arrivals_keep_their_pairs():
+def open_user(load: LoadSpec) -> tuple[OpenLoopUser, HeldWorkload, Shipper]:
+    """An open-loop user of one process, in a steady step, whose requests go through ``HeldWorkload``."""
     environment = Environment(user_classes=[OpenLoopUser])
     workload, shipper = HeldWorkload(), Shipper()
     context = context_of(environment)
-    context.configure(
-        LoadSpec(mode="open", arrival="constant", max_inflight=1, at_max_inflight="drop"),
-        worker=0,
-        engine="external",
-        shipper=shipper,
-        workload_factory=lambda url: workload,
-    )
+    context.configure(load, worker=0, engine="external", shipper=shipper, workload_factory=lambda url: workload)
     context.board.update(
         StepState(
             run_id="r",
@@ -71,6 +66,13 @@ def test_a_dropped_arrival_keeps_its_number_and_later_arrivals_keep_their_pairs(
     )
     user = OpenLoopUser(environment)
     user.on_start()
+    return user, workload, shipper
+
+
+def test_a_dropped_arrival_keeps_its_number_and_later_arrivals_keep_their_pairs():
+    user, workload, shipper = open_user(
+        LoadSpec(mode="open", arrival="constant", max_inflight=1, at_max_inflight="drop")
+    )
     user.arrive()  # arrival 0: sent, held in flight
     user.arrive()  # arrival 1: the one slot is taken, dropped
     workload.release.set()
@@ -87,31 +89,8 @@ def test_a_dropped_arrival_keeps_its_number_and_later_arrivals_keep_their_pairs(
 
 
 def test_a_held_arrival_waits_for_the_slot_keeps_its_number_and_its_intended_time():
-    environment = Environment(user_classes=[OpenLoopUser])
-    workload, shipper = HeldWorkload(), Shipper()
-    context = context_of(environment)
-    context.configure(
-        LoadSpec(mode="open", arrival="constant", max_inflight=1),  # at_max_inflight: hold, the default
-        worker=0,
-        engine="external",
-        shipper=shipper,
-        workload_factory=lambda url: workload,
-    )
-    context.board.update(
-        StepState(
-            run_id="r",
-            variant="spec",
-            step=3,
-            level=RATE,
-            phase=Phase.STEADY,
-            mode="open",
-            base_url="http://127.0.0.1:9",
-            t_start=now(),
-        ),
-        received_at=now(),
-    )
-    user = OpenLoopUser(environment)
-    user.on_start()
+    # at_max_inflight: hold, the default
+    user, workload, shipper = open_user(LoadSpec(mode="open", arrival="constant", max_inflight=1))
     user.arrive()  # arrival 0: sent, in flight until the workload is released
     user.arrive()  # arrival 1: the one slot is taken: it waits
     gevent.sleep(0.05)
