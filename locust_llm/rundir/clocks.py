@@ -20,7 +20,7 @@ __all__ = ["ClockSample", "TIME_COLUMNS", "UNCERTAINTY_MAX_S", "align", "estimat
 UNCERTAINTY_MAX_S = 0.005
 # Samples whose round trip is within this much of a worker's shortest follow its drift.
 RTT_SLACK_S = 0.002
-TIME_COLUMNS = ("t_intended", "t_connect", "t_send", "t_first", "t_end", "t_done")
+TIME_COLUMNS = ("t_intended", "t_slot", "t_connect", "t_send", "t_first", "t_end", "t_done")
 
 
 @dataclass(frozen=True)
