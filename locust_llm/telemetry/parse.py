@@ -78,11 +78,11 @@ def parse_text(text: str | bytes, wanted: Callable[[str], bool] | Iterable[str] 
         body = "\n".join(sample_lines) + "\n"
     # Even when filtering, check the first and last sample lines: garbage shows at the start (an HTML or
     # JSON error page) and truncation at the end.
-    for probe in {sample_lines[0], sample_lines[-1]}:
+    for probe in (sample_lines[0], sample_lines[-1]):
         try:
             list(text_string_to_metric_families(probe + "\n"))
         except Exception as exc:  # noqa: BLE001  (the parser raises ValueError, IndexError, ...)
-            raise MetricsParseError(f"not Prometheus text: {exc} (line: {probe[:120]!r})") from None
+            raise MetricsParseError(f"not Prometheus text: {exc}{_first_bad_line(text, None)}") from None
     try:
         families = list(text_string_to_metric_families(body))
     except Exception as exc:  # noqa: BLE001

@@ -344,4 +344,4 @@ def test_a_refused_page_is_a_failure_with_its_text_escaped_and_nothing_printed(c
         endpoint.stop()
     out, err = capfd.readouterr()
     assert "\x1b" not in out + err and "MetricsParseError" not in err, err
-    assert "(line: 'vllm:num_requests_running\\x1b]0;t" in str(caught.value)
+    assert "(line 1: 'vllm:num_requests_running\\x1b]0;t" in str(caught.value)
