@@ -17,7 +17,8 @@ A step is, in this order of precedence (docs/verdicts-and-gates.md, "What a verd
 * ``insufficient``: fewer than ``load.min_requests`` requests sent in the window completed, or fewer than
   ``load.min_output_tokens`` output tokens arrived: too little to rest a verdict on;
 * ``unsteady``: in a closed loop the aggregate throughput drifted within the window (``steady.drift``: its drift
-  interval excludes 0 and is not inside +-10%; over request-cycle batches, else AR(1)-aware 1-second bins);
+  interval excludes 0 and is not inside +-10%; over request-cycle batches, not judged with fewer than 5 of
+  them, AR(1)-aware 1-second bins in runs that recorded no users);
   in an open loop, where the offered rate sets throughput, the latency from the intended send or the requests in
   flight drifted (a server falling behind). A TPOT drift alone is shown (``steady`` is false) but does not
   disqualify the step: the headline is throughput, the latency speed-ups pair requests, and interleaved blocks put

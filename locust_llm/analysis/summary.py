@@ -290,13 +290,19 @@ def steadiness(
 ) -> dict:
     """Drift within the steady window, judged as an equivalence test (``steady.drift``: steady, unsteady or too
     noisy). Closed loop: throughput decides, over the request-cycle batches when there are at least
-    ``MIN_BATCHES`` of them, else over per-second bins (AR(1)-aware); TPOT (per request, by send time) is shown.
+    ``MIN_BATCHES`` of them (fewer: not judged, the step has no throughput interval either); runs that recorded no
+    users, over per-second bins (AR(1)-aware); TPOT (per request, by send time) is shown.
     Open loop: the offered rate sets throughput, so what the server controls decides: E2E from the intended send
     per request, and the requests in flight per second (a server falling behind piles them up); throughput and
     TPOT are shown. ``steady``: False when any deciding check is unsteady, else None when any is too noisy."""
-    by_batch = batches.method == "cycles" and batches.tokens.size >= MIN_BATCHES
+    if batches.method != "cycles":
+        throughput = _binned_drift(rates, start)
+    else:
+        # Fewer cycle batches than an interval needs: the step is too short to judge (1-second bins of one or two
+        # cycles would measure where a cycle falls, and call a deterministic server too noisy).
+        throughput = _batch_drift(batches, start, end) if batches.tokens.size >= MIN_BATCHES else None
     check = {
-        "throughput": _batch_drift(batches, start, end) if by_batch else _binned_drift(rates, start),
+        "throughput": throughput,
         "tpot": _request_drift(ok_rows, derived["tpot_ms"]),
     }
     deciding = ["throughput"]

@@ -163,6 +163,9 @@ def parse_value(option: Option, text: str):
 # Locust prints ``--help`` before it imports the locustfile, so before the plugin registers these (Locust issue
 # #2917): ``locust-llm options`` prints them, and docs/options.md holds the same table.
 def _default_text(option: Option) -> str:
+    if option.default == DEFAULT_SCENARIO:
+        # Relative to the project, so the docs table does not name the machine it was generated on.
+        return str(places.DEFAULT_SCENARIO.relative_to(places.PROJECT))
     if isinstance(option.default, bool):
         return "off"
     if option.default == "":

@@ -7,8 +7,11 @@ records that share leading ids share that much prompt text, as the trace's reque
 (Azure, BurstGPT) get blocks of their own, so no two prompts share a prefix by accident.
 
 Each block starts with a unique prefix (``generate.Prefixer``: words of a known token cost that spell the block's
-number and the ladder step), followed by a body from a small pool of texts of the right length; a block no longer
-than a prefix is the prefix's first words. The prefix makes
+number and the ladder step), followed by a body from a small pool of texts of the right length. A block no longer
+than a prefix (a record's short last block) holds too few words to spell a number unique in the run, so its words
+spell its rank among the blocks that follow the same text, with the step: records that share every earlier block
+still differ in the last one (a hash of the number in one or two words would make two of them the same prompt, a
+whole-prompt cache hit, whenever two of a few dozen such siblings collide). The prefix makes
 blocks of different ids differ from their first token, and makes the same trace replayed in another step (another
 speed, a repeat) cold: a later step never reuses a prompt an earlier step left in the server's prefix cache.
 Variants at the same step get the same text (pairing). The total is exact when the tokenizer splits at spaces, as
@@ -54,6 +57,13 @@ class TracePrompts:
             False: self.prefixer.length * self.prefixer.word_tokens,
         }
         self.ids = self._block_ids(trace.records)
+        # Short last blocks by the text before them: each block number's rank among its siblings.
+        self.siblings: dict[tuple[int, ...], dict[int, int]] = {}
+        for index, record in enumerate(trace.records):
+            sizes = self._sizes(record)
+            if sizes[-1] <= self.prefix_cost[len(sizes) == 1]:
+                group = self.siblings.setdefault(self.ids[index][:-1], {})
+                group.setdefault(self.ids[index][-1], len(group))
         after = Measure(counter, self.prefixer.text(0, 0, 0))  # a body (or a short block) after a space
         at_start = Measure(counter)  # a short first block, at the start of the prompt
         self.bodies: dict[int, list[str]] = {}  # body length -> texts
@@ -109,20 +119,31 @@ class TracePrompts:
         words = min(1 + (n - lead) // self.prefixer.word_tokens, self.prefixer.length)
         return words, n - lead - (words - 1) * self.prefixer.word_tokens
 
-    def _block(self, number: int, step: int, n: int, first: bool) -> str:
-        worker, index = number >> _INDEX_BITS, number & ((1 << _INDEX_BITS) - 1)
-        prefix = self.prefixer.text(worker, step, index)
+    def _block(self, ids: tuple[int, ...], j: int, step: int, n: int) -> str:
+        """The text of block ``j`` of a prompt of block numbers ``ids``, ``n`` tokens long, in ladder ``step``."""
+        number, first = ids[j], j == 0
         body = n - self.prefix_cost[first]
         if body >= 1:
+            worker, index = number >> _INDEX_BITS, number & ((1 << _INDEX_BITS) - 1)
             texts = self.bodies[body]
-            return f"{prefix} {texts[number % len(texts)]}"
+            return f"{self.prefixer.text(worker, step, index)} {texts[number % len(texts)]}"
         words, rest = self._short(n, first)
         filler = [self.fillers[rest, first and not words]] if rest else []
-        # The prefix's last words first: they hold its scrambled number's high digits, which every bit of the
-        # block's number moves (the low ones see only its low bits); a block's first word keeps its start cost.
-        spelled = prefix.split()
-        kept = [spelled[0], *spelled[:0:-1]] if first else spelled[::-1]
-        return " ".join(kept[:words] + filler)
+        return " ".join(self._rank_words(ids[:j], number, step, words) + filler)
+
+    def _rank_words(self, parent: tuple[int, ...], number: int, step: int, words: int) -> list[str]:
+        """``words`` words spelling block ``number``'s rank among the short blocks after ``parent`` in this step,
+        offset by the run's nonce: distinct for every sibling and step while ``steps x siblings`` fits in what the
+        words can spell."""
+        group = self.siblings[parent]
+        alphabets = [self.prefixer.first if not parent else self.prefixer.alphabet]
+        alphabets += [self.prefixer.alphabet] * (words - 1)
+        code = self.prefixer.nonce + step * len(group) + group[number]
+        spelled = []
+        for alphabet in alphabets:
+            code, digit = divmod(code, len(alphabet))
+            spelled.append(alphabet[digit])
+        return spelled
 
     def fits(self, index: int) -> bool:
         """Whether record ``index``'s prompt and output fit the server's context (unknown: they do)."""
@@ -135,10 +156,8 @@ class TracePrompts:
         if not 0 <= step < 1 << 10:
             raise WorkloadError(f"a trace replays in steps 0 to 1023; got step {step}")
         record = self.trace.records[index]
-        blocks = [
-            self._block(number, step, n, j == 0)
-            for j, (number, n) in enumerate(zip(self.ids[index], self._sizes(record), strict=True))
-        ]
+        ids = self.ids[index]
+        blocks = [self._block(ids, j, step, n) for j, n in enumerate(self._sizes(record))]
         text = " ".join(blocks)
         return PromptItem("trace", text, record.input_tokens, record.output_tokens, self.exact, record.where)
 

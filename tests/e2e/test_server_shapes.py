@@ -64,7 +64,9 @@ def test_each_server_shape_against_the_servers_own_stamps(tmp_path, refserver_fa
         f"exit {done.returncode}"
     )
     # A close-delimited server takes a new connection per request: its accept and handler set-up come after our
-    # send and before its own "received" stamp (the user waits for them too, the oracle does not count them).
-    ttft_slack_ms = 1.5 if shape == "close-delimited" else 1.0
+    # send and before its own "received" stamp (the user waits for them too, the oracle does not count them). Its
+    # loop, busy writing the other streams' chunks, takes them late on a loaded host: +0.8 ms on a quiet machine,
+    # +3.1 ms in one CI run whose keep-alive shapes stayed within 1 ms.
+    ttft_slack_ms = 5.0 if shape == "close-delimited" else 1.0
     assert abs(step["ttft_ms"]["p50"] - server_ttft) < ttft_slack_ms, (step["ttft_ms"]["p50"], server_ttft)
     assert abs(step["tpot_ms"]["p50"] - server_tpot) < 1.0, (step["tpot_ms"]["p50"], server_tpot)

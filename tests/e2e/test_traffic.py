@@ -147,6 +147,7 @@ load:
   ladder: [1, 2]
   warmup_s: 0
   min_requests: 5
+  same_prompts_every_run: true  # no nonce of the run's own: the test rebuilds the prompts the run sent
   trace: {{path: mooncake.jsonl, format: mooncake, block_tokens: {BLOCK}}}
 """
     done = run(tmp_path, server, text, "trace")

@@ -12,6 +12,7 @@ import pandas as pd
 from tests.helpers import assert_run_completed, run_locust
 
 # Requests of 0.34 s and 0.68 s: the client's few milliseconds per request stay a small share of each cycle.
+# Steps of 9 s: the slow server's 8 s window holds 11 cycles per user, enough for a throughput interval (10).
 SLOW = ("--ttft-s", "0.08", "--gap-s", "0.04")
 FAST = ("--ttft-s", "0.04", "--gap-s", "0.02")
 KNOWN_RATIO = 2.0
@@ -25,7 +26,7 @@ load:
   mode: closed
   ladder: [2]
   repeats: 2
-  step_duration_s: 6
+  step_duration_s: 9
   warmup_s: 1
   prompt_tokens: 16
   max_tokens: 16
@@ -72,9 +73,13 @@ def test_two_running_servers_are_compared_interleaved_and_paired(tmp_path, refse
     (level,) = comparison["steps"]
     for figure in ("decode_tps_speedup", "tpot_p50_speedup"):
         ratio = level[figure]
-        print(f"{figure}: {ratio['value']} {ratio['ci95']}, pairs {ratio['pairs']}")
+        print(f"{figure}: {ratio['value']} {ratio['ci95']}, client-free {ratio['client_ci95']}, pairs {ratio['pairs']}")
         assert ratio["pairs"] and ratio["pairs"] >= 10  # the same prompts, request by request, on both servers
-        assert ratio["ci95"][0] <= KNOWN_RATIO <= ratio["ci95"][1], (figure, ratio)
+        # The servers' schedules are the truth of a client-free figure: the client's hundredths of a millisecond per
+        # token are a bias that 40 pairs resolve (1.997 [1.995, 1.999]); the interval widened by the client's bounds
+        # is the one that claims to hold the servers' own speed-up, and it still says something.
+        low, high = ratio["client_ci95"]
+        assert low <= KNOWN_RATIO <= high and high / low < 1.05, (figure, ratio)
     output = level["output_tps_speedup"]
     print(f"output_tps_speedup: {output['value']} {output['ci95']}, blocks {output['blocks']}")
     assert output["blocks"] == 2

@@ -262,11 +262,17 @@ def test_plugin_run_of_the_scenario(scenario, tmp_path):
     assert (ngram["draft_n"] > 0).all()  # each response's own counts (metrics.speculative_decoding)
     # Each chunk is one engine step of its request, and a step yields its accepted drafts plus one token of its
     # own: the client's chunk count is the server's step count, request by request, except that a last step cut
-    # at max_tokens delivers fewer tokens than it accepted (at most the k drafted).
+    # at max_tokens delivers fewer tokens than it accepted (at most the k drafted), and that vLLM merges the
+    # outputs of steps it has not sent yet into one chunk (a client or a host running behind the engine: seen on
+    # this 2-core machine once in 35 chunks). So a request never has more chunks than steps (plus the cut), and
+    # nearly all chunks are one step each.
+    steps = 0
     for chunks, tokens, accepted in zip(
         ngram["chunk_tokens"], ngram["output_tokens"], ngram["draft_accepted"], strict=True
     ):
-        assert 0 <= len(chunks) - (tokens - accepted) <= NGRAM_K
+        assert len(chunks) - (tokens - accepted) <= NGRAM_K
+        steps += tokens - accepted
+    assert sum(len(chunks) for chunks in ngram["chunk_tokens"]) >= 0.9 * steps
     summary = json.loads((run / "summary.json").read_text())
     server = summary["variants"]["ngram"]["steps"][0]["acceptance"]["server"]
     print(f"ngram acceptance (vLLM's counters): {server}")
