@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..records import FAST_FAIL_S, NEVER_REACHED, NOT_SENT, ErrorClass
+from ..rundir.consistency import Answer
 from ..rundir.events import Event
 from ..rundir.load import RunData
 from ..rundir.steps import StepRow
@@ -26,9 +27,11 @@ from .cost import cost_summary
 from .curves import KNEE_ELASTICITY, SATURATION_MIN_GAIN, LevelThroughput, knee_level, saturation, throughput_knee
 from .cycles import MIN_BATCHES, Batches, batch_ratio, step_batches
 from .detected import detected
+from .documents.quality import Agreement, GreedyCheck
 from .documents.summary import Summary
 from .errors import error_samples
 from .gates import gates_of
+from .greedy import greedy_check
 from .images import image_overhead
 from .metrics import APPROXIMATE_SOURCES, Chunks, chunk_split, request_metrics
 from .positions import POSITION_STATUSES, positions_summary, request_positions, step_positions
@@ -313,6 +316,22 @@ def steadiness(
     verdicts = [c["steady"] for k in deciding if (c := check.get(k)) is not None]
     steady = False if False in verdicts else None if None in verdicts or not verdicts else True
     return {"steady": steady, "steady_check": check}
+
+
+def greedy_checks(run: RunData, summary: Summary) -> tuple[Agreement | None, dict[str, GreedyCheck]]:
+    """The baseline's consistency answers against its own repeat, and each other variant's greedy check."""
+    reference = run.consistency.get(summary.baseline or "", [])
+    repeat = None
+    if any(answer.repeat is not None for answer in reference):
+        again = [answer.repeat or Answer(text=None, error="not asked again") for answer in reference]
+        repeat = Agreement.model_validate(agreement([a.prompt_id for a in reference], reference, again))
+    tasks = summary.quality.variants if summary.quality is not None else {}
+    names = [n for n in summary.variants if n != summary.baseline and (n in summary.consistency or n in tasks)]
+    checks = {
+        name: greedy_check(summary.consistency.get(name), tasks[name].agreement if name in tasks else None, repeat)
+        for name in names
+    }
+    return repeat, checks
 
 
 def attach_server_figures(entry: dict, server: dict | None) -> None:
@@ -606,6 +625,7 @@ def build_summary(run: RunData) -> Summary:
     )
     summary.soak = soak_summary(summary, run.steps, run.env)
     summary.quality = quality
+    summary.baseline_repeat, summary.greedy = greedy_checks(run, summary)
     summary.scale_out = scale_out_summary(run.env, analysed.scaled, frame)
     cost = run.env.recorded_scenario.cost
     if cost:  # priced only when the scenario gives prices: there is no built-in price list

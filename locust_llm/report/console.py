@@ -83,6 +83,7 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
     if summary.quality is not None:
         lines.append(summary.quality.text)
         lines += [f"quality of {name}: {figures.text}" for name, figures in summary.quality.variants.items()]
+    lines += [f"greedy check of {name}: {check.text}" for name, check in summary.greedy.items()]
     lines += soak_lines(summary, checks=False)
     lines += probe_lines(summary)
     lines += scale_out_lines(summary)

@@ -49,6 +49,7 @@ class Card:
     identical: int | None
     compared: int | None
     defect: bool
+    greedy: str | None  # the greedy check in words (``analysis.greedy``; None: a run before it)
     color: str
     not_eligible: str | None  # why the quality gate keeps the variant from every recommendation
     quality: str | None
@@ -134,7 +135,9 @@ def _card(view: RunView, comp: Comparison, blocked: str | None) -> Card:
     speed = getattr(low, f"{comp.metric}_speedup", None) if low else None
     # A level's verdict (open loop: latency and goodput together), or the speed-up's own CI in older runs.
     state = (low.verdict or speedup_state(speed)) if low is not None and speed and low.status == "clean" else "unclear"
-    agreement = view.summary.consistency.get(comp.variant)
+    # Every greedy comparison (consistency prompts and quality tasks) where the run has the check, else the prompts'.
+    check, prompts = view.summary.greedy.get(comp.variant), view.summary.consistency.get(comp.variant)
+    counted = check or prompts
     return Card(
         variant=comp.variant,
         baseline=comp.baseline,
@@ -146,10 +149,11 @@ def _card(view: RunView, comp: Comparison, blocked: str | None) -> Card:
         crossover=_crossover_text(view, comp, steps, judged),
         recommendation=comp.recommendation or "no recommendation",
         metric_name=comp.metric_name or "aggregate output tok/s",
-        agreement=pct(agreement.agreement, 0) if agreement else None,
-        identical=agreement.identical if agreement else None,
-        compared=agreement.compared if agreement else None,
-        defect=bool(agreement and agreement.defect),
+        agreement=pct(counted.identical / counted.compared, 0) if counted and counted.compared else None,
+        identical=counted.identical if counted else None,
+        compared=counted.compared if counted else None,
+        defect=bool(check.diverged) if check else bool(prompts and prompts.defect),
+        greedy=check.text if check else None,
         color=view.color(comp.variant),
         not_eligible=blocked,
         quality=quality_line(view, comp.variant),
@@ -224,7 +228,9 @@ def _warnings(view: RunView, cards: tuple[Card, ...]) -> list[str]:
         if card.defect:
             warnings.insert(
                 0,
-                f"consistency defect: {card.variant}'s greedy output differs from "
+                f"greedy check of {card.variant}: {card.greedy}"
+                if card.greedy
+                else f"consistency defect: {card.variant}'s greedy output differs from "
                 f"{card.baseline}'s; lossless speculative decoding must not change it",
             )
     return warnings

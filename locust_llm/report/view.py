@@ -188,10 +188,21 @@ class RunView:
         if load.trace:
             parts.append(f"each level replays the trace window, its first {warmup_s:g} s warm-up")
         elif ok(load.step_duration_s):
-            parts.append(f"{load.step_duration_s:g} s steady + {warmup_s:g} s warm-up per level")
+            parts.append(
+                f"{self.windows_text(variant, load.step_duration_s)} steady + {warmup_s:g} s warm-up per level"
+            )
         parts.append(f"host {self.host_text()}")
         parts.append(f"run {self.run_id}")
         return " \u00b7 ".join(parts)
+
+    def windows_text(self, variant: str | None, planned_s: float) -> str:
+        """The steady windows as measured (extensions and cut steps included), to the tenth of a second: one length,
+        or the range; the planned length when no window was measured."""
+        names = [variant] if variant is not None else self.names
+        lengths = sorted({round(s.window_s, 1) for n in names for s in self.steps_of(n) if ok(s.window_s)})
+        if not lengths:
+            return f"{planned_s:g} s"
+        return f"{lengths[0]:g} s" if len(lengths) == 1 else f"{lengths[0]:g}-{lengths[-1]:g} s"
 
     def where(self, name: str, step: StepFigures) -> str:
         return f"{name} @ {lvl(step.level)}"

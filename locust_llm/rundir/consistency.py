@@ -41,6 +41,9 @@ class ConsistencyAnswer(RunFileModel):
     """Its token ids where the server returned them; null otherwise (the text is compared then)."""
     error: str | None = None
     """Why there is no answer, cut to 300 characters; absent when the server answered."""
+    repeat: Answer | None = None
+    """The baseline only: its second answer to the same prompt, asked right after the first, so that a variant's
+    divergence can be told apart from a server that is not deterministic even alone; absent otherwise."""
 
     @classmethod
     def of(cls, prompt_id: str, max_tokens: int, answer: Answer) -> ConsistencyAnswer:

@@ -110,7 +110,15 @@ class PartWriter:
             if not isinstance(exc, OSError):
                 raise
             self.write_failures += 1
-            log.warning("could not write %s (%s); keeping %d rows in memory to retry", path, exc, table.num_rows)
+            # Said on the first failures and then every hundredth: a disk that stays full fails every flush.
+            if self.write_failures <= 3 or self.write_failures % 100 == 0:
+                log.warning(
+                    "could not write %s (%s); keeping %d rows in memory to retry (failure %d)",
+                    path,
+                    exc.strerror or exc,
+                    table.num_rows,
+                    self.write_failures,
+                )
             return False
         finally:
             self.in_flight = 0

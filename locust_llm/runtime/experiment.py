@@ -421,10 +421,10 @@ class Experiment:
             yield tick
 
     def drain(self) -> Iterator[Tick]:
-        """Zero users; wait until every stream in flight has ended and its record has arrived."""
-        grace = INTERRUPT_GRACE_S if self.interrupted else DRAIN_GRACE_S
-        deadline = now() + (self.environment.stop_timeout or 0) + grace
-        while now() < deadline:
+        """Zero users; wait until every stream in flight has ended and its record has arrived (a SIGTERM meanwhile
+        shortens the grace at once)."""
+        started = now() + (self.environment.stop_timeout or 0)
+        while now() < started + (INTERRUPT_GRACE_S if self.interrupted else DRAIN_GRACE_S):
             self.send_state()
             yield self.idle_tick()
             if self.environment.runner.user_count == 0 and self.recorder.drained():

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import gevent
 import psutil
@@ -18,7 +19,7 @@ from locust import events
 from locust import log as locust_log
 from locust.runners import MasterRunner, WorkerRunner
 
-from ..analysis.gates import EXIT_INTERRUPTED
+from ..analysis.gates import EXIT_INTERRUPTED, EXIT_INVALID
 from ..client import ledger
 from ..client.engines import use_key_env
 from ..records import now
@@ -97,6 +98,25 @@ def on_created_message(environment, msg, **_kw) -> None:
         experiment.recorder.on_created(msg.data)
 
 
+def finished(environment, experiment: Experiment) -> Path | None:
+    """The run finished and written (its directory); None, said in one line with exit 5, when the disk would not take
+    it (full, or gone): never a traceback over the verdict."""
+    try:
+        return experiment.finish(final=True)
+    except OSError as exc:
+        parts = experiment.recorder.parts
+        log.error(
+            "the run directory %s could not be finished: %s; %d records could not be written (records_lost), %d "
+            "were; exit 5",
+            experiment.run.path,
+            exc.strerror or exc,
+            parts.rows_lost + parts.pending,
+            parts.rows_written,
+        )
+        environment.process_exit_code = EXIT_INVALID
+        return None
+
+
 def interrupt(environment, signum: int) -> None:
     """SIGTERM or Ctrl-C on the master: the run stops like the Stop button and still writes everything.
 
@@ -111,8 +131,10 @@ def interrupt(environment, signum: int) -> None:
         while not experiment.finished:
             gevent.sleep(0.2)
     if experiment is not None:
-        experiment.finish(final=True)
+        written = finished(environment, experiment) is not None
         environment.runner.quit()
+        if not written:
+            os._exit(EXIT_INVALID)
         os._exit(experiment.outcome.verdict.exit_code if experiment.outcome else EXIT_INTERRUPTED)
     environment.runner.quit()
     os._exit(128 + signum)
@@ -272,7 +294,9 @@ def on_quitting(environment, **_kw) -> None:
     experiment, state.experiment = state.experiment, None
     if experiment is None:
         return
-    run_path = experiment.finish(final=True)
+    run_path = finished(environment, experiment)
+    if run_path is None:
+        return
     outcome = experiment.outcome
     if outcome is not None:
         # stderr, beside Locust's own tables: stdout stays clean for --json

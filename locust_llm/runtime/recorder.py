@@ -165,10 +165,11 @@ class Recorder:
             return self.parts.flush()
 
     def drained(self) -> bool:
-        """Every worker idle, every record it sent received, and every received record written (or lost)."""
+        """Every worker idle, every record it sent received, and every received record written, lost, or held for
+        the last flush (a disk that refuses writes must not hold the run: ``close`` retries, then counts them)."""
         self.take_in(pause=False)
         self.flush()
-        on_disk = self.parts.rows_written + self.parts.rows_lost == self.received()
+        on_disk = self.parts.rows_written + self.parts.rows_lost + self.parts.pending == self.received()
         return (
             bool(self.tally)
             and on_disk

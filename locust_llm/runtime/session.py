@@ -19,7 +19,7 @@ from ..client.tokenizer import counter_for
 from ..host.procs import listener_pids
 from ..records import RequestRecord
 from ..rundir import RunDir, layout, write_json
-from ..rundir.consistency import Consistency, ConsistencyAnswer
+from ..rundir.consistency import Answer, Consistency, ConsistencyAnswer
 from ..rundir.env import ServerEnv
 from ..rundir.events import ConsistencySkipped, PrometheusUnavailable, ServerExited
 from ..scenario import LoadSpec
@@ -38,6 +38,7 @@ __all__ = ["ActiveServer", "ServerError", "ServerSession", "workload_for"]
 CONSISTENCY_PROMPTS = 4
 CONSISTENCY_MAX_TOKENS = 64
 CONSISTENCY_DEADLINE_S = 120.0  # all prompts together: a server that never finishes an answer cannot hold the run
+ANSWER = {"text", "tokens", "error"}  # a consistency answer's fields that a repeat keeps
 
 
 def workload_for(load: LoadSpec, base_url: str, base_dir: Path, nonce: int = 0) -> Workload:
@@ -243,14 +244,25 @@ class ServerSession:
         prompts = workload.consistency_prompts(
             CONSISTENCY_PROMPTS, max_tokens=min(load.max_tokens, CONSISTENCY_MAX_TOKENS)
         )
-        self.consistency[variant] = greedy_outputs(
-            server.base_url,
-            self.plan.engine,
-            server.model,
-            prompts,
-            deadline_s=CONSISTENCY_DEADLINE_S,
-            stop=self.stopping,
-        )
+
+        def ask() -> list[ConsistencyAnswer]:
+            return greedy_outputs(
+                server.base_url,
+                self.plan.engine,
+                server.model,
+                prompts,
+                deadline_s=CONSISTENCY_DEADLINE_S,
+                stop=self.stopping,
+            )
+
+        answers = ask()
+        if variant == self.plan.scenario.baseline_variant:
+            # Asked twice: a variant's divergence is a speculative defect only if the baseline repeats itself.
+            answers = [
+                first.model_copy(update={"repeat": Answer(**second.model_dump(include=ANSWER, exclude_unset=True))})
+                for first, second in zip(answers, ask(), strict=True)
+            ]
+        self.consistency[variant] = answers
         write_json(self.run.file(layout.CONSISTENCY), Consistency(self.consistency).model_dump(exclude_unset=True))
         return workload
 

@@ -185,10 +185,10 @@ class TelemetryPoller:
                 log.warning("telemetry: %s", att.errors[-1])
                 prometheus_url = None
         if not prometheus_url:
-            sources.append(ScrapeSource("scrape", f"{att.base_url}/metrics", engine_map, self.timeout_s))
+            sources.append(ScrapeSource("scrape", f"{att.base_url}/metrics", engine_map, self.timeout_s, self._note))
         if dcgm_url:
             url = dcgm_url if dcgm_url.rstrip("/").endswith("/metrics") else dcgm_url.rstrip("/") + "/metrics"
-            sources.append(ScrapeSource("dcgm", url, map_for("dcgm"), self.timeout_s))
+            sources.append(ScrapeSource("dcgm", url, map_for("dcgm"), self.timeout_s, self._note))
         if self.nvml is not None:
             try:
                 sources.append(NvmlSource(self.nvml))

@@ -12,6 +12,7 @@ import logging
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import gevent
 import psutil
@@ -54,19 +55,31 @@ def _rows(readings: list[Reading]) -> list[Row]:
 MAX_PAGE_BYTES = 8 << 20
 # Samples of the names a map reads, per page: real servers expose a few hundred; more is a page that lies.
 MAX_SERIES = 4096
+# An exposition timestamp this far from the client's clock is said (once per source): the server's clock is off, or
+# its page is stale; the samples keep the poll's time either way.
+FAR_TIMESTAMP_S = 300.0
 
 
 class ScrapeSource:
     """GET a Prometheus text page and map it. The page is read up to ``MAX_PAGE_BYTES`` and parsed in a thread of
     gevent's pool (off the event loop the load shares); its samples are stamped with the client's poll time by the
     poller, never with the exposition's own timestamps (another clock: a server an hour behind would put every
-    sample outside every window)."""
+    sample outside every window). A page whose timestamps lie more than ``FAR_TIMESTAMP_S`` from the client's clock
+    is said once through ``note(kind, message)``, with the raw values."""
 
-    def __init__(self, name: str, url: str, metric_map: MetricMap, timeout_s: float):
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        metric_map: MetricMap,
+        timeout_s: float,
+        note: Callable[[str, str], None] = lambda kind, message: None,
+    ):
         self.name = name
         self.url = url
         self.map = metric_map
         self.timeout_s = timeout_s
+        self.note, self.noted = note, False
         self.session = session("telemetry", pool_size=1)
         self.describe = {"source": name, "url": url, "map": metric_map.name}
 
@@ -88,7 +101,23 @@ class ScrapeSource:
                 f"{self.url}: {len(samples):,} samples of the metrics read (most: {shown(names[0][0], 80)}, "
                 f"{names[0][1]:,}), more than the {MAX_SERIES:,} allowed; not recorded"
             )
+        self._check_timestamps(samples)
         return [(None, *row[1:]) for row in _rows(self.map.normalise(samples))]
+
+    def _check_timestamps(self, samples: list[Sample]) -> None:
+        clock = time.time()
+        skews = [(s.timestamp - clock, s) for s in samples if s.timestamp is not None]
+        if self.noted or not skews:
+            return
+        skew, far = max(skews, key=lambda pair: abs(pair[0]))
+        if abs(skew) > FAR_TIMESTAMP_S:
+            self.noted = True
+            self.note(
+                "far_timestamps",
+                f"{self.url}: sample timestamps far from the scrape ({shown(far.name, 80)} stamped {far.timestamp!r}, "
+                f"{skew:+.4g} s from the client's clock, in {len(skews):,} stamped samples): the server's clock "
+                "or its page is off; every sample keeps the client's poll time",
+            )
 
     def _read(self, response) -> bytes:
         """The page's bytes, or a ``SourceError`` once it passes ``MAX_PAGE_BYTES``."""

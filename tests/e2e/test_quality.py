@@ -56,3 +56,16 @@ def test_a_variant_that_changes_the_output_fails_the_quality_gate(tmp_path):
     html = (run / "report.html").read_text()
     assert '<section id="quality">' in html and "NOT ELIGIBLE: quality gate failed" in html
     assert "quality of spec-broken:" in done.stderr
+    # One greedy check per variant: the 4 consistency prompts and the 16 tasks, the baseline asked the prompts twice.
+    consistency = json.loads((run / "consistency.json").read_text())
+    # llama.cpp alone repeats itself
+    assert all(a["repeat"]["text"] == a["text"] and a["text"] for a in consistency["baseline"])
+    assert all("repeat" not in a for a in consistency["spec-k4"])
+    greedy = json.loads((run / "summary.json").read_text())["greedy"]
+    assert (greedy["spec-k4"]["compared"], greedy["spec-k4"]["identical"], greedy["spec-k4"]["cause"]) == (20, 20, None)
+    broken_check = greedy["spec-broken"]
+    assert broken_check["baseline_repeat"] == "identical" and broken_check["cause"] == "speculative decoding"
+    assert len(broken_check["diverged"]) == broken_check["compared"] - broken_check["identical"] > 0
+    first = broken_check["diverged"][0]
+    assert f"greedy check of spec-broken: {broken_check['identical']}/20 greedy answers identical" in done.stderr
+    assert f"DIVERGED on {first['source']} {first['prompt_id']} from token {first['first_divergence']}" in done.stderr

@@ -12,7 +12,7 @@ import pandas as pd
 from tests.helpers import assert_run_completed, run_locust
 
 # Requests of 0.34 s and 0.68 s: the client's few milliseconds per request stay a small share of each cycle.
-# Steps of 9 s: the slow server's 8 s window holds 11 cycles per user, enough for a throughput interval (10).
+# Steady windows of 9 s: the slow server's hold 13 cycles per user, past the 10 a throughput interval needs.
 SLOW = ("--ttft-s", "0.08", "--gap-s", "0.04")
 FAST = ("--ttft-s", "0.04", "--gap-s", "0.02")
 KNOWN_RATIO = 2.0

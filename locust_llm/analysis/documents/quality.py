@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from .base import Doc, Interval
 
-__all__ = ["Agreement", "FailedAnswer", "PairCounts", "PassRate", "PromptAgreement", "QualitySummary", "VariantQuality"]
+__all__ = [
+    "Agreement",
+    "FailedAnswer",
+    "GreedyCheck",
+    "GreedyDivergence",
+    "PairCounts",
+    "PassRate",
+    "PromptAgreement",
+    "QualitySummary",
+    "VariantQuality",
+]
 
 
 class PromptAgreement(Doc):
@@ -42,6 +52,40 @@ class Agreement(Doc):
     """identical / compared."""
     defect: bool = False
     """Any divergence: lossless speculation must not change greedy output."""
+
+
+class GreedyDivergence(Doc):
+    """One greedy answer of a variant that differs from the baseline's."""
+
+    source: str
+    """``consistency prompt`` or ``quality task``."""
+    prompt_id: str | None = None
+    """The prompt's or task's id."""
+    unit: str | None = None
+    """``token`` or ``char``: what was compared."""
+    first_divergence: int | None = None
+    """Index of the first difference."""
+    length: int | None = None
+    """The baseline's answer length in that unit."""
+
+
+class GreedyCheck(Doc):
+    """Every greedy comparison of a variant with the baseline in one figure (``analysis.greedy``)."""
+
+    compared: int = 0
+    """Greedy answers compared: the consistency prompts and the quality tasks both sides answered."""
+    identical: int = 0
+    """Of them, identical to the baseline's."""
+    diverged: list[GreedyDivergence] = []
+    """Every one that differs, named."""
+    baseline_repeat: str = "not asked"
+    """The baseline asked the consistency prompts twice: ``identical`` (it repeated itself), ``diverged`` (it did not:
+    the server is not deterministic even alone), ``not asked`` (a run before this check, or the answers failed)."""
+    cause: str | None = None
+    """Of a divergence: ``speculative decoding`` (the baseline repeated itself), ``engine nondeterminism`` (it did
+    not), ``unknown`` (no repeat); null when nothing diverged."""
+    text: str = ""
+    """The check in words, as the verdict prints it."""
 
 
 class PairCounts(Doc):

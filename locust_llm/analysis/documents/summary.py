@@ -21,7 +21,7 @@ from ..traces import TraceStep
 from .base import Doc, Interval
 from .cost import CostSummary
 from .detected import Detected
-from .quality import Agreement, QualitySummary
+from .quality import Agreement, GreedyCheck, QualitySummary
 from .scale_out import ScaleOutSummary
 from .server import AcceptancePoint, MemoryTrend, ServerAcceptance, ServerStep, TelemetryState
 from .soak import SoakSummary
@@ -627,7 +627,12 @@ class Summary(Doc):
     """Checks the run did not make because they could not be judged (``--host`` without ``--scenario``: quality,
     consistency), each with why and how to turn it on."""
     consistency: dict[str, Agreement] = {}
-    """Greedy output agreement per variant."""
+    """Greedy output agreement per variant, on the consistency prompts."""
+    baseline_repeat: Agreement | None = None
+    """The baseline's consistency answers against its own second answers (null: not asked twice)."""
+    greedy: dict[str, GreedyCheck] = {}
+    """Per variant, every greedy comparison with the baseline in one check: consistency prompts and quality tasks,
+    each divergence named, and its cause told by the baseline's repeat."""
     quality: QualitySummary | None = None
     """The quality check and which variants are eligible (null: the scenario has no ``quality:``)."""
     events: list[RunEvent] = []

@@ -105,7 +105,9 @@ def test_escaped_strings_do_not_run_in_chromium(hostile, browser):
 
 def test_hostile_report_flags_what_went_wrong(hostile):
     text = (hostile / "report.html").read_text()
-    assert "DEFECT: diverged" in text and "Consistency defect" in text
+    # One greedy check: the diverged consistency prompt named; the synthetic baseline was not asked twice.
+    assert "DEFECT: diverged" in text and "Greedy check: " in text and "DIVERGED on consistency prompt" in text
+    assert "the baseline was not asked twice, so the cause is unknown" in text
     assert "server_exited" in text
     assert "http_error" in text
     assert "Nightly gates: exit code 3 (an SLO or quality gate failed)" in text and "ttft_p99_ms&lt;script&gt;" in text
@@ -245,7 +247,7 @@ def test_summary_md_pastes_into_a_ticket(hostile):
     (comparison,) = summary["comparisons"]
     assert md(comparison["recommendation"]) in text
     assert "Recommendation:" in text and "**Conditions**" in text
-    assert "consistency defect" in text
+    assert "**greedy check**" in text and "DIVERGED on consistency prompt" in text
     table_rows = [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert len(table_rows) == 2 * 3
     assert all(line.count(" | ") == table_rows[0].count(" | ") for line in table_rows[:3])

@@ -27,3 +27,19 @@ def test_steps_of_a_variant_are_in_level_order_without_the_context_lengths():
     doc = summary({"base": [step(4.0, 0), step(1.0, 1), step(2.0, 2, context=8192)]})
     assert [s.level for s in view(doc).steps_of("base")] == [1.0, 4.0]
     assert view(doc).steps_of("absent") == []
+
+
+def test_the_conditions_line_gives_the_steady_windows_as_measured():
+    # Planned 10 s; one step was extended to 20 s and one cut at 4.96 s: the line says what the figures rest on.
+    doc = summary(
+        {
+            "base": [step(1.0, 0, window_s=10.02), step(2.0, 1, window_s=20.0)],
+            "k4": [step(1.0, 2, window_s=4.96), step(2.0, 3, window_s=10.0)],
+        }
+    )
+    env = {"scenario": {"load": {"step_duration_s": 10, "warmup_s": 2}}}
+    v = view(doc, env=env)
+    assert "5-20 s steady + 2 s warm-up per level" in v.conditions_line()
+    assert "10-20 s steady" in v.conditions_line("base")
+    assert "10 s steady" in view(summary({"base": [step(1.0, window_s=9.98)]}), env=env).conditions_line()
+    assert "10 s steady" in view(summary({"base": [step(1.0)]}), env=env).conditions_line()  # no window: as planned

@@ -137,6 +137,30 @@ def test_part_files_that_can_never_be_written_are_a_records_lost_event_and_exit_
     events = json.loads((tmp_path / "disk" / layout.STEPS).read_text())["events"]
     (lost,) = [e for e in events if e["kind"] == "records_lost"]
     assert lost["lost"] == experiment.recorder.received() == sent == 16
+    # Every record arrived: the run stopped waiting then (rows held for the disk count), not at the drain's limit.
+    assert "drain_timeout" not in {e["kind"] for e in events}
     verdict = experiment.outcome.verdict
     assert verdict.exit_code == 5
     assert any(reason.startswith("records_lost") for reason in verdict.reasons["5"])
+
+
+def test_a_run_whose_own_files_cannot_be_written_ends_in_one_line_and_exit_5(tmp_path, caplog):
+    from types import SimpleNamespace
+
+    from locust_llm.runtime.plugin import finished
+
+    class Unwritable:
+        run = SimpleNamespace(path=tmp_path / "full")
+        recorder = SimpleNamespace(parts=SimpleNamespace(rows_lost=3, pending=9, rows_written=40))
+
+        def finish(self, final: bool):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    environment = SimpleNamespace(process_exit_code=None)
+    assert finished(environment, Unwritable()) is None
+    assert environment.process_exit_code == 5
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line == (
+        f"the run directory {tmp_path / 'full'} could not be finished: No space left on device; 12 records could not "
+        "be written (records_lost), 40 were; exit 5"
+    )

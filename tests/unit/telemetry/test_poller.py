@@ -289,19 +289,29 @@ class OnePage:
         self.server.stop(timeout=0)
 
 
-def test_exposition_timestamps_from_another_clock_are_not_sample_times():
-    """Samples stamped an hour behind (milliseconds, as the format has them): the rows carry the poll's time."""
+def test_exposition_timestamps_from_another_clock_are_not_sample_times_and_are_said_once():
+    """Samples stamped an hour behind (milliseconds, as the format has them): the rows carry the poll's time, and the
+    skew is noted once with the raw value (a page stamped a few seconds off is not)."""
     from locust_llm.telemetry.sources import ScrapeSource
 
     behind_ms = int((time.time() - 3600) * 1000)
     endpoint = OnePage(f"vllm:spec_decode_num_drafts_total 10 {behind_ms}\n".encode())
-    source = ScrapeSource("scrape", f"{endpoint.url}/metrics", map_for("vllm"), 2.0)
+    notes = []
+    source = ScrapeSource("scrape", f"{endpoint.url}/metrics", map_for("vllm"), 2.0, lambda *note: notes.append(note))
     try:
         rows = source.poll()
+        source.poll()
+        endpoint.page = f"vllm:spec_decode_num_drafts_total 10 {int((time.time() - 5) * 1000)}\n".encode()
+        quiet = ScrapeSource("scrape", f"{endpoint.url}/metrics", map_for("vllm"), 2.0, lambda *n: notes.append(n))
+        quiet.poll()
+        quiet.close()
     finally:
         source.close()
         endpoint.stop()
     assert [(r[0], r[1], r[3]) for r in rows] == [(None, "spec_drafts", 10.0)]  # None: the poller stamps it
+    ((kind, message),) = notes
+    assert kind == "far_timestamps"
+    assert f"vllm:spec_decode_num_drafts_total stamped {behind_ms / 1000!r}, -360" in message, message
 
 
 @pytest.mark.parametrize(
