@@ -446,10 +446,13 @@ class Experiment:
     def checkpoint(self) -> None:
         """Steps, host and client samples on disk, telemetry parts flushed: a run killed now is reported up to here."""
         self.run.write_steps()
-        layout.write_parquet(self.run.file(layout.HOST), self.host.table())
-        layout.write_parquet(
-            self.run.file(layout.CLIENT), pa.Table.from_pylist(self.recorder.client_samples, schema=CLIENT_SCHEMA)
-        )
+        try:
+            layout.write_parquet(self.run.file(layout.HOST), self.host.table())
+            layout.write_parquet(
+                self.run.file(layout.CLIENT), pa.Table.from_pylist(self.recorder.client_samples, schema=CLIENT_SCHEMA)
+            )
+        except OSError as exc:  # a full disk must not end the run: both are kept in memory and written at its end
+            log.warning("could not write the host and client samples (%s); written at the run's end", exc.strerror)
         self.session.telemetry.flush()
 
     def users_for(self, level: float) -> int:

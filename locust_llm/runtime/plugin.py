@@ -286,7 +286,14 @@ def on_test_stop(environment, **_kw) -> None:
         shipper.stop()
     experiment = state_of(environment).experiment
     if experiment is not None:
-        experiment.finish(final=False)
+        try:
+            experiment.finish(final=False)
+        except OSError as exc:  # a full disk: said once more, with the count, when Locust quits (``finished``)
+            log.warning(
+                "the run directory %s could not be written at the test's stop (%s); tried again when Locust quits",
+                experiment.run.path,
+                exc.strerror or exc,
+            )
 
 
 def on_quitting(environment, **_kw) -> None:

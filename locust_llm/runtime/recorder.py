@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import gevent
 import pyarrow as pa
@@ -53,10 +54,21 @@ CLIENT_SCHEMA = pa.schema(
 )
 
 
+def _caught(function: Callable, args: tuple) -> tuple[Any, OSError | None]:
+    try:
+        return function(*args), None
+    except OSError as exc:
+        return None, exc
+
+
 def in_native_thread(function: Callable, *args):
     """``function(*args)`` in gevent's pool of native threads; the calling greenlet waits, the loop runs on
-    (heartbeats, messages, streams): pyarrow releases the GIL while it encodes and writes."""
-    return gevent.get_hub().threadpool.apply(function, args)
+    (heartbeats, messages, streams): pyarrow releases the GIL while it encodes and writes. An ``OSError`` (a full
+    disk) comes back as a value and is raised here: gevent would print a traceback for one raised in its pool."""
+    result, error = gevent.get_hub().threadpool.apply(_caught, (function, args))
+    if error is not None:
+        raise error
+    return result
 
 
 @dataclass

@@ -385,4 +385,9 @@ class TelemetryPoller:
         )
 
     def _write_meta(self) -> None:
-        layout.write_json(self.run_dir / layout.TELEMETRY_META, self.meta().written())
+        # While the run goes a full disk must not end it (this runs in the ladder's program): written again at the
+        # next attach, detach or close.
+        try:
+            layout.write_json(self.run_dir / layout.TELEMETRY_META, self.meta().written())
+        except OSError as exc:
+            log.warning("could not write %s (%s); written again later", layout.TELEMETRY_META, exc.strerror or exc)
