@@ -136,8 +136,9 @@ class TracePrompts:
         offset by the run's nonce: distinct for every sibling and step while ``steps x siblings`` fits in what the
         words can spell."""
         group = self.siblings[parent]
-        alphabets = [self.prefixer.first if not parent else self.prefixer.alphabet]
-        alphabets += [self.prefixer.alphabet] * (words - 1)
+        alphabets = (
+            [self.prefixer.first if not parent else self.prefixer.alphabet] + [self.prefixer.alphabet] * words
+        )[:words]
         code = self.prefixer.nonce + step * len(group) + group[number]
         spelled = []
         for alphabet in alphabets:

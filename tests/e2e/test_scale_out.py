@@ -21,7 +21,7 @@ variants: {{ref: {{}}}}
 load:
   mode: closed
   ladder: [4]
-  step_duration_s: 6
+  step_duration_s: 12  # 6 s windows held 6 cycle batches of 8 cycles: a drift test too noisy to pass at random
   warmup_s: 1.5
   prompt_tokens: 16
   max_tokens: {TOKENS}

@@ -202,6 +202,8 @@ def test_records_that_share_all_but_a_short_last_block_are_distinct_prompts_what
         texts = [prompts.item(i, step).prompt for step in range(2) for i in range(len(records))]
         assert len(set(texts)) == len(texts), hex(nonce)
         assert [Words().count(t) for t in texts[:64]] == [r["input_length"] for r in records]
+    # A block shorter than one word's cost (a tokenizer whose words cost 2) is filler only: its rank spells no word.
+    assert prompts._rank_words((0,), prompts.ids[0][-1], 0, 0) == []
 
 
 @pytest.mark.parametrize(
