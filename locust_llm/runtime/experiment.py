@@ -423,8 +423,8 @@ class Experiment:
     def drain(self) -> Iterator[Tick]:
         """Zero users; wait until every stream in flight has ended and its record has arrived (a SIGTERM meanwhile
         shortens the grace at once)."""
-        started = now() + (self.environment.stop_timeout or 0)
-        while now() < started + (INTERRUPT_GRACE_S if self.interrupted else DRAIN_GRACE_S):
+        streams_end_by = now() + (self.environment.stop_timeout or 0)
+        while now() < streams_end_by + (INTERRUPT_GRACE_S if self.interrupted else DRAIN_GRACE_S):
             self.send_state()
             yield self.idle_tick()
             if self.environment.runner.user_count == 0 and self.recorder.drained():
@@ -452,7 +452,9 @@ class Experiment:
                 self.run.file(layout.CLIENT), pa.Table.from_pylist(self.recorder.client_samples, schema=CLIENT_SCHEMA)
             )
         except OSError as exc:  # a full disk must not end the run: both are kept in memory and written at its end
-            log.warning("could not write the host and client samples (%s); written at the run's end", exc.strerror)
+            log.warning(
+                "could not write the host and client samples (%s); written at the run's end", exc.strerror or exc
+            )
         self.session.telemetry.flush()
 
     def users_for(self, level: float) -> int:

@@ -105,9 +105,11 @@ class ScrapeSource:
         return [(None, *row[1:]) for row in _rows(self.map.normalise(samples))]
 
     def _check_timestamps(self, samples: list[Sample]) -> None:
+        if self.noted:  # said once: every later poll costs nothing
+            return
         clock = time.time()
         skews = [(s.timestamp - clock, s) for s in samples if s.timestamp is not None]
-        if self.noted or not skews:
+        if not skews:
             return
         skew, far = max(skews, key=lambda pair: abs(pair[0]))
         if abs(skew) > FAR_TIMESTAMP_S:
