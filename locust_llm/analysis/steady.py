@@ -22,10 +22,11 @@ import math
 
 import numpy as np
 
+from .cycles import MIN_BATCHES, Batches
 from .rates import ar1_inflation, lag1
 from .stats import t_quantile
 
-__all__ = ["DRIFT_TOLERANCE", "STEADY", "TOO_NOISY", "UNSTEADY", "drift"]
+__all__ = ["DRIFT_TOLERANCE", "STEADY", "TOO_NOISY", "UNSTEADY", "batch_drift", "drift"]
 
 
 DRIFT_TOLERANCE = 0.10
@@ -113,3 +114,17 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
     else:
         out["status"] = TOO_NOISY
     return out
+
+
+def batch_drift(batches: Batches, start: float, end: float) -> dict | None:
+    """Drift of a closed-loop step's throughput batch by batch (request-cycle batches of several cycles each, taken
+    as independent: a lag-1 correlation estimated from 5-10 points would inflate the interval at random; calibration
+    in docs/verdicts-and-gates.md). None with fewer than ``MIN_BATCHES`` batches: too short to judge (1-second bins
+    of one or two cycles would measure where a cycle falls, and call a deterministic server too noisy)."""
+    k = batches.tokens.size
+    if k < MIN_BATCHES:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rates = batches.tokens / batches.seconds
+    times = start + (end - start) * (np.arange(k) + 0.5) / k
+    return drift(times, rates, autocorrelated=False)

@@ -25,7 +25,7 @@ from .comparison import comparison, latency_keys
 from .conversations import TURN_COLUMNS, by_turn, conversation_summary, step_conversations
 from .cost import cost_summary
 from .curves import KNEE_ELASTICITY, SATURATION_MIN_GAIN, LevelThroughput, knee_level, saturation, throughput_knee
-from .cycles import MIN_BATCHES, Batches, batch_ratio, step_batches
+from .cycles import Batches, batch_ratio, step_batches
 from .detected import detected
 from .documents.quality import Agreement, GreedyCheck
 from .documents.summary import Summary
@@ -54,7 +54,7 @@ from .server_metrics import cross_check, server_figures
 from .soak import soak_summary
 from .stats import mean_of, occupancy_samples, percentile_of, rate_samples, summarize
 from .status import flag_anomalies, host_load, step_status
-from .steady import drift
+from .steady import batch_drift, drift
 from .traces import trace_step
 from .validity import Requests, Think, client_validity, in_flight_spans, intended_waits_s
 from .values import json_safe, to_float
@@ -270,17 +270,6 @@ def _request_drift(ok_rows: pd.DataFrame, values: pd.Series) -> dict | None:
     return drift(ok_rows["t_send"].to_numpy()[mask], values.to_numpy()[mask]) if mask.sum() >= 3 else None
 
 
-def _batch_drift(batches: Batches, start: float, end: float) -> dict | None:
-    """Drift of the throughput batch by batch (request-cycle batches of several cycles each, taken as independent: a
-    lag-1 correlation estimated from 5-10 points would inflate the interval at random; calibration in
-    docs/verdicts-and-gates.md)."""
-    k = batches.tokens.size
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rates = batches.tokens / batches.seconds
-    times = start + (end - start) * (np.arange(k) + 0.5) / k
-    return drift(times, rates, autocorrelated=False)
-
-
 def steadiness(
     mode: str,
     rates: np.ndarray,
@@ -298,12 +287,7 @@ def steadiness(
     Open loop: the offered rate sets throughput, so what the server controls decides: E2E from the intended send
     per request, and the requests in flight per second (a server falling behind piles them up); throughput and
     TPOT are shown. ``steady``: False when any deciding check is unsteady, else None when any is too noisy."""
-    if batches.method != "cycles":
-        throughput = _binned_drift(rates, start)
-    else:
-        # Fewer cycle batches than an interval needs: the step is too short to judge (1-second bins of one or two
-        # cycles would measure where a cycle falls, and call a deterministic server too noisy).
-        throughput = _batch_drift(batches, start, end) if batches.tokens.size >= MIN_BATCHES else None
+    throughput = _binned_drift(rates, start) if batches.method != "cycles" else batch_drift(batches, start, end)
     check = {
         "throughput": throughput,
         "tpot": _request_drift(ok_rows, derived["tpot_ms"]),

@@ -63,8 +63,14 @@ def _points(experiment) -> list[dict]:
             running.add(key)
         if math.isfinite(row.t_steady):
             windows[key].append((row.t_steady, row.t_end if math.isfinite(row.t_end) else now()))
+    batches: dict[tuple[str, float], list] = {}
+    for row in experiment.run.steps:
+        if (row.variant, row.step) in experiment.throughput:
+            batches.setdefault((row.variant, row.level), []).append(experiment.throughput[(row.variant, row.step)])
     return [
-        experiment.recorder.live.point(variant, level, spans, done=(variant, level) not in running)
+        experiment.recorder.live.point(
+            variant, level, spans, done=(variant, level) not in running, batches=batches.get((variant, level), [])
+        )
         for (variant, level), spans in windows.items()
     ]
 

@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
-
+from ..analysis.cycles import Batches
 from ..rundir.env import RunEnv
 from ..rundir.events import Event
 from ..rundir.steps import StepRow
@@ -163,8 +162,9 @@ class Conductor(Protocol):
         """A warning for the web UI as it happens."""
         ...
 
-    def token_rates(self, variant: str, level: float, t_from: float, t_to: float) -> np.ndarray:
-        """Completed output tokens per second of ``variant`` at ``level``, live, one value per second."""
+    @property
+    def throughput(self) -> dict[tuple[str, int], Batches]:
+        """(variant, step) -> the step's throughput batches when its window closed (live figures)."""
         ...
 
     def checkpoint(self) -> None:

@@ -17,12 +17,11 @@ import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 from locust.runners import MasterRunner
 
-from ..analysis.cycles import MIN_CYCLES_PER_USER
-from ..analysis.steady import STEADY, drift
+from ..analysis.cycles import MIN_CYCLES_PER_USER, Batches
+from ..analysis.steady import STEADY, batch_drift
 from ..client import ledger
 from ..client.engines import cache_extra
 from ..pipeline import Outcome, finish_run
@@ -128,6 +127,9 @@ class Experiment:
         self.too_long: set[int] = set()  # context lengths a server cannot hold: never measured
         self.warnings: list[dict] = []
         self.warned: set = set()
+        # (variant, step) -> its throughput batches as they stood when its window closed (live: the sweeps' early stop
+        # and the live chart's intervals; the report recomputes them from the run directory).
+        self.throughput: dict[tuple[str, int], Batches] = {}
         self.clocks = clocks
         self.t_begin = now()
         self.workers = WorkerWatch(environment.runner)
@@ -257,7 +259,7 @@ class Experiment:
         row.extended_s = 0.0
         while row.extended_s < load.max_extend_s and not self.interrupted and self.session.alive():
             why = self.short_of(variant, step, users) or (
-                "" if self.looks_steady(variant, level, row) else "throughput still drifting"
+                "" if self.looks_steady(variant, row) else "throughput still drifting"
             )
             if not why:
                 break
@@ -272,6 +274,8 @@ class Experiment:
             yield from self.hold(now() + extra, tick)
         row.t_end = now()
         self.run.write_steps()
+        self.throughput[(variant, step)] = self.recorder.live.step_batches(variant, step, row.t_steady, row.t_end)
+        self.recorder.live.forget(variant, step)
 
     def await_workloads(self, variant: str, tick: Tick) -> Iterator[Tick]:
         """Before a server's first step, wait until every load process has built its prompts for it (the server's
@@ -331,16 +335,16 @@ class Experiment:
             return ""
         return f"{done} requests ({tokens} output tokens) completed so far, {needed} ({load.min_output_tokens}) needed"
 
-    def looks_steady(self, variant: str, level: float, row: StepRow) -> bool:
-        """Closed loop: drift of completed tokens per second since the steady window began, from the live figures (an
-        open loop's throughput follows its arrivals; its steadiness is judged on latency and in-flight afterwards)."""
+    def looks_steady(self, variant: str, row: StepRow) -> bool:
+        """Closed loop: drift of the throughput over the request cycles completed since the steady window began, by
+        the analysis's own test (``steady.batch_drift``); a window too short for it is judged by ``short_of``. An open
+        loop's throughput follows its arrivals; its steadiness is judged on latency and in-flight afterwards."""
         if self.plan.load.mode == "open":
             return True
-        rates = self.token_rates(variant, level, row.t_steady, now())
-        if rates.size < 3:
-            return True
+        end = now()
+        check = batch_drift(self.recorder.live.step_batches(variant, row.step, row.t_steady, end), row.t_steady, end)
         # Too noisy to tell is not steady: a longer window can tell.
-        return drift(row.t_steady + np.arange(rates.size) + 0.5, rates)["status"] in (STEADY, None)
+        return check is None or check["status"] in (STEADY, None)
 
     def progress(self) -> dict:
         """Where the run is: the step in progress (or the last one), its phase, and the time left in the step
@@ -439,9 +443,6 @@ class Experiment:
 
     def idle_tick(self) -> Tick:
         return (0, 100, self.classes)
-
-    def token_rates(self, variant: str, level: float, t_from: float, t_to: float) -> np.ndarray:
-        return self.recorder.live.token_rates(variant, level, t_from, t_to)
 
     def checkpoint(self) -> None:
         """Steps, host and client samples on disk, telemetry parts flushed: a run killed now is reported up to here."""

@@ -7,12 +7,9 @@ The functions take the ``Conductor`` (``runtime.conductor``) that ``runtime.expe
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterator
 
-import numpy as np
-
-from ..analysis.rates import block_ratio_ci
+from ..analysis.cycles import Batches, block_throughput_ratio
 from ..records import Phase
 from ..rundir.events import SweepStopped
 from .conductor import Conductor, Tick
@@ -81,24 +78,20 @@ def interleaved(exp: Conductor) -> Iterator[Tick]:
 
 
 def sweeps_lost(exp: Conductor, block: Block) -> set[str]:
-    """The variants of every sweep whose settings were all clearly slower than the baseline at this level (live
-    per-second throughput of the level's blocks, the analysis's interval): measuring them at higher levels would
-    only cost time."""
+    """The variants of every sweep whose settings were all clearly slower than the baseline at this level (the
+    level's blocks' request-cycle batches, the analysis's block-paired interval): measuring them at higher levels
+    would only cost time."""
     baseline = exp.plan.scenario.baseline_variant
     steps = {b.step for b in exp.blocks() if (b.group, b.index) == (block.group, block.index)}
 
-    def rates(variant: str) -> dict[int, np.ndarray]:
-        return {
-            row.step: exp.token_rates(variant, row.level, row.t_steady, row.t_end)
-            for row in exp.run.steps
-            if row.variant == variant and row.step in steps and math.isfinite(row.t_steady)
-        }
+    def batches(variant: str) -> dict[int, Batches]:
+        return {step: b for (v, step), b in exp.throughput.items() if v == variant and step in steps}
 
     lost = set()
     for name, sweep in exp.plan.scenario.sweeps.items():
         swept = [v for v in sweep.variants if v in exp.plan.variants]
-        ratios = [block_ratio_ci(rates(v), rates(baseline)) for v in swept]
-        if swept and all(r["ci95"] is not None and r["ci95"][1] < 1 for r in ratios):
+        ratios = [block_throughput_ratio(batches(v), batches(baseline)) for v in swept]
+        if swept and all(isinstance(ci := r["ci95"], list) and ci[1] < 1 for r in ratios):
             log.warning(
                 "sweep %s: every setting clearly slower than %s at level %g; not measuring it at higher levels",
                 name,

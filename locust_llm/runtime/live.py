@@ -14,10 +14,11 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..analysis.rates import series_mean_ci
+from ..analysis.cycles import Batches, batch_ratio, step_batches
 from ..analysis.stats import summarize
 from ..analysis.validity import CPU_PERCENT_MAX, LOOP_LAG_MS_MAX
 from ..records import Phase, now
@@ -28,6 +29,8 @@ KEEP = 5000
 RATE_WINDOW_S = 10.0
 RECENT_S = 60.0
 TICKS_PER_S = 10  # arrival bins: fine enough that a window edge misplaces at most 0.05 s of tokens
+# What a closed-loop step's request cycles are rebuilt from (``analysis.cycles.step_batches``), one tuple per request.
+CYCLE_COLUMNS = ("worker", "user", "turn", "mode", "t_send", "t_done", "t_end", "error_class", "output_tokens")
 N_BOOT = 400  # a live interval needs to be drawn every second, not to be the report's
 MAX_DENSE_TICKS = 1_000_000  # tick bins a batch's token count may allocate (8 MB) before it sorts instead
 
@@ -50,6 +53,8 @@ class LiveStats:
         self.client: dict[int, dict] = {}
         self.recent: deque = deque(maxlen=KEEP)  # (t_first, variant, TTFT(_sched) ms, tokens per chunk) per request
         self._done: dict[tuple, tuple] = {}  # (variant, level) -> (what it was computed from, point)
+        # (variant, step) -> its closed-loop requests as CYCLE_COLUMNS, kept while the step is measured (``forget``).
+        self.cycles: dict[tuple[str, int], list[tuple]] = {}
 
     def add(
         self,
@@ -63,8 +68,10 @@ class LiveStats:
             intended = r.get("t_intended")
             intended = math.nan if intended is None else intended
             if shift:
-                r = {**r, **{k: r[k] - shift for k in ("t_send", "t_first", "t_end")}}
+                r = {**r, **{k: r[k] - shift for k in ("t_send", "t_first", "t_end", "t_done") if k in r}}
                 intended -= shift
+            if r.get("user", -1) >= 0 and r.get("mode") == "closed":
+                self.cycles.setdefault((r["variant"], r["step"]), []).append(tuple(r.get(c) for c in CYCLE_COLUMNS))
             key = (r["variant"], r["level"])
             figures = self.levels.get(key) or self.levels.setdefault(key, LevelFigures())
             figures.requests += 1
@@ -89,6 +96,31 @@ class LiveStats:
                 figures.tpot_ms.append((t_end - t_first) / (n - 1) * 1000)
         for sample in client_samples:
             self.client[sample["worker"]] = sample
+
+    def _add_cycles(self, table: pa.Table, shift: np.ndarray) -> None:
+        closed = pc.and_(pc.equal(table.column("mode"), "closed"), pc.greater_equal(table.column("user"), 0))
+        closed = closed.to_numpy(zero_copy_only=False)
+        if not closed.any():
+            return
+        rows = table.filter(pa.array(closed))
+        shift = shift[closed]
+        times = {name: (rows.column(name).to_numpy() - shift).tolist() for name in ("t_send", "t_done", "t_end")}
+        columns = [times[name] if name in times else rows.column(name).to_pylist() for name in CYCLE_COLUMNS]
+        keys = zip(rows.column("variant").to_pylist(), rows.column("step").to_pylist(), strict=True)
+        for (variant, step), values in zip(keys, zip(*columns, strict=True), strict=True):
+            self.cycles.setdefault((variant, step), []).append(values)
+
+    def step_batches(self, variant: str, step: int, start: float, end: float) -> Batches:
+        """The throughput batches of a closed-loop step's window ``[start, end)`` from the requests received so far
+        (the analysis's own ``step_batches``); none when the step has no closed-loop requests yet."""
+        rows = self.cycles.get((variant, step))
+        if not rows:
+            return Batches(np.empty(0), np.empty(0), "none")
+        return step_batches(pd.DataFrame(rows, columns=list(CYCLE_COLUMNS)), start, end)
+
+    def forget(self, variant: str, step: int) -> None:
+        """A step's requests are no longer needed (its window is closed and its batches kept)."""
+        self.cycles.pop((variant, step), None)
 
     @staticmethod
     def _count_tokens(bins: Counter, r: dict) -> None:
@@ -126,6 +158,7 @@ class LiveStats:
         accepted = pc.fill_null(table.column("draft_accepted"), 0).to_numpy()
         chunks = pc.list_value_length(table.column("chunk_tokens")).fill_null(0).to_numpy()
         groups, ticks, tokens = self._chunk_ticks(table, group, ok, t_send, t_end, n, chunks)
+        self._add_cycles(table, shift)
 
         has_first = ok & ~np.isnan(t_first)
         idx = np.flatnonzero(has_first)
@@ -233,11 +266,14 @@ class LiveStats:
             )
         return out
 
-    def point(self, variant: str, level: float, windows: list[tuple[float, float]], done: bool) -> dict:
+    def point(
+        self, variant: str, level: float, windows: list[tuple[float, float]], done: bool, batches: list[Batches]
+    ) -> dict:
         """A level's point on the live chart: aggregate tok/s over its steady windows and TPOT P50/P95, with
-        95% intervals once its steps are done."""
+        95% intervals once its steps are done (throughput's over its steps' request-cycle ``batches``, as the
+        analysis draws it)."""
         figures = self.levels.get((variant, level)) or LevelFigures()
-        key = (variant, level, tuple(windows), figures.requests)
+        key = (variant, level, tuple(windows), figures.requests, len(batches))
         cached = self._done.get((variant, level))
         if done and cached and cached[0] == key:
             return cached[1]  # its intervals cost a bootstrap: once per new record, not once per poll
@@ -248,7 +284,7 @@ class LiveStats:
             "level": level,
             "done": done,
             "tps": round(float(rates.mean()), 2) if rates.size else None,
-            "tps_ci": series_mean_ci(rates) if done else None,
+            "tps_ci": _interval(batches) if done else None,
             "tpot_p50": _pct(figures.tpot_ms, 50) or None,
             "tpot_p95": _pct(figures.tpot_ms, 95) or None,
             "tpot_p50_ci": tpot["ci95"]["p50"] if tpot else None,
@@ -288,6 +324,11 @@ def _sum_by_tick(groups: np.ndarray, ticks: np.ndarray, tokens: np.ndarray, n_gr
         found, where = np.unique(keys, return_inverse=True)
         sums = np.bincount(where, weights=tokens)
     return zip((found // span).tolist(), (found % span + low).tolist(), sums.tolist(), strict=False)
+
+
+def _interval(batches: list[Batches]) -> list[float] | None:
+    ci = batch_ratio(Batches.joined(batches)).ci95 if batches else None
+    return [round(ci[0], 2), round(ci[1], 2)] if ci is not None else None
 
 
 def _pct(values: deque, q: float):

@@ -38,8 +38,9 @@ def make_records(n: int, seed: int, max_tokens: int = 1024) -> list[RequestRecor
             level=rng.choice([1, 2.5, 8]),
             step=i % 3,
             phase=rng.choice([Phase.WARMUP, Phase.STEADY, Phase.DRAIN]),
-            mode="open",
+            mode="closed" if i % 4 else "open",
             worker=i % 2,
+            user=i % 5 if i % 4 else -1,
             request_id=f"w-{seed}-{i}",
             seq=i,
             bucket=rng.choice(["short", "long"]),
@@ -178,6 +179,9 @@ def test_live_figures_from_columns_are_those_from_dicts(offsets, days_ago):
     from_columns.add_table(table, offsets)
     assert figures(from_columns) == figures(from_dicts)
     assert list(from_columns.levels) == list(from_dicts.levels)  # the table's rows keep their first-seen order
+    cycles = {key: [list(row) for row in rows] for key, rows in from_columns.cycles.items()}
+    assert same(cycles, {key: [list(row) for row in rows] for key, rows in from_dicts.cycles.items()})
+    assert sum(map(len, cycles.values())) == sum(1 for r in table.to_pylist() if r["mode"] == "closed") > 0
     assert all(same(list(a), list(b)) for a, b in zip(from_columns.recent, from_dicts.recent, strict=False))
     assert len(from_columns.recent) == len(from_dicts.recent) > 0
     assert sum(sum(f.tokens_by_tick.values()) for f in from_columns.levels.values()) > 0

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from locust_llm.analysis.cycles import Batches
 from locust_llm.records import Phase
 from locust_llm.rundir.env import ServerEnv
 from locust_llm.rundir.events import ContextTooLong, ServerExited, ServerStartFailed, SweepStopped
@@ -313,10 +314,11 @@ def sweep_scenario(tmp_path) -> str:
 def test_a_sweep_stops_climbing_where_every_setting_is_clearly_slower(tmp_path, clock, monkeypatch):
     rng = np.random.default_rng(0)
 
-    def token_rates(variant, level, start, end):  # live throughput: every k at half the baseline's
-        return rng.poisson(100 if variant == "baseline" else 50, max(int(end - start), 1)).astype(float)
+    def step_batches(variant, step, start, end):  # live throughput: every k at half the baseline's
+        tokens = rng.poisson(100 if variant == "baseline" else 50, 10).astype(float)
+        return Batches(tokens, np.ones(10), "cycles", 10, 1)
 
-    monkeypatch.setattr(LiveStats, "token_rates", lambda self, *window: token_rates(*window))
+    monkeypatch.setattr(LiveStats, "step_batches", lambda self, *window: step_batches(*window))
     experiment, *_ = run_program(tmp_path, ladder="1,4", step_duration=5, warmup=0, scenario=sweep_scenario(tmp_path))
     assert {(r.variant, r.level) for r in experiment.run.steps} == {
         ("baseline", 1),

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from locust_llm.analysis.cycles import batch_ratio
 from locust_llm.records import Phase
 from locust_llm.runtime.live import LiveStats
 from locust_llm.telemetry.poller import TelemetryPoller
@@ -63,17 +64,30 @@ def test_open_loop_ttft_is_from_the_intended_send_and_says_so():
     assert live.recent[0][2] == pytest.approx(400.0)
 
 
-def test_a_done_level_gets_its_intervals_and_a_running_one_does_not():
+def test_a_done_level_gets_its_intervals_from_its_request_cycles_and_a_running_one_does_not():
     live = LiveStats()
     rng = np.random.default_rng(0)
-    live.add([record(100.0 + i * 0.5, [0.05, 0.1 + g], [1, 1]) for i, g in enumerate(rng.uniform(0, 0.02, 40))], [])
-    running = live.point("v", 2.0, [(100.0, 120.0)], done=False)
+    rows, durations = [], []
+    for user in (0, 1):  # two users, each sending again when its answer ends: 20 cycles of 1 s +-2%, 100 tokens each
+        t = 100.0
+        for _ in range(20):
+            e2e = 1.0 + rng.uniform(-0.02, 0.02)
+            closed = {"user": user, "mode": "closed", "step": 3, "worker": 0, "turn": 0, "t_done": t + e2e}
+            rows.append({**record(t, [0.1 + rng.uniform(0, 0.02), e2e], [50, 50]), **closed})
+            durations.append(e2e)
+            t += e2e
+    live.add(rows, [])
+    batches = live.step_batches("v", 3, 100.0, 125.0)
+    throughput = batch_ratio(batches)
+    assert throughput.value == pytest.approx(4000 / (sum(durations) / 2))  # tokens over cycle time per user
+    running = live.point("v", 2.0, [(100.0, 125.0)], done=False, batches=[])
     assert running["tps_ci"] is None and running["tpot_p50_ci"] is None
-    done = live.point("v", 2.0, [(100.0, 120.0)], done=True)
-    assert done["tps"] == pytest.approx(80 / 20)  # 40 requests x 2 tokens over 20 s
+    done = live.point("v", 2.0, [(100.0, 125.0)], done=True, batches=[batches])
     lo, hi = done["tps_ci"]
-    assert lo < done["tps"] < hi
+    assert 0 < lo < throughput.value < hi and hi / lo < 1.1  # the spread of cycles and of a count
     assert done["tpot_p50_ci"][0] <= done["tpot_p50"] <= done["tpot_p50_ci"][1]
+    live.forget("v", 3)
+    assert live.step_batches("v", 3, 100.0, 125.0).tokens.size == 0
 
 
 def test_live_acceptance_is_the_counters_delta_over_the_window(tmp_path):
