@@ -8,7 +8,11 @@ variants), and prints per level the two runs' output tok/s speed-ups with their 
 
     python benchmarks/hand_started_pair.py reports/<run-id> [--scenario scenarios/tiny-cpu.yaml]
 
-Loopback only; as long as the run it repeats (some six minutes for the default on two cores).
+``--alternate N --report-dir D`` runs both itself, N times in turn (launched, by hand, launched, ...), so that a
+machine whose speed wanders over the hour hits both alike; it prints each run's speed-up and each variant's output
+tok/s and TPOT P50 per level, column by column in run order.
+
+Loopback only; each run as long as the scenario (some six minutes for the default on two cores).
 """
 
 from __future__ import annotations
@@ -65,43 +69,75 @@ def shown(figure: tuple[float | None, list[float] | None, str]) -> str:
     return f"{value:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}] {status}" if ci else f"{value:.3f}x (no CI) {status}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("launched", type=Path, help="a finished run whose servers the plugin started")
-    parser.add_argument("--scenario", type=Path, default=REPO / "scenarios" / "tiny-cpu.yaml")
-    args = parser.parse_args()
-    env = json.loads((args.launched / "env.json").read_text())
-    names = list(env["servers"])
-    report_dir = args.launched.parent
-    run_id = args.launched.name + "-by-hand"
+def figures(run: Path) -> dict[float, str]:
+    """Per level: the speed-up, then each variant's output tok/s and TPOT P50 over its steps."""
+    summary = json.loads((run / "summary.json").read_text())
+    out = {level: shown(figure) for level, figure in speedups(run).items()}
+    for name, variant in summary["variants"].items():
+        for level in sorted({s["level"] for s in variant["steps"]}):
+            steps = [s for s in variant["steps"] if s["level"] == level]
+            tps = "/".join(f"{s['output_tps']:.0f}" for s in steps)
+            tpot = "/".join(f"{s['tpot_ms']['p50']:.1f}" for s in steps if s["tpot_ms"]["p50"] is not None)
+            out[level] = out.get(level, "") + f"; {name} {tps} tok/s, TPOT {tpot} ms"
+    return out
+
+
+def by_hand(launched: Path, scenario: Path, run_id: str) -> Path:
+    """The launched run's servers started by hand, the scenario run against them; the new run's directory."""
+    env = json.loads((launched / "env.json").read_text())
+    report_dir = launched.parent
     servers = []
     try:
         urls = []
-        for name in names:
-            server = env["servers"][name]
+        for name, server in env["servers"].items():
             process, url = start(server["command"], server.get("nice"), report_dir / f"{run_id}-{name}.log")
             servers.append(process)
             urls.append(f"{name}={url}")
-        done = subprocess.run(
-            [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--skip-log"]
-            + ["--scenario", str(args.scenario), "--variant", ",".join(urls)]
-            + ["--report-dir", str(report_dir), "--run-id", run_id],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=3600,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        print(done.stderr[-3000:])
+        locust(scenario, report_dir, run_id, "--variant", ",".join(urls))
     finally:
         for process in servers:
             process.terminate()
             process.wait(timeout=30)
-    launched, by_hand = speedups(args.launched), speedups(report_dir / run_id)
-    print(f"{'level':>6}  {'plugin-launched':<36} {'started by hand':<36}")
-    for level in sorted(set(launched) | set(by_hand)):
-        missing = (None, None, "not measured")
-        print(f"{level:>6g}  {shown(launched.get(level, missing)):<36} {shown(by_hand.get(level, missing)):<36}")
+    return report_dir / run_id
+
+
+def locust(scenario: Path, report_dir: Path, run_id: str, *extra: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--skip-log", "--scenario", str(scenario)]
+        + ["--report-dir", str(report_dir), "--run-id", run_id, *extra],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    print(f"{run_id}: exit {done.returncode}", flush=True)
+    if not (report_dir / run_id / "summary.json").exists():
+        raise SystemExit(done.stderr[-3000:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("launched", type=Path, nargs="?", help="a finished run whose servers the plugin started")
+    parser.add_argument("--scenario", type=Path, default=REPO / "scenarios" / "tiny-cpu.yaml")
+    parser.add_argument("--alternate", type=int, default=0, help="launch and start by hand this many times in turn")
+    parser.add_argument("--report-dir", type=Path, default=REPO / "reports")
+    args = parser.parse_args()
+    if args.alternate:
+        runs = []
+        for round_ in range(1, args.alternate + 1):
+            launched = f"pair-launched-{round_}"
+            locust(args.scenario, args.report_dir, launched)
+            runs.append(args.report_dir / launched)
+            runs.append(by_hand(runs[-1], args.scenario, f"pair-by-hand-{round_}"))
+    elif args.launched is not None:
+        runs = [args.launched, by_hand(args.launched, args.scenario, args.launched.name + "-by-hand")]
+    else:
+        raise SystemExit("give a launched run, or --alternate N")
+    for run in runs:
+        print(run.name)
+        for level, text in sorted(figures(run).items()):
+            print(f"  {level:>4g}: {text}")
 
 
 if __name__ == "__main__":

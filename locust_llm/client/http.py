@@ -1,4 +1,4 @@
-"""The ``requests`` session every control-plane call to a server uses (models, greedy prompts, metrics).
+"""The ``requests`` session every control-plane call to a server uses (models, greedy prompts, metrics): no proxy.
 
 Locust is imported first so that gevent has patched sockets and ssl before requests and urllib3 load;
 every module of the package that needs requests imports it from here.
@@ -6,6 +6,9 @@ every module of the package that needs requests imports it from here.
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 from typing import TYPE_CHECKING
 
 import locust  # noqa: F401, I001  (gevent must patch sockets before requests is imported)
@@ -20,6 +23,17 @@ if TYPE_CHECKING:
 
 __all__ = ["requests", "session"]
 
+log = logging.getLogger(__name__)
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+@functools.cache
+def _say_proxies_unused() -> None:
+    """Once per process: a proxy set in the environment is not used, for any request of the run."""
+    named = [name for name in PROXY_VARIABLES if os.environ.get(name)]
+    if named:
+        log.info("%s set: not used; every request of the run goes directly to its server", ", ".join(named))
+
 
 class TrustingAdapter(requests.adapters.HTTPAdapter):
     """Trusts the CAs the streams trust (``tls_context``: the system's, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
@@ -31,6 +45,11 @@ class TrustingAdapter(requests.adapters.HTTPAdapter):
     def __init__(self, tls: ssl.SSLContext, **kwargs):
         self.tls = tls  # before HTTPAdapter.__init__, which builds the pool manager
         super().__init__(**kwargs)
+
+    def send(self, request, **kwargs):
+        # Direct, like the streams (their reader speaks to the server itself) and ``control``: with HTTP_PROXY set
+        # and 127.0.0.1 not in NO_PROXY, requests would send /metrics to the proxy while the streams go direct.
+        return super().send(request, **{**kwargs, "proxies": {}})
 
     def init_poolmanager(self, *args, **kwargs) -> None:
         super().init_poolmanager(*args, **{**kwargs, "ssl_context": self.tls})
@@ -48,6 +67,7 @@ def session(purpose: str, pool_size: int = 16, verify_tls: bool = True) -> reque
         ledger.count(purpose, request.method or "GET", request.url or "")
         return request
 
+    _say_proxies_unused()
     s = requests.Session()
     s.auth = with_key
     adapter = TrustingAdapter(tls_context(verify_tls), pool_connections=1, pool_maxsize=pool_size, max_retries=0)
