@@ -144,7 +144,7 @@ def step_status(step: dict, host: dict | None, load: RecordedLoad) -> tuple[str,
     if drifting:
         reasons["unsteady"] = " and ".join(drifting) + " within the steady window"
     noisy = [
-        f"{STEADY_NAMES[name]} drift {_interval(check[name]['drift_ci95'])} of its mean"
+        f"{STEADY_NAMES[name]} drift {_interval(check[name]['drift_ci90'])} of its mean (90% interval)"
         for name in deciding
         if check.get(name) and check[name].get("status") == TOO_NOISY
     ]

@@ -7,11 +7,12 @@ drift (on AR(1) noise with lag-1 correlation 0.8 and 12% spread, 30 s windows: h
 variance is inflated the way the speed-up intervals inflate a mean's (``rates.lag1`` of the fit's residuals,
 ``rates.ar1_inflation``), and its t quantile has the effective number of points minus 2 degrees of freedom.
 
-Steadiness is an equivalence test: a window is ``steady`` when the whole interval of its drift (the fitted change across
-the window, as a fraction of the mean) lies inside +-``tolerance`` (10%); ``unsteady`` when the interval excludes no
-drift and is not inside the margin (a drift is seen, and it is not shown to be small); ``too noisy`` when the interval
-holds 0 but reaches past the margin: the window cannot tell a steady server from a drifting one. A noisy window is
-never called steady because its interval is wide (absence of evidence is not evidence of absence).
+Steadiness is an equivalence test: a window is ``steady`` when its drift (the fitted change across the window, as a
+fraction of the mean) is shown to lie inside +-``tolerance`` (10%) by two one-sided tests at ``alpha`` (5%), i.e. when
+its ``1 - 2 alpha`` (90%) interval lies inside the margin (Schuirmann's TOST); ``unsteady`` when it is not and its
+``1 - alpha`` (95%) interval excludes no drift (a drift is seen, and it is not shown to be small); ``too noisy``
+otherwise: the window cannot tell a steady server from a drifting one. A noisy window is never called steady because
+its interval is wide (absence of evidence is not evidence of absence).
 
 Pure functions (numpy only; the t quantile is :func:`stats.t_quantile`, no scipy). No Locust imports.
 """
@@ -37,7 +38,7 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
     """Ordinary-least-squares drift of ``values`` against ``times`` (seconds) over a window.
 
     Returns ``{"slope", "ci95", "relative_slope_per_min", "steady", "status", "n", "window_s", "mean",
-    "drift_fraction", "drift_ci95", "rho"}``:
+    "drift_fraction", "drift_ci95", "drift_ci90", "rho"}``:
 
     * ``slope``: OLS slope ``b = Sxy / Sxx`` in value units per second;
     * ``ci95``: ``[b - t * se, b + t * se]`` with ``se = sqrt(SSR / (n - 2) / Sxx * inflation)`` and ``t`` the
@@ -51,9 +52,10 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
     * ``drift_fraction``: ``|b| * window_s / |mean|``, the fitted change across the whole window relative to the
       mean, where ``window_s = max(times) - min(times)``;
     * ``drift_ci95``: ``ci95`` as the fitted change across the window relative to the mean (signed);
-    * ``status``: ``steady`` when ``drift_ci95`` lies inside ``(-tolerance, tolerance)`` (default 10%),
-      ``unsteady`` when it excludes 0 and is not inside, ``too noisy`` when it holds 0 and reaches past the margin
-      (module docstring); ``steady`` is True / False / None for the three.
+      ``drift_ci90``: the same at ``1 - 2 alpha`` (the equivalence test's interval);
+    * ``status``: ``steady`` when ``drift_ci90`` lies inside ``(-tolerance, tolerance)`` (default 10%),
+      else ``unsteady`` when ``drift_ci95`` excludes 0, else ``too noisy`` (module docstring); ``steady`` is
+      True / False / None for the three.
 
     Only pairs where both time and value are finite are used. With fewer than 3 of them, or all at the same
     time, there is no residual variance to judge by: ``slope`` / ``ci95`` are None where undefined and
@@ -77,6 +79,7 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
         "mean": float(y.mean()) if n else None,
         "drift_fraction": None,
         "drift_ci95": None,
+        "drift_ci90": None,
         "status": None,
         "rho": None,
     }
@@ -100,20 +103,28 @@ def drift(times, values, alpha: float = 0.05, tolerance: float = DRIFT_TOLERANCE
     inflation = ar1_inflation(rho)
     out["rho"] = rho
     se = math.sqrt(float(np.dot(residuals, residuals)) / (n - 2) / sxx * inflation)
-    half = t_quantile(1.0 - alpha / 2.0, max(n / inflation - 2.0, 1.0)) * se
-    lo, hi = slope - half, slope + half
-    out["ci95"] = [lo, hi]
+    df = max(n / inflation - 2.0, 1.0)
+    half = t_quantile(1.0 - alpha / 2.0, df) * se
+    out["ci95"] = [slope - half, slope + half]
     if mean == 0.0:
         return out
-    lo_f, hi_f = sorted((lo * window_s / mean, hi * window_s / mean))
+    lo_f, hi_f = _relative(slope, half, window_s, mean)
     out["drift_ci95"] = [lo_f, hi_f]
-    if -tolerance < lo_f and hi_f < tolerance:
+    lo_e, hi_e = _relative(slope, t_quantile(1.0 - alpha, df) * se, window_s, mean)
+    out["drift_ci90"] = [lo_e, hi_e]
+    if -tolerance < lo_e and hi_e < tolerance:
         out["status"], out["steady"] = STEADY, True
     elif lo_f > 0.0 or hi_f < 0.0:
         out["status"], out["steady"] = UNSTEADY, False
     else:
         out["status"] = TOO_NOISY
     return out
+
+
+def _relative(slope: float, half: float, window_s: float, mean: float) -> tuple[float, float]:
+    """``slope +- half`` as the signed change across the window, relative to the mean."""
+    lo, hi = sorted(((slope - half) * window_s / mean, (slope + half) * window_s / mean))
+    return lo, hi
 
 
 def batch_drift(batches: Batches, start: float, end: float) -> dict | None:

@@ -71,8 +71,8 @@ class Drift(Doc):
     steady: bool | None = None
     """True when ``status`` is steady, False when unsteady, null when too noisy (or too few points)."""
     status: str | None = None
-    """steady: ``drift_ci95`` inside +-10%; unsteady: it excludes 0 and is not inside; too noisy: it holds 0 and
-    reaches past +-10% (the window cannot tell); null: too few points."""
+    """steady: ``drift_ci90`` inside +-10% (two one-sided tests at 5%); unsteady: otherwise, when ``drift_ci95``
+    excludes 0; too noisy: neither (the window cannot tell); null: too few points."""
     n: int = 0
     """Number of points fitted."""
     window_s: float = 0.0
@@ -83,6 +83,8 @@ class Drift(Doc):
     """Fitted change across the window relative to the mean."""
     drift_ci95: Interval = None
     """95% interval of the signed fitted change across the window relative to the mean."""
+    drift_ci90: Interval = None
+    """90% interval of the same: inside +-10% is the equivalence test's "steady"."""
     rho: float | None = None
     """Bias-corrected lag-1 autocorrelation of the fit's residuals; the slope's variance is inflated by
     (1 + rho) / (1 - rho) and its t quantile has n (1 - rho) / (1 + rho) - 2 degrees of freedom."""

@@ -135,7 +135,7 @@ def test_an_open_loop_step_is_judged_on_latency_and_in_flight_not_on_its_arrival
 
 
 def test_steadiness_is_an_equivalence_test_with_a_too_noisy_status():
-    """Steady only when the whole drift interval lies inside +-10%; a wide interval holding 0 is too noisy, not
+    """Steady only when the 90% drift interval lies inside +-10%; a wide interval holding 0 is too noisy, not
     steady (absence of evidence); a drift seen and not shown to be small is unsteady."""
     rng = np.random.default_rng(10)
     t = np.arange(60) + 0.5
@@ -149,3 +149,16 @@ def test_steadiness_is_an_equivalence_test_with_a_too_noisy_status():
     noisy = drift(short, 100.0 + rng.normal(0.0, 20.0, short.size), autocorrelated=False)
     assert noisy["status"] == "too noisy" and noisy["steady"] is None
     assert noisy["drift_ci95"][0] < 0.0 < noisy["drift_ci95"][1]
+
+
+def test_steady_is_two_one_sided_tests_at_5_percent_the_90_percent_interval_inside_the_margin():
+    """Five points, no slope, residuals (a, -a, 0, -a, a) with a = 2.5 around 100: by hand, the slope's error is
+    sqrt(4 a^2 / 3 / 10) and the change across the 4 s window is +-t * se * 4 / 100, with t(0.95, 3) = 2.353363
+    (90%) and t(0.975, 3) = 3.182446 (95%): +-8.59% and +-11.62%. Equivalence at 5% (TOST) holds: steady, where
+    asking it of the 95% interval (a test at 2.5%) called the window too noisy."""
+    a = 2.5
+    judged = drift(np.arange(5.0), 100.0 + np.array([a, -a, 0.0, -a, a]), autocorrelated=False)
+    se = math.sqrt(4 * a**2 / 3 / 10)
+    assert judged["drift_ci90"] == pytest.approx([-2.353363 * se * 0.04, 2.353363 * se * 0.04], abs=1e-6)
+    assert judged["drift_ci95"] == pytest.approx([-3.182446 * se * 0.04, 3.182446 * se * 0.04], abs=1e-6)
+    assert judged["status"] == "steady" and judged["steady"] is True
