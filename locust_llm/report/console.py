@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..analysis.documents.regression import RunComparison
 from ..analysis.documents.summary import Summary, Verdict
 from ..fmt import lvl, ms, times
+from .headline import JUDGED
 from .probes import probe_lines
 from .scale_out import scale_out_lines
 from .soak import soak_lines
@@ -60,7 +61,10 @@ def verdict_table(summary: Summary, verdict: Verdict) -> str:
             )
     for comparison in summary.comparisons:
         crossover = lvl(comparison.crossover_level) if comparison.crossover_level is not None else "none"
-        levels = ", ".join(f"{lvl(s.level)} {s.status}" for s in comparison.steps)
+        levels = ", ".join(
+            f"{lvl(s.level)} {s.status}" + (f" ({s.pairs_note})" if s.pairs_note and s.status in JUDGED else "")
+            for s in comparison.steps
+        )
         lines.append(
             f"{comparison.variant} vs {comparison.baseline} (levels: {levels}): crossover {crossover}; "
             f"{comparison.recommendation}"

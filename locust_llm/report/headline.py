@@ -29,6 +29,7 @@ class LevelBadge:
     level: str
     status: str
     speedup: str | None
+    pairs: str | None  # "1 of 2 pairs: period effect not balanced" when the verdict rests on fewer than planned
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,7 @@ def _card(view: RunView, comp: Comparison, blocked: str | None) -> Card:
                 lvl(s.level),
                 s.status,
                 times(getattr(s, f"{comp.metric}_speedup").value) if s.status in JUDGED else None,
+                s.pairs_note if s.status in JUDGED else None,
             )
             for s in steps
         ),

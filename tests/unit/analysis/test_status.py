@@ -275,3 +275,22 @@ def test_a_usage_check_made_after_its_record_was_sent_amends_the_run(tmp_path):
     assert step.suspect_usage == 2 and step.errors == 2 and step.status == "suspect-usage"
     assert step.errors_by_class == {"suspect_usage": 2}
     assert pq.read_table(run / "requests.parquet").column("error_class").null_count == len(rows)
+
+
+def test_a_level_judged_on_one_of_its_two_pairs_says_so_in_its_verdict(tmp_path):
+    """ABBA at level 1, the baseline's second block beside a burner: the level is judged on its first pair alone,
+    1.5x faster, and every place that gives the level's verdict says it rests on 1 of 2 pairs."""
+    rows, steps, t = [], [], START
+    for variant, step, e2e in (("baseline", 0, 0.45), ("spec", 0, 0.3), ("spec", 2, 0.3), ("baseline", 2, 0.45)):
+        busy = [(t, t + 20.0)]
+        closed_step(rows, steps, variant, step, 1, t, 20.0, e2e)
+        t += 30.0
+    run = write_run(tmp_path, rows, steps)
+    write_host(run, busy)
+    outcome = finish_run(run)
+    (level,) = outcome.summary.comparisons[0].steps
+    assert level.status == "clean" and level.output_tps_speedup.value == pytest.approx(1.5, rel=0.05)
+    assert level.output_tps_speedup.blocks == 1 and level.output_tps_speedup.pairs_planned == 2
+    assert level.pairs_note == "1 of 2 pairs: period effect not balanced"
+    assert "- Levels: 1 clean 1.50x (1 of 2 pairs: period effect not balanced)" in (run / "summary.md").read_text()
+    assert "1 clean (1 of 2 pairs: period effect not balanced)" in outcome.text
