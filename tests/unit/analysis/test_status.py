@@ -160,17 +160,23 @@ def test_a_throughput_collapse_is_flagged_as_an_anomaly(tmp_path):
     assert high.anomaly and "more than half" in high.anomaly
 
 
+def abba_with_a_busy_last_block(tmp_path, e2e: tuple[float, float, float, float]):
+    """ABBA at level 1 (baseline, spec, spec, baseline), each block's requests taking ``e2e`` seconds; the last block
+    (the baseline's second) ran beside a burner."""
+    rows, steps, t = [], [], START
+    for (variant, step), seconds in zip((("baseline", 0), ("spec", 0), ("spec", 2), ("baseline", 2)), e2e, strict=True):
+        busy = [(t, t + 20.0)]
+        closed_step(rows, steps, variant, step, 1, t, 20.0, seconds)
+        t += 30.0
+    run = write_run(tmp_path, rows, steps)
+    write_host(run, busy)
+    return finish_run(run)
+
+
 def test_a_level_with_a_short_block_and_a_busy_block_names_the_busy_host(tmp_path):
     """ABBA at level 1: the baseline's first block is too short (9 s requests), its second ran beside a burner;
     the level's status and the exit-5 reason name the more serious one, the busy host, with its process."""
-    rows, steps, t = [], [], START
-    for variant, step, e2e in (("baseline", 0, 9.0), ("spec", 0, 0.3), ("spec", 2, 0.3), ("baseline", 2, 0.5)):
-        busy = [(t, t + 20.0)]
-        closed_step(rows, steps, variant, step, 1, t, 20.0, e2e)
-        t += 30.0
-    run = write_run(tmp_path, rows, steps)
-    write_host(run, busy)  # only the last block (the baseline's second) was contended
-    outcome = finish_run(run)
+    outcome = abba_with_a_busy_last_block(tmp_path, (9.0, 0.3, 0.3, 0.5))
     assert [s.status for s in outcome.summary.variants["baseline"].steps] == ["insufficient", "contended"]
     (level,) = outcome.summary.comparisons[0].steps
     assert level.status == "contended"
@@ -280,17 +286,10 @@ def test_a_usage_check_made_after_its_record_was_sent_amends_the_run(tmp_path):
 def test_a_level_judged_on_one_of_its_two_pairs_says_so_in_its_verdict(tmp_path):
     """ABBA at level 1, the baseline's second block beside a burner: the level is judged on its first pair alone,
     1.5x faster, and every place that gives the level's verdict says it rests on 1 of 2 pairs."""
-    rows, steps, t = [], [], START
-    for variant, step, e2e in (("baseline", 0, 0.45), ("spec", 0, 0.3), ("spec", 2, 0.3), ("baseline", 2, 0.45)):
-        busy = [(t, t + 20.0)]
-        closed_step(rows, steps, variant, step, 1, t, 20.0, e2e)
-        t += 30.0
-    run = write_run(tmp_path, rows, steps)
-    write_host(run, busy)
-    outcome = finish_run(run)
+    outcome = abba_with_a_busy_last_block(tmp_path, (0.45, 0.3, 0.3, 0.45))
     (level,) = outcome.summary.comparisons[0].steps
     assert level.status == "clean" and level.output_tps_speedup.value == pytest.approx(1.5, rel=0.05)
     assert level.output_tps_speedup.blocks == 1 and level.output_tps_speedup.pairs_planned == 2
     assert level.pairs_note == "1 of 2 pairs: period effect not balanced"
-    assert "- Levels: 1 clean 1.50x (1 of 2 pairs: period effect not balanced)" in (run / "summary.md").read_text()
+    assert "- Levels: 1 clean 1.50x (1 of 2 pairs: period effect not balanced)" in (tmp_path / "summary.md").read_text()
     assert "1 clean (1 of 2 pairs: period effect not balanced)" in outcome.text

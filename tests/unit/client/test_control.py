@@ -1,6 +1,7 @@
 """Control-plane requests (/v1/models, /tokenize) and the consistency prompts never hold a run: a total deadline
 (not a per-read timeout), a cap on what is read, and a stop after the first failure or on SIGTERM."""
 
+import logging
 import socket
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 from gevent.event import Event
 from gevent.server import StreamServer
 
-from locust_llm.client import control
+from locust_llm.client import control, http
 from locust_llm.client.greedy import greedy_outputs
 from locust_llm.client.tokenizer import ServerTokenizer
 from locust_llm.servers.base import get_json
@@ -55,6 +56,8 @@ class Misbehaving:
                 for _ in range(TRICKLES):
                     sock.sendall(b"a")
                     gevent.sleep(0.2)
+            elif self.mode == "ok":
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
             elif self.mode in ("endless_error", "endless_answer"):
                 status = b"500 Internal Server Error" if self.mode == "endless_error" else b"200 OK"
                 sock.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n\r\n")
@@ -108,7 +111,7 @@ def test_the_deadline_holds_without_gevent_too():
     """``servers`` and ``workload`` also run unpatched (``locust-llm serve``): the timer still ends the read."""
     script = textwrap.dedent("""
         import socket, threading, time
-        from locust_llm.client import control
+        from locust_llm.client import control, http
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen()
@@ -158,3 +161,19 @@ def test_a_stop_abandons_the_consistency_prompt_in_flight():
         assert server.requests == 1
     assert answers[0].error == "stopped: the run was interrupted"
     assert all("not asked after: stopped" in a.error for a in answers[1:])
+
+
+def test_a_proxy_in_the_environment_is_not_used_and_said_once(monkeypatch, caplog):
+    """HTTP_PROXY set (as on many corporate machines), loopback not in NO_PROXY: the streams cannot go through a
+    proxy, so /metrics and every other request of the run go direct too."""
+    for name in (*http.PROXY_VARIABLES, "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with Misbehaving("ok") as server, Misbehaving("ok") as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        http._say_proxies_unused.cache_clear()
+        with caplog.at_level(logging.INFO, logger=http.__name__):
+            answers = [http.session("telemetry").get(server.url + "/metrics", timeout=5) for _ in range(2)]
+        assert [a.status_code for a in answers] == [200, 200]
+        assert server.requests == 2 and proxy.requests == 0
+    said = [r.getMessage() for r in caplog.records if "HTTP_PROXY" in r.getMessage()]
+    assert said == ["HTTP_PROXY set: not used; every request of the run goes directly to its server"]
