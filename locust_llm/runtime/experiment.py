@@ -254,6 +254,7 @@ class Experiment:
             return
         row.t_steady = now()
         self.run.write_steps()
+        self.recorder.live.collect(variant, step)
         self.broadcast(variant, step, level, Phase.STEADY, t_start=row.t_start, context=context, base_urls=sent_to)
         yield from self.hold(row.t_steady + self.plan.steady_s(level), tick)
         row.extended_s = 0.0

@@ -53,7 +53,8 @@ class LiveStats:
         self.client: dict[int, dict] = {}
         self.recent: deque = deque(maxlen=KEEP)  # (t_first, variant, TTFT(_sched) ms, tokens per chunk) per request
         self._done: dict[tuple, tuple] = {}  # (variant, level) -> (what it was computed from, point)
-        # (variant, step) -> its closed-loop requests as CYCLE_COLUMNS, kept while the step is measured (``forget``).
+        # (variant, step) -> its closed-loop requests as CYCLE_COLUMNS, kept from ``collect`` to ``forget`` (while the
+        # step is measured: records that arrive later, a tokenizer's deferred splits, are not held for the whole run).
         self.cycles: dict[tuple[str, int], list[tuple]] = {}
 
     def add(
@@ -70,8 +71,9 @@ class LiveStats:
             if shift:
                 r = {**r, **{k: r[k] - shift for k in ("t_send", "t_first", "t_end", "t_done") if k in r}}
                 intended -= shift
-            if r.get("user", -1) >= 0 and r.get("mode") == "closed":
-                self.cycles.setdefault((r["variant"], r["step"]), []).append(tuple(r.get(c) for c in CYCLE_COLUMNS))
+            kept = self.cycles.get((r["variant"], r.get("step", -1)))
+            if kept is not None and r.get("user", -1) >= 0 and r.get("mode") == "closed":
+                kept.append(tuple(r.get(c) for c in CYCLE_COLUMNS))
             key = (r["variant"], r["level"])
             figures = self.levels.get(key) or self.levels.setdefault(key, LevelFigures())
             figures.requests += 1
@@ -98,6 +100,8 @@ class LiveStats:
             self.client[sample["worker"]] = sample
 
     def _add_cycles(self, table: pa.Table, shift: np.ndarray) -> None:
+        if not self.cycles:
+            return
         closed = pc.and_(pc.equal(table.column("mode"), "closed"), pc.greater_equal(table.column("user"), 0))
         closed = closed.to_numpy(zero_copy_only=False)
         if not closed.any():
@@ -107,8 +111,10 @@ class LiveStats:
         times = {name: (rows.column(name).to_numpy() - shift).tolist() for name in ("t_send", "t_done", "t_end")}
         columns = [times[name] if name in times else rows.column(name).to_pylist() for name in CYCLE_COLUMNS]
         keys = zip(rows.column("variant").to_pylist(), rows.column("step").to_pylist(), strict=True)
-        for (variant, step), values in zip(keys, zip(*columns, strict=True), strict=True):
-            self.cycles.setdefault((variant, step), []).append(values)
+        for key, values in zip(keys, zip(*columns, strict=True), strict=True):
+            kept = self.cycles.get(key)
+            if kept is not None:
+                kept.append(values)
 
     def step_batches(self, variant: str, step: int, start: float, end: float) -> Batches:
         """The throughput batches of a closed-loop step's window ``[start, end)`` from the requests received so far
@@ -117,6 +123,10 @@ class LiveStats:
         if not rows:
             return Batches(np.empty(0), np.empty(0), "none")
         return step_batches(pd.DataFrame(rows, columns=list(CYCLE_COLUMNS)), start, end)
+
+    def collect(self, variant: str, step: int) -> None:
+        """Keep the step's closed-loop requests as they arrive (its steady window begins)."""
+        self.cycles.setdefault((variant, step), [])
 
     def forget(self, variant: str, step: int) -> None:
         """A step's requests are no longer needed (its window is closed and its batches kept)."""

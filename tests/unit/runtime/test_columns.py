@@ -175,6 +175,9 @@ def test_live_figures_from_columns_are_those_from_dicts(offsets, days_ago):
         batch.add(record)
     table = to_table(batch.columns())
     from_dicts, from_columns = LiveStats(), LiveStats()
+    for live in (from_dicts, from_columns):
+        for record in records:
+            live.collect(record.variant, record.step)
     from_dicts.add(table.to_pylist(), [], offsets)
     from_columns.add_table(table, offsets)
     assert figures(from_columns) == figures(from_dicts)

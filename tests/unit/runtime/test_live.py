@@ -76,7 +76,10 @@ def test_a_done_level_gets_its_intervals_from_its_request_cycles_and_a_running_o
             rows.append({**record(t, [0.1 + rng.uniform(0, 0.02), e2e], [50, 50]), **closed})
             durations.append(e2e)
             t += e2e
+    live.collect("v", 3)
+    live.add([{**rows[0], "step": 4}], [])  # a step not being collected: its requests are not held
     live.add(rows, [])
+    assert list(live.cycles) == [("v", 3)]
     batches = live.step_batches("v", 3, 100.0, 125.0)
     throughput = batch_ratio(batches)
     assert throughput.value == pytest.approx(4000 / (sum(durations) / 2))  # tokens over cycle time per user
