@@ -3,14 +3,17 @@
     .venv/bin/python benchmarks/step_intervals.py [--runs 400]
 
 1. Step throughput interval (``analysis.cycles``): one user, 30 s windows of cycles that start with a 100 ms prefill
-   earning no token; coverage of the true throughput and the lowest lower bound.
+   earning no token; coverage of the true throughput and the lowest lower bound. Then 2 users on a server whose
+   speed wanders (the AR(1) noise below): coverage of its long-run throughput by one window's interval.
 2. Steadiness (``analysis.steady``, equivalence within +-10%): the share of windows called steady, unsteady (a false
    alarm when the server is stationary) and too noisy, (a) on 30 one-second bins of stationary AR(1) noise
    (phi 0.8, 12% spread) and with a real 15% linear drift across the window; (b) over the request-cycle batches of
    2 users on a server whose speed follows that AR(1) noise, stationary and with a 15% drift.
 3. A/A speed-up (``analysis.cycles.block_throughput_ratio``): both "variants" the same server at 2 users, 30 s
    blocks in ABBA order, the server's speed a shared AR(1) slowdown (phi 0.8, 12% between seconds): the share of
-   intervals that exclude 1 (false exclusions, nominal 5%), the median and largest hi/lo ratio, and the same figures
+   intervals that exclude 1 (false exclusions, nominal 5%), the median and largest hi/lo ratio, the same with a
+   server that wanders more slowly (phi 0.9, 0.95: memory longer than a batch; the autocorrelation correction's
+   limit) and one that never wanders, and the same figures
    for the per-second-bin interval of the previous release (``rates.block_ratio_ci``).
 """
 
@@ -76,6 +79,23 @@ def throughput_coverage(rng, runs: int) -> str:
     return f"coverage {covered / runs:.1%} of {runs} (nominal 95%), lowest lower bound {min(lows):.1f} tok/s"
 
 
+def throughput_coverage_wandering(rng, runs: int) -> str:
+    """2 users on a server whose speed follows the AR(1) noise: how often a window's interval covers the server's
+    long-run throughput (the truth taken from 8 windows of 3,000 s)."""
+    longs = []
+    for _ in range(8):
+        frame, start, end = closed_loop(rng, users=2, slots=2, window_s=3000.0, slowdown=slowdown_of(rng, 3040.0))
+        longs.append(batch_ratio(step_batches(frame, start, end)).value)
+    truth = float(np.mean(longs))
+    covered = 0
+    for _ in range(runs):
+        slowdown = slowdown_of(rng, WINDOW_S + 40)
+        frame, start, end = closed_loop(rng, users=2, slots=2, window_s=WINDOW_S, slowdown=slowdown)
+        ci = batch_ratio(step_batches(frame, start, end)).ci95
+        covered += ci is not None and ci[0] <= truth <= ci[1]
+    return f"coverage of the long-run {truth:.1f} tok/s {covered / runs:.1%} of {runs} (nominal 95%)"
+
+
 def steadiness_bins(rng, runs: int, drift_fraction: float, noise_of=(PHI, SIGMA)) -> str:
     results = []
     t = np.arange(int(WINDOW_S)) + 0.5
@@ -97,11 +117,11 @@ def steadiness_cycles(rng, runs: int, drift_fraction: float, noise_of=(PHI, SIGM
     return statuses(results)
 
 
-def aa(rng, runs: int) -> tuple[str, str]:
+def aa(rng, runs: int, noise_of=(PHI, SIGMA)) -> tuple[str, str]:
     new, old = [], []
     for _ in range(runs):
         block_s = WINDOW_S + 10.0
-        slowdown = slowdown_of(rng, 4 * block_s + 40)
+        slowdown = slowdown_of(rng, 4 * block_s + 40, noise_of=noise_of)
         blocks: dict[str, dict[int, object]] = {"A": {}, "B": {}}
         bins: dict[str, dict[int, np.ndarray]] = {"A": {}, "B": {}}
         for i, (side, pair) in enumerate((("A", 0), ("B", 0), ("B", 1), ("A", 1))):
@@ -132,6 +152,10 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     print(f"step throughput, 1 user, {WINDOW_S:g} s: {throughput_coverage(rng, args.runs)}")
+    print(
+        f"step throughput, 2 users, {WINDOW_S:g} s, AR(1) phi {PHI} sigma {SIGMA:.0%}: "
+        f"{throughput_coverage_wandering(rng, args.runs)}"
+    )
     for noise in ((PHI, SIGMA), MILD):
         name = f"AR(1) phi {noise[0]} sigma {noise[1]:.0%}"
         for drifting in (0.0, DRIFT):
@@ -144,6 +168,10 @@ def main() -> None:
     new, old = aa(rng, max(args.runs // 2, 20))
     print(f"A/A speed-up, 2 users, ABBA of {WINDOW_S:g} s blocks, cycle batches: {new}")
     print(f"A/A speed-up, same runs, per-second bins (previous release): {old}")
+    for other in ((0.9, SIGMA), (0.95, 0.10), (0.0, 0.0)):
+        wander, _ = aa(rng, max(args.runs // 2, 20), other)
+        name = f"AR(1) phi {other[0]} sigma {other[1]:.0%}" if other[1] else "a server that never wanders"
+        print(f"A/A speed-up, {name}, cycle batches: {wander}")
     # The noise alone: each side's mean over 2 blocks of 30 s of AR(1) seconds has a standard error of about
     print(f"(the AR(1) noise alone: {SIGMA * math.sqrt((1 + PHI) / (1 - PHI) / (2 * WINDOW_S)):.1%} per side)")
 

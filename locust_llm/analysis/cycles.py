@@ -18,7 +18,15 @@ delta-method variance ``k / (k - 1) * sum((R_j - value T_j)^2) / sum(T)^2``; the
 (``value * exp(+-t_{k-1} se / value)``), so it is never negative; a count's Poisson spread (``1 / sqrt(tokens)`` on
 the log scale) is its floor, so it never has zero width. Batches of several cycles each are nearly
 independent, where 1-second bins of one or two cycles measure where a cycle falls, not the server. With fewer than
-5 batches there is no interval: "too short: no interval" (``note``).
+5 batches there is no interval: "too short: no interval" (``note``). That interval is the window's: a server whose
+speed wanders on a scale of seconds (AR(1), phi 0.8, 12%) makes a 30 s window's figure miss its long-run throughput
+more often than 5% (80.2% coverage, benchmarks/step_intervals.py), which a comparison of two windows must allow for.
+
+Speed-up. Variant and baseline are measured at different times, so the server's wander between their blocks is
+noise the ratio carries. Consecutive batches of a wandering server are correlated, which the batch variance does
+not see: the lag-1 autocorrelation of the batches' rates, pooled over the level's blocks (each about its own mean)
+and corrected for a short series' downward bias (``E[r] = rho - (1 + 3 rho) / n``), inflates each pair's variance
+by ``(1 + rho) / (1 - rho)`` and divides its degrees of freedom by the same factor (the batches' effective number).
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ __all__ = [
     "MIN_CYCLES_PER_USER",
     "Batches",
     "Throughput",
+    "batch_lag1",
     "batch_ratio",
     "block_throughput_ratio",
     "step_batches",
@@ -46,6 +55,10 @@ MIN_BATCHES = 5
 MAX_BATCHES = 10
 CYCLES_PER_USER_BATCH = 2
 MIN_BATCH_S = 2.0
+# The lag-1 estimate from ~10 batches a block has a standard error near 0.3: above 0.7 it is mostly its own noise,
+# and the degrees of freedom it would leave (under 2 a pair) widen intervals to nothing (A/A, phi 0.8: the same 4.6%
+# false exclusions, the widest interval 3.2x instead of 79x with 0.9; benchmarks/step_intervals.py).
+MAX_LAG1 = 0.7
 TOO_SHORT = "too short: no interval"
 MIN_CYCLES_PER_USER = MIN_BATCHES * CYCLES_PER_USER_BATCH  # a closed-loop step's least for an interval
 
@@ -159,25 +172,54 @@ def _cycle_batches(sent: pd.DataFrame, start: float, end: float) -> Batches:
     return Batches(tokens, seconds, "cycles", int(np.count_nonzero(keep)), users)
 
 
+def batch_lag1(parts: list[Batches]) -> float:
+    """Lag-1 autocorrelation of consecutive batches' rates, pooled over ``parts`` (each about its own mean), corrected
+    for the downward bias of short series and held in ``[0, MAX_LAG1]`` (0: too few batches to tell)."""
+    products = squares = 0.0
+    series = 0
+    points = 0
+    for part in parts:
+        if part.tokens.size < 3 or not (part.seconds > 0).all():
+            continue
+        rates = part.tokens / part.seconds
+        centred = rates - rates.mean()
+        products += float(centred[1:] @ centred[:-1])
+        squares += float(centred @ centred)
+        series += 1
+        points += centred.size
+    if not series or squares <= 0:
+        return 0.0
+    n = points / series
+    if n <= 3:
+        return 0.0
+    r = products / squares
+    # Marriott-Pope: a series of n points about its own mean gives E[r] = rho - (1 + 3 rho) / n; solved for rho.
+    return min(max((r * n + 1.0) / (n - 3.0), 0.0), MAX_LAG1)
+
+
 def block_throughput_ratio(
     variant: dict[int, Batches], baseline: dict[int, Batches], alpha: float = 0.05
 ) -> dict[str, object]:
     """Throughput speed-up, variant / baseline, as ``rates.block_ratio_ci`` gives it (``value``, ``ci95``,
     ``blocks``, ``blocks_agree``, ``block_values``, ``q``): block ``r`` of each side paired (the same step number; else
-    each side's blocks joined), each pair's log ratio with the variance of the two sides' log throughputs, pooled
-    with Cochran's Q for agreement. Blocks without an interval (fewer than 5 batches) are left out of the pairs;
-    without any pair ``value`` is the ratio of all blocks joined, with no interval."""
+    each side's blocks joined), each pair's log ratio with the variance of the two sides' log throughputs (inflated
+    by the batches' autocorrelation, ``batch_lag1``; module docstring), pooled with Cochran's Q for agreement.
+    Blocks without an interval (fewer than 5 batches) are left out of the pairs; without any pair ``value`` is the
+    ratio of all blocks joined, with no interval."""
     keys = sorted(set(variant) & set(baseline))
     pairs = (
         [(variant[k], baseline[k]) for k in keys]
         if keys
         else [(Batches.joined(list(variant.values())), Batches.joined(list(baseline.values())))]
     )
+    rho = batch_lag1([part for pair in pairs for part in pair])
+    inflation = (1.0 + rho) / (1.0 - rho)
     logs = []
     for v, b in pairs:
         fv, fb = batch_ratio(v, alpha), batch_ratio(b, alpha)
         if fv.se_log is not None and fb.se_log is not None and fv.value and fb.value:
-            logs.append((math.log(fv.value / fb.value), fv.se_log**2 + fb.se_log**2, float(min(fv.df, fb.df))))
+            variance = (fv.se_log**2 + fb.se_log**2) * inflation
+            logs.append((math.log(fv.value / fb.value), variance, min(fv.df, fb.df) / inflation))
     whole_v = batch_ratio(Batches.joined([v for v, _ in pairs]), alpha).value
     whole_b = batch_ratio(Batches.joined([b for _, b in pairs]), alpha).value
     out: dict[str, object] = {"value": None, "ci95": None, "blocks": 0, "blocks_agree": None, "block_values": []}

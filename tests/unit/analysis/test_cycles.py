@@ -8,7 +8,14 @@ import pandas as pd
 import pytest
 
 from locust_llm.analysis.curves import LevelThroughput, saturation, throughput_knee
-from locust_llm.analysis.cycles import TOO_SHORT, Batches, batch_ratio, step_batches
+from locust_llm.analysis.cycles import (
+    TOO_SHORT,
+    Batches,
+    batch_lag1,
+    batch_ratio,
+    block_throughput_ratio,
+    step_batches,
+)
 from tests.synthetic_cycles import closed_loop, true_throughput
 
 
@@ -34,6 +41,39 @@ def test_fewer_than_five_batches_give_no_interval():
     figure = batch_ratio(Batches(np.array([10.0, 12.0, 9.0, 11.0]), np.ones(4), "cycles"))
     assert figure.value == pytest.approx(10.5)
     assert figure.ci95 is None and figure.note == TOO_SHORT
+
+
+def test_batch_autocorrelation_by_hand_with_its_short_series_bias_removed():
+    # Rates 1 or 2 about their mean 1.5 (+-0.5): 6 of the 9 neighbours agree in sign, 3 do not, so
+    # r = (6 - 3) * 0.25 / (10 * 0.25) = 0.3; unbiased for a 10-point series, (0.3 * 10 + 1) / (10 - 3) = 4/7.
+    wandering = Batches(np.array([1.0, 1, 1, 2, 2, 2, 1, 1, 2, 2]), np.ones(10), "cycles")
+    too_short = Batches(np.array([5.0, 9.0]), np.ones(2), "cycles")  # two batches carry no lag-1 of their own
+    assert batch_lag1([wandering, too_short]) == pytest.approx(4 / 7)
+    alternating = Batches(np.array([1.0, 2] * 5), np.ones(10), "cycles")
+    assert batch_lag1([alternating]) == 0.0
+    assert batch_lag1([too_short]) == 0.0
+
+
+def test_a_wandering_servers_batches_widen_the_speedup_interval():
+    # The same batches in two orders: shuffled, and sorted as a server that slows down then recovers. Their spread is
+    # the same, so only the batches' autocorrelation (each neighbour like the last) can widen the interval.
+    rng = np.random.default_rng(4)
+    rates = 100.0 * (1.0 + 0.1 * rng.standard_normal((4, 10)))
+    blocks = [np.sort(r) if i % 2 else np.sort(r)[::-1] for i, r in enumerate(rates)]
+
+    def ratio(order):
+        sides = [Batches(order(b), np.ones(10), "cycles") for b in blocks]
+        return block_throughput_ratio({0: sides[1], 1: sides[2]}, {0: sides[0], 1: sides[3]})
+
+    shuffled = ratio(lambda b: rng.permutation(b))
+    wandering = ratio(lambda b: b)
+    assert shuffled["value"] == pytest.approx(wandering["value"])
+    assert batch_lag1([Batches(b, np.ones(10), "cycles") for b in blocks]) > 0.5
+
+    def width(r):
+        return math.log(r["ci95"][1] / r["ci95"][0])
+
+    assert width(wandering) > 1.5 * width(shuffled)
 
 
 def test_cycles_of_two_users_by_hand():
