@@ -1,8 +1,8 @@
 """The server's own token counter (``POST /tokenize``), and the counter a scenario's ``load.tokenizer`` names.
 
-Used at set-up only (never on a request's path). Speaks the llama.cpp and vLLM/SGLang shapes of ``POST /tokenize``
-(``client.engines``) through ``client.control`` (a total deadline, a byte cap). The local and estimated counters
-are ``workload.tokenizers``.
+Used at set-up and between measured windows (never on a request's path). Speaks the llama.cpp and vLLM/SGLang
+shapes of ``POST /tokenize`` (``client.engines``) through ``client.control`` (a total deadline, a byte cap). The local
+and estimated counters are ``workload.tokenizers``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ class ServerTokenizer:
     # A tokenize answer lists every token id: a long-context prompt's fits many times over.
     MAX_ANSWER_BYTES = 16 << 20
     PARALLEL = 8  # calls in flight when counting many texts: a server's HTTP threads answer them side by side
+    # Short texts recur (a stream's chunks are a few tokens each: " the", ",", a name): counted once per process.
+    # A text's count does not depend on what was counted before, so the remembered count is the server's answer.
+    MEMO_MAX_CHARS = 48
+    MEMO_MAX_TEXTS = 200_000
 
     def __init__(self, base_url: str, model: str | None = None, timeout: float = 10.0):
         self.base_url = base_url.rstrip("/")
@@ -42,6 +46,7 @@ class ServerTokenizer:
         self.model = model
         self.timeout = timeout
         self.shape: str | None = None
+        self.memo: dict[str, int] = {}
 
     def _post(self, shape: str, text: str) -> int:
         status, raw = control.call(
@@ -88,14 +93,20 @@ class ServerTokenizer:
     def count(self, text: str) -> int:
         if not text:
             return 0
+        known = self.memo.get(text)
+        if known is not None:
+            return known
         if self.shape is None:
             self.shape = self._detect()
         try:
-            return self._post(self.shape, text)
+            n = self._post(self.shape, text)
         except (ValueError, OSError) as exc:
             raise WorkloadError(
                 f"tokenizing {len(text)} characters at {self.base_url}/tokenize ({self.shape} shape) failed: {exc}"
             ) from None
+        if len(text) <= self.MEMO_MAX_CHARS and len(self.memo) < self.MEMO_MAX_TEXTS:
+            self.memo[text] = n
+        return n
 
     def count_each(self, texts: list[str]) -> list[int]:
         """Independent texts (the generator's vocabulary, some 450 words) counted ``PARALLEL`` at a time: one by

@@ -89,15 +89,20 @@ class RecordShipper:
             done[0] += 1
             done[1] += int(record.output_tokens)
 
+    def held_back(self) -> bool:
+        """A window is being measured and the records waiting are few enough to wait for its end: tokenizer calls
+        (perhaps to the server under test) stop, even in the middle of a backlog that began between steps."""
+        return self.measuring() and len(self.deferred) <= MAX_DEFERRED
+
     def refine(self) -> None:
-        while self.deferred:
+        while self.deferred and not self.held_back():
             record, work = self.deferred.popleft()
             try:
                 work()
             except Exception as exc:  # the record keeps what it had: its counts stay marked approximate
                 log.debug("refining %s failed: %s", record.request_id, exc)
             self.buffer.add(record)
-        while self.checks:
+        while self.checks and not self.held_back():
             request_id, check = self.checks.popleft()
             try:
                 why = check()
@@ -119,7 +124,7 @@ class RecordShipper:
             if tick % ticks:
                 self.tell_created()
                 continue
-            if (self.deferred or self.checks) and (not self.measuring() or len(self.deferred) > MAX_DEFERRED):
+            if self.deferred or self.checks:
                 self.refine()
             self.ship()
 
@@ -169,6 +174,7 @@ class RecordShipper:
             self.suspect = {**suspect, **self.suspect}
 
     def stop(self) -> None:
+        self.measuring = lambda: False  # the load has stopped (a step cut short included): nothing waits any more
         with gevent.Timeout(REFINE_WAIT_S, False):
             self.refine()
         for record, _ in self.deferred:  # out of time: shipped with the counts they have

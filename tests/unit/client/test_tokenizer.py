@@ -63,3 +63,18 @@ def test_many_texts_are_counted_together_in_order():
 def test_a_failed_count_among_many_names_the_server():
     with Tokenize(delay_s=0) as server, pytest.raises(WorkloadError, match="/tokenize .*HTTP 500 tokenizer broke"):
         count_each(ServerTokenizer(server.url), ["a b", "fail here", "c"])
+
+
+def test_a_short_text_is_asked_of_the_server_once_a_long_one_every_time():
+    """A stream's chunks recur (" the", a name): their counts are remembered, so a final-usage-only server is not
+    asked once per chunk of every request; a long text (a whole answer) is asked each time it is counted."""
+    chunks = [" the", " cat", " the", ",", " the", " cat"]
+    answer = " ".join(["word"] * 20)
+    with Tokenize(delay_s=0) as server:
+        counter = ServerTokenizer(server.url)
+        counter.count(ServerTokenizer.PROBE)
+        before = server.calls
+        counts = [counter.count(text) for text in chunks] + [counter.count(answer), counter.count(answer)]
+        calls = server.calls - before
+    assert counts == [1, 1, 1, 1, 1, 1, 20, 20]
+    assert calls == 3 + 2  # three distinct chunks, the long answer twice
