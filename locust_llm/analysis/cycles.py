@@ -56,8 +56,8 @@ MAX_BATCHES = 10
 CYCLES_PER_USER_BATCH = 2
 MIN_BATCH_S = 2.0
 # The lag-1 estimate from ~10 batches a block has a standard error near 0.3: above 0.7 it is mostly its own noise,
-# and the degrees of freedom it would leave (under 2 a pair) widen intervals to nothing (A/A, phi 0.8: the same 4.6%
-# false exclusions, the widest interval 3.2x instead of 79x with 0.9; benchmarks/step_intervals.py).
+# and the degrees of freedom it would leave (under 2 a pair) widen intervals to nothing (A/A, phi 0.8: allowing 0.9
+# left the false exclusions as they were and made the widest interval 79x wide; benchmarks/step_intervals.py).
 MAX_LAG1 = 0.7
 TOO_SHORT = "too short: no interval"
 MIN_CYCLES_PER_USER = MIN_BATCHES * CYCLES_PER_USER_BATCH  # a closed-loop step's least for an interval
