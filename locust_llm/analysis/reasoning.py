@@ -66,7 +66,9 @@ def _reasoning_speed(
     rounding, so an exact match cannot be relied on), the first of chunks that share that stamp."""
     speed = pd.Series(np.nan, index=frame.index)
     rows = frame.loc[ok_rows]
-    if not len(rows) or not chunks.request.size:
+    # Only requests with 2 reasoning tokens or more have a speed: a run without any skips the chunk arrays (a
+    # quarter of the analysis of 500,000 requests of 256 tokens).
+    if not len(rows) or not chunks.request.size or not (reasoning.loc[ok_rows] >= 2).any():
         return speed
     n = len(rows)
     target = (t_output.loc[ok_rows] - rows["t_send"]).to_numpy(dtype=float)
