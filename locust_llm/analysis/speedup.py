@@ -208,11 +208,11 @@ def recommendation(variant: str, baseline: str, steps: list[dict], crossover: fl
     * better then worse: ``"enable spec-k4 up to 4 concurrent streams (2.0x at 1, 1.3x at 4); disable from 8
       (0.8x, CI 0.78–0.82)"`` -- "up to" is the last clearly-better level below the crossover; levels between it
       and the crossover whose CI spans 1 are named as "no clear difference";
-    * always better: ``"enable ... at every level tested, up to 16 <unit> (...)"``;
+    * always better: ``"enable ... at every level judged, up to 16 <unit> (...)"``;
     * better, then no clear difference (no crossover): ``"enable ... up to L <unit> (...); no clear difference
       at ..."``;
     * never better, with a crossover: ``"disable ... from L <unit> (...)"``, plus the levels below it with no
-      clear difference, or "slower than <baseline> at every level tested" when it is slower everywhere;
+      clear difference, or "slower than <baseline> at every level judged" when it is slower everywhere;
     * inconclusive (every CI spans 1): ``"inconclusive: ..."``.
 
     A level above the crossover where the variant is clearly better again is flagged as non-monotone.
@@ -238,7 +238,7 @@ def recommendation(variant: str, baseline: str, steps: list[dict], crossover: fl
             parts.append(f"disable from {lvl(xo['level'])} ({_with_ci(xo)})")
         elif not before and all(speedup_state(s) == "worse" for s in after):
             parts.append(
-                f"disable {variant}: slower than {baseline} at every level tested, {span} "
+                f"disable {variant}: slower than {baseline} at every level judged, {span} "
                 f"({_with_ci(xo)} at {lvl(xo['level'])}"
                 + (f"; {_with_ci(after[-1])} at {lvl(after[-1]['level'])})" if len(after) > 1 else ")")
             )
@@ -258,13 +258,13 @@ def recommendation(variant: str, baseline: str, steps: list[dict], crossover: fl
 
     if better:
         if not unclear:
-            return f"enable {variant} at every level tested, up to {lvl(steps[-1]['level'])} {unit} ({_at(better)})"
+            return f"enable {variant} at every level judged, up to {lvl(steps[-1]['level'])} {unit} ({_at(better)})"
         parts.append(f"enable {variant} up to {lvl(better[-1]['level'])} {unit} ({_at(better)})")
         parts.append(f"no clear difference at {_levels(unclear)} ({_unclear_why(unclear)})")
         return "; ".join(parts)
 
     values = [value for value in map(_value, steps) if value is not None]  # every step kept has one
     return (
-        f"inconclusive: {variant} is neither clearly faster nor slower than {baseline} at any level tested "
+        f"inconclusive: {variant} is neither clearly faster nor slower than {baseline} at any level judged "
         f"({span}; speed-up {speedup(min(values))} to {speedup(max(values))}, {_unclear_why(steps)})"
     )

@@ -205,11 +205,11 @@ def test_crossover_rule():
 def test_recommendation_cases():
     always = [_step(1, 1.9, 1.8, 2.0), _step(4, 1.5, 1.4, 1.6), _step(16, 1.2, 1.1, 1.3)]
     text = recommendation("spec-k4", "baseline", always, crossover_level(always), UNIT)
-    assert text == "enable spec-k4 at every level tested, up to 16 concurrent streams (1.9x at 1, 1.2x at 16)"
+    assert text == "enable spec-k4 at every level judged, up to 16 concurrent streams (1.9x at 1, 1.2x at 16)"
 
     never = [_step(1, 0.8, 0.7, 0.9), _step(2, 0.7, 0.6, 0.8)]
     text = recommendation("spec-k4", "baseline", never, crossover_level(never), "req/s")
-    assert text.startswith("disable spec-k4: slower than baseline at every level tested, 1 to 2 req/s")
+    assert text.startswith("disable spec-k4: slower than baseline at every level judged, 1 to 2 req/s")
     assert "enable" not in text
 
     unclear = [_step(0.5, 1.02, 0.95, 1.1), _step(1, 0.98, 0.9, 1.05)]

@@ -134,7 +134,7 @@ def test_the_categories_that_differ_are_named_and_each_gets_its_advice(built):
     ]
     assert comp["text"].startswith("categories gain differently (95% intervals apart): at 1 concurrent streams code")
     assert comp["recommendations"]["code"].startswith(
-        "enable spec for code at every level tested, up to 2 concurrent streams"
+        "enable spec for code at every level judged, up to 2 concurrent streams"
     )
     assert comp["recommendations"]["chat"].startswith("enable spec for chat up to 1 concurrent streams")
     assert "disable from 2" in comp["recommendations"]["chat"]
@@ -159,7 +159,7 @@ def test_the_report_and_summary_md_show_the_category_table(tmp_path):
     finish_run(path)
     html = (path / "report.html").read_text()
     assert "Per content category" in html and "where to enable it" in html
-    assert "enable spec for code at every level tested" in html
+    assert "enable spec for code at every level judged" in html
     md = (path / "summary.md").read_text()
     assert "- categories (spec vs baseline): categories gain differently" in md
     assert "- category chat: enable spec for chat up to 1 concurrent streams" in md

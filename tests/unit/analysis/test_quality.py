@@ -196,7 +196,7 @@ def test_unanswered_tasks_fail_and_unknown_references_are_left_out():
 
 def test_a_comparison_of_a_variant_that_is_not_eligible_recommends_nothing():
     comparisons = [
-        {"variant": "fast", "recommendation": "enable fast at every level tested, up to 8 streams"},
+        {"variant": "fast", "recommendation": "enable fast at every level judged, up to 8 streams"},
         {"variant": "ok", "recommendation": "enable ok up to 4 concurrent streams"},
     ]
     mark_not_eligible(comparisons, {"fast": "quality gate failed: greedy drop"})

@@ -102,7 +102,7 @@ def test_contended_and_insufficient_levels_are_marked_and_never_drive_the_recomm
     assert by_level[2].status == "contended" and by_level[2].output_tps_speedup.value is None
     assert by_level[4].status == "insufficient" and by_level[4].excluded
     # only level 1 was clean: the recommendation names it alone, and says what was not judged
-    assert comp.recommendation.startswith("enable spec at every level tested, up to 1 ")
+    assert comp.recommendation.startswith("enable spec at every level judged, up to 1 ")
     assert "not judged: 2 (contended), 4 (insufficient)" in comp.recommendation
     assert outcome.verdict.exit_code == 0
     assert "1 clean, 2 contended, 4 insufficient" in outcome.text
