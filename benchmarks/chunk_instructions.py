@@ -16,16 +16,15 @@ from __future__ import annotations  # noqa: I001  (locust first in the client: i
 
 import argparse
 import json
-import os
 import random
 import re
-import select
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+import refserver_process  # benchmarks/
 
 REPO = Path(__file__).resolve().parents[1]
 GAP_S = 0.05
@@ -55,24 +54,6 @@ def client(url: str, tree: str, users: int, requests: int, tokens: int) -> None:
     gevent.joinall([gevent.spawn_later(u * GAP_S / users, user, u) for u in range(users)])
     ok = [r for r in done if r.ok]
     print(json.dumps({"tokens": sum(int(r.output_tokens) for r in ok), "failed": len(done) - len(ok)}))
-
-
-def start_server(tree: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "locust_llm.refserver", "--port", "0"],
-        cwd=tree,
-        env=dict(os.environ, PYTHONPATH=str(tree)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
-    line, deadline = b"", time.monotonic() + 30
-    while not line.endswith(b"\n"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"{tree}: the reference server did not start (rc={proc.poll()})")
-        if select.select([proc.stdout], [], [], 0.1)[0]:
-            line += os.read(proc.stdout.fileno(), 1)
-    return proc, f"http://127.0.0.1:{int(line.decode().rsplit(':', 1)[1])}"
 
 
 def instructions(tree: Path, url: str, users: int, requests: int, tokens: int, work: Path) -> tuple[int, int]:
@@ -140,7 +121,7 @@ def main() -> int:
         print(f"{args.users} users, {args.tokens} tokens per request, one per chunk {GAP_S * 1e3:g} ms apart")
         print(f"{'tree':<16} {'tokens':>7} {'instructions':>14} {'per token':>10}")
         for name, tree in trees:
-            server, url = start_server(tree)
+            server, url = refserver_process.start(tree)
             try:
                 (i0, t0), (i1, t1) = (instructions(tree, url, args.users, n, args.tokens, work) for n in (few, more))
             finally:

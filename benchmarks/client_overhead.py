@@ -27,7 +27,6 @@ import json
 import math
 import os
 import random
-import select
 import subprocess
 import sys
 import time
@@ -41,6 +40,8 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import refserver_process  # noqa: E402  (benchmarks/)
+
 from locust_llm import records as R  # noqa: E402
 from locust_llm.client.stream import RequestSpec, StreamingClient  # noqa: E402
 
@@ -48,22 +49,7 @@ DEFAULT_LEVELS = "1:0.01,10:0.01,25:0.01,50:0.02,50:0.01,75:0.01,100:0.02,100:0.
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "locust_llm.refserver", "--port", "0"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
-    line, deadline = b"", time.monotonic() + 30
-    while not line.endswith(b"\n"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"refserver did not start (rc={proc.poll()})")
-        if select.select([proc.stdout], [], [], 0.1)[0]:
-            line += os.read(proc.stdout.fileno(), 1)
-    url = f"http://127.0.0.1:{int(line.decode().rsplit(':', 1)[1])}"
+    proc, url = refserver_process.start(REPO)
     for _ in range(300):
         try:
             if requests.get(url + "/health", timeout=2).ok:
