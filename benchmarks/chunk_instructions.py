@@ -1,10 +1,12 @@
 """Instructions per streamed token on the client's own path (``StreamingClient.stream``: read, stamp, parse, count),
 counted by valgrind's callgrind, for this checkout and for earlier ones side by side in the same run.
 
-CPU seconds per token move with whatever else a shared machine runs; instruction counts repeat within a percent or
-two. Each tree (this checkout, and each ``--against`` commit, exported into a temporary directory) streams from its
-own reference server (outside valgrind; one token per chunk, 50 ms apart, so the slowed client still reads every
-chunk alone as it does at full speed) twice under callgrind: ``--requests`` gives a few and more requests per user.
+CPU seconds per token move with whatever else a shared machine runs; instruction counts do not, though two runs of
+one tree still differ (121,923 and 132,582 per token at ``--requests 2,6``: start-up is not the same twice; more
+requests per user narrow it), so compare trees measured in the same run. Each tree (this checkout, and each
+``--against`` commit, exported into a temporary directory) streams from its own reference server (outside valgrind;
+one token per chunk, 50 ms apart, so the slowed client still reads every chunk alone as it does at full speed) twice
+under callgrind: ``--requests`` gives a few and more requests per user.
 The difference in instructions over the difference in tokens is the cost of a token, start-up excluded.
 
     python benchmarks/chunk_instructions.py [--against 32a17e5] [--users 4] [--requests 6,18] [--tokens 96]
@@ -16,6 +18,7 @@ from __future__ import annotations  # noqa: I001  (locust first in the client: i
 
 import argparse
 import json
+import os
 import random
 import re
 import shutil
@@ -80,6 +83,7 @@ def instructions(tree: Path, url: str, users: int, requests: int, tokens: int, w
         capture_output=True,
         text=True,
         timeout=1800,
+        env=dict(os.environ, PYTHONHASHSEED="0"),  # the same hashes, so the same instructions, in every run
     )
     if ran.returncode != 0:
         raise SystemExit(f"{tree}: the client failed under valgrind:\n{ran.stderr[-2000:]}")
