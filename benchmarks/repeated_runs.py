@@ -6,7 +6,8 @@ The reference server runs with a prefix cache of 16-word blocks that says nothin
 cached prompt's TTFT is visibly shorter. The project's locustfile runs the same external scenario twice (same
 seed, same ladder), by default with each run's own prompts (a per-run nonce in every marker), and with
 ``--same-prompts`` as before per-run markers (``load.same_prompts_every_run: true``: identical bytes each run).
-It prints each run's TTFT P50 and P95 of the steady window (``summary.json``).
+It prints each run's TTFT P50 and P95 of the steady window (``summary.json``), and how many of the second run's
+steady prompts the first run sent, with the TTFT P50 of those and of the others.
 
     python benchmarks/repeated_runs.py [--same-prompts] [--prompt-tokens 256] [--step-duration 8]
 
@@ -26,6 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import pandas as pd  # noqa: E402
+
 from tests.helpers import LOCUSTFILE, RefServerProcess  # noqa: E402
 
 
@@ -44,6 +47,22 @@ def run(report_dir: Path, run_id: str, scenario: Path, host: str) -> dict:
     verdict = json.loads((report_dir / run_id / "verdict.json").read_text())
     why = "; ".join(r for reasons in verdict["reasons"].values() for r in reasons)
     return {"exit": done.returncode, "why": why, "requests": step["requests"], "ttft_ms": step["ttft_ms"]}
+
+
+def repeated_prompts(first: Path, second: Path) -> str:
+    """Of the second run's steady requests, those whose prompt the first run sent (by the prompt's hash), and the
+    TTFT P50 of each kind: a second run that goes faster sends more requests than the first, so only the first part of
+    its sequence can repeat the first run's prompts, and its whole-window P50 mixes both kinds."""
+    sent = set(pd.read_parquet(first / "requests.parquet", columns=["prompt_hash"])["prompt_hash"])
+    rows = pd.read_parquet(second / "requests.parquet")
+    steady = rows[(rows["phase"] == "steady") & rows["error_class"].isna()]
+    ttft = (steady["t_first"] - steady["t_send"]) * 1000
+    seen = steady["prompt_hash"].isin(sent)
+    parts = [f"second run: {int(seen.sum())} of {len(steady)} steady prompts were sent by the first run"]
+    for label, mask in (("those", seen), ("the others", ~seen)):
+        if mask.any():
+            parts.append(f"{label} TTFT P50 {ttft[mask].median():.1f} ms")
+    return "; ".join(parts)
 
 
 def main() -> None:
@@ -77,6 +96,7 @@ def main() -> None:
                     f"{run_id:>6} run: exit {got['exit']}, {got['requests']} steady requests, TTFT P50 "
                     f"{ttft['p50']:.1f} ms, P95 {ttft['p95']:.1f} ms" + (f" ({got['why']})" if got["why"] else "")
                 )
+            print(repeated_prompts(folder / "first", folder / "second"))
     finally:
         server.stop()
 

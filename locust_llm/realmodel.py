@@ -9,12 +9,17 @@ The truncated draft keeps the target's metadata (tokenizer and chat template inc
 and output head, and its first ``layers`` blocks unchanged: a draft that shares the vocabulary by construction but
 was never trained to exit early, so it agrees with the target on almost nothing. It is speculation that loses, for
 real (``scenarios/real-cpu.yaml``). The same target and layer count give the same bytes.
+
+The same model at other quantizations (``scenarios/real-quant-cpu.yaml``) is written by llama.cpp's own
+``llama-quantize`` from the Q4_1 file; each made file is listed, with its recipe and checksum, in the folder's
+``real-model.json``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
@@ -22,7 +27,7 @@ from pathlib import Path
 from .rundir.layout import atomic_write, write_text
 from .scenario import cache_dir
 
-__all__ = ["SMOLLM2", "ModelFile", "RealModel", "ensure", "gguf_path", "sha256_of", "truncate"]
+__all__ = ["SMOLLM2", "ModelFile", "RealModel", "ensure", "gguf_path", "requantize", "sha256_of", "truncate"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,14 @@ class ModelFile:
     sha256: str
     source: str
 
+    @property
+    def size_bytes(self) -> int:
+        return Path(self.path).stat().st_size
+
+    def described(self) -> dict:
+        """As ``env.json`` records it."""
+        return {**asdict(self), "size_bytes": self.size_bytes}
+
 
 @dataclass(frozen=True)
 class RealModel:
@@ -78,7 +91,7 @@ class RealModel:
     draft: ModelFile
 
     def files(self) -> list[dict]:
-        return [asdict(self.target), asdict(self.draft)]
+        return [self.target.described(), self.draft.described()]
 
 
 def sha256_of(path: Path) -> str:
@@ -158,22 +171,73 @@ def ensure(draft_layers: int = 4, out_dir: Path | None = None, model: PackagedMo
     target = gguf_path(model)
     out = out_dir or model_dir()
     draft = out / f"draft-{draft_layers}of{model.layers}.gguf"
-    manifest = out / MANIFEST
     recipe = {"target_sha256": model.sha256, "draft_layers": draft_layers}
-    known = json.loads(manifest.read_text()) if manifest.is_file() else {}
-    entry = known.get(draft.name)
-    if not (draft.is_file() and isinstance(entry, dict) and entry.get("recipe") == recipe):
-        truncate(target, draft, draft_layers)
-        entry = {"recipe": recipe, "sha256": sha256_of(draft)}
-        # Written after the draft: an entry says its file is complete and what it was made from.
-        write_text(manifest, json.dumps({**known, draft.name: entry}, indent=2, sort_keys=True))
+    digest = _made(out, draft, recipe, lambda file: truncate(target, file, draft_layers))
     return RealModel(
         target=ModelFile("target", str(target), model.sha256, model.provenance),
         draft=ModelFile(
             "draft",
             str(draft),
-            entry["sha256"],
+            digest,
             f"the first {draft_layers} of the {model.layers} layers of {model.name} (sha256 {model.sha256[:12]}), "
             "truncated with the gguf package",
         ),
+    )
+
+
+def _made(out: Path, file: Path, recipe: dict, make) -> str:
+    """``file``'s checksum, made by ``make(file)`` first unless the manifest says this very recipe made it."""
+    manifest = out / MANIFEST
+    known = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    entry = known.get(file.name)
+    if file.is_file() and isinstance(entry, dict) and entry.get("recipe") == recipe:
+        return entry["sha256"]
+    make(file)
+    digest = sha256_of(file)
+    # Written after the file: an entry says its file is complete and what it was made from.
+    write_text(
+        manifest, json.dumps({**known, file.name: {"recipe": recipe, "sha256": digest}}, indent=2, sort_keys=True)
+    )
+    return digest
+
+
+def requantize(
+    quantization: str, quantize_binary: str, out_dir: Path | None = None, model: PackagedModel = SMOLLM2
+) -> ModelFile:
+    """The real model requantized to a llama.cpp type by llama.cpp's ``llama-quantize --allow-requantize``, written
+    once into ``out_dir`` (default: the cache's models folder). Made from the Q4_1 file, so a finer type holds the same
+    weights more precisely (quality cannot exceed Q4_1's; speed and memory change) and a coarser one loses some."""
+    source = gguf_path(model)
+    out = out_dir or model_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    dest = out / f"requantized-{quantization}.gguf"
+
+    def make(file: Path) -> None:
+        def write(tmp: Path) -> None:
+            try:
+                done = subprocess.run(
+                    [quantize_binary, "--allow-requantize", str(source), str(tmp), quantization],
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                    check=False,
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise RealModelError(f"{quantize_binary} could not requantize {model.name}: {exc}") from None
+            if done.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
+                said = (done.stderr + done.stdout).strip().splitlines()
+                raise RealModelError(
+                    f"llama-quantize could not make {model.name} {quantization}: {said[-1] if said else 'no output'} "
+                    "(a type llama-quantize --help lists, e.g. Q8_0, Q4_0, F16)"
+                )
+
+        atomic_write(file, write)
+
+    digest = _made(out, dest, {"target_sha256": model.sha256, "quantization": quantization}, make)
+    return ModelFile(
+        "target",
+        str(dest),
+        digest,
+        f"{model.name} (sha256 {model.sha256[:12]}) requantized to {quantization} with llama-quantize "
+        "--allow-requantize",
     )

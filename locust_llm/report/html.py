@@ -24,6 +24,7 @@ from .probes import probes_section
 from .prompt_cache import cache_section
 from .quality import quality
 from .scale_out import scale_out_section
+from .side_by_side import side_by_side
 from .soak import soak_section
 from .splits import categories_section, positions_section, reasoning_section
 from .texts import DEFINITIONS, RULES
@@ -81,6 +82,7 @@ def build_context(view: RunView) -> dict:
         "conditions": guard("conditions", lambda: sections.conditions(view)),
         "variants": guard("variants", lambda: tables.variant_tables(view)),
         "speedups": guard("speed-ups", lambda: tables.speedups(view)),
+        "side_by_side": guard("variants side by side", lambda: side_by_side(view)),
         "cache": guard("prompt cache", lambda: cache_section(view)),
         "charts": guard("charts", lambda: ladder_charts(view, guard)) or {},
         "sweeps": guard("sweeps", lambda: experiments.sweeps(view)),

@@ -51,6 +51,8 @@ class ModelFileEnv(_Part):
     """Its SHA-256, checked (the target against the checksum pinned for its package) before the server started."""
     source: str
     """Its provenance: package, version and licence, or how it was made from which file."""
+    size_bytes: int | None = None
+    """Its size on disk."""
 
 
 class ServerEnv(_Part):

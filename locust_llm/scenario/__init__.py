@@ -121,6 +121,12 @@ class Variant(Strict):
     url: str | None = None
     model: str | None = None
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    # llama.cpp: this variant's own model file (a GGUF, relative to the scenario) instead of the server's, or with
+    # server.real_model that model requantized to a llama.cpp type (Q8_0, Q4_0, F16, ...) by llama-quantize: the
+    # quantization axis measured like speculation, interleaved and paired. Its KV cache types go in its ``args``
+    # (-ctk/-ctv).
+    model_file: str | None = None
+    quantization: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_]{2,16}$")
 
 
 class ServerSpec(Strict):
@@ -501,6 +507,7 @@ class Scenario(Strict):
         tiny = [name for name, v in self.variants.items() if v.tiny_model]
         if tiny and self.server.engine != "llamacpp":
             raise ValueError(f"variants.{tiny[0]}.tiny_model: generated models are only for engine 'llamacpp'")
+        self._check_model_files()
         attached = [name for name, v in self.variants.items() if v.url or v.model or v.api_key_env]
         if attached and self.server.engine != "external":
             raise ValueError(
@@ -522,6 +529,23 @@ class Scenario(Strict):
         if self.baseline is not None and self.baseline not in self.variants:
             raise ValueError(f"baseline {self.baseline!r} is not one of the variants: {', '.join(self.variants)}")
         return self
+
+    def _check_model_files(self) -> None:
+        for name, variant in self.variants.items():
+            key = "model_file" if variant.model_file else "quantization" if variant.quantization else None
+            if key is None:
+                continue
+            if self.server.engine != "llamacpp":
+                raise ValueError(f"variants.{name}.{key} is for engine 'llamacpp' (a GGUF file per variant)")
+            if variant.model_file and variant.quantization:
+                raise ValueError(f"variants.{name}: set one of 'model_file' and 'quantization', not both")
+            if variant.tiny_model:
+                raise ValueError(f"variants.{name}: '{key}' and 'tiny_model' both name the variant's model; keep one")
+            if variant.quantization and self.server.real_model is None:
+                raise ValueError(
+                    f"variants.{name}.quantization requantizes the real model: set server.real_model, or name a "
+                    "GGUF with 'model_file'"
+                )
 
     @property
     def baseline_variant(self) -> str:

@@ -49,7 +49,31 @@ def model_files(scenario: Scenario, variant: str | None = None) -> tuple[str, st
 
 
 def described_model_files(scenario: Scenario, variant: str | None = None) -> tuple[str, str | None, list[dict]]:
-    """``model_files``, and the real model's files with their checksums and provenance (none for other models)."""
+    """``model_files``, and the files with their checksums and provenance (the real model's, a variant's own)."""
+    target, draft, described = _server_model_files(scenario, variant)
+    spec = scenario.variants[variant] if variant else None
+    if spec is None or not (spec.model_file or spec.quantization):
+        return target, draft, described
+    if spec.quantization:
+        try:
+            own = realmodel.requantize(spec.quantization, quantize_binary(scenario))
+        except realmodel.RealModelError as exc:
+            raise ServerError(f"variants.{variant}.quantization in {scenario.source}: {exc}") from None
+    else:
+        path = scenario.resolve_path(spec.model_file or "")
+        if not path.is_file():
+            raise ServerError(f"model file not found: {path} (variants.{variant}.model_file in {scenario.source})")
+        own = realmodel.ModelFile("target", str(path), realmodel.sha256_of(path), f"variants.{variant}.model_file")
+    return own.path, draft, [own.described()] + [f for f in described if f["role"] != "target"]
+
+
+def quantize_binary(scenario: Scenario) -> str:
+    """llama.cpp's ``llama-quantize`` beside the server binary, else on PATH."""
+    beside = os.path.join(os.path.dirname(server_binary(scenario)), "llama-quantize")
+    return beside if os.access(beside, os.X_OK) else find_executable("llama-quantize", INSTALL_HINT)
+
+
+def _server_model_files(scenario: Scenario, variant: str | None) -> tuple[str, str | None, list[dict]]:
     own = scenario.variants[variant].tiny_model if variant else None
     real = scenario.server.real_model
     if real is not None and own is None:

