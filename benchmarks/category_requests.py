@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from locust_llm.analysis.documents.summary import Summary  # noqa: E402
+from locust_llm.analysis.metrics import request_metrics  # noqa: E402
 from locust_llm.rundir import load_run  # noqa: E402
 
 
@@ -35,14 +36,14 @@ def main() -> None:
     run = load_run(args.run_dir)
     baseline = args.baseline or run.env.baseline
     frame = run.requests
-    ok = frame[frame["error_class"].isna() & (frame["phase"] == "steady")].copy()
-    ok["client_tps"] = (ok["output_tokens"] - 1) / (ok["t_end"] - ok["t_first"])
-    ok["server_tps"] = ok["output_tokens"] / ok["server_decode_ms"] * 1000
+    # The analysis's own per-request figures (docs/metrics.md): decode_tps, server_decode_tps, drafts.
+    figures = request_metrics(frame).join(frame[["level", "bucket", "variant", "phase"]])
+    ok = figures[figures["output_tokens"].notna() & (figures["phase"] == "steady")]
     table = ok.groupby(["level", "bucket", "variant"]).agg(
-        requests=("client_tps", "size"),
+        requests=("output_tokens", "size"),
         tokens=("output_tokens", "mean"),
-        client_tps=("client_tps", "mean"),
-        server_tps=("server_tps", "mean"),
+        client_tps=("decode_tps", "mean"),
+        server_tps=("server_decode_tps", "mean"),
         drafted=("draft_n", "sum"),
         accepted=("draft_accepted", "sum"),
     )
@@ -59,7 +60,6 @@ def main() -> None:
         print(f"  {name} @ {level:g}: {', '.join(found)}")
     with pd.option_context("display.width", 250, "display.max_rows", 500, "display.max_columns", 20):
         print(table.round({"tokens": 0, "client_tps": 1, "server_tps": 1, "acceptance": 2, "vs_baseline": 2}))
-
 
 
 if __name__ == "__main__":
