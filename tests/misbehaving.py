@@ -100,6 +100,13 @@ def _endless(_n: int):
         k += 1
 
 
+def _endless_empty(_n: int):
+    """One token, then chunks without text forever (each one resets the client's idle clock)."""
+    yield _data(_chunk(" w0"))
+    while True:
+        yield _data(_chunk(""))
+
+
 def _gzipped(n: int) -> list[bytes]:
     packer = zlib.compressobj(wbits=31)
     return [packer.compress(e) + packer.flush(zlib.Z_SYNC_FLUSH) for e in _tokens(n)] + [packer.flush()]
@@ -114,6 +121,7 @@ SCRIPTS: dict = {
     "lone_cr": ([], lambda n: _tokens(n, sep=b"\r")),
     "error_event": ([], lambda n: [*_tokens(3)[:3], b'event: error\ndata: {"message": "overloaded"}\n\n']),
     "endless": ([], _endless),
+    "endless_empty": ([], _endless_empty),
     "gzip": (["Content-Encoding: gzip"], _gzipped),
     "brotli": (["Content-Encoding: br"], lambda n: _tokens(n)),
     "nested": ([], lambda n: [b"data: " + b"[" * 100_000 + b"\n\n"]),

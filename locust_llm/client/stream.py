@@ -210,6 +210,9 @@ def _error_event(data: bytes) -> _Failed:
 # may split a token's text over several events.
 OVERRUN_FACTOR = SUSPECT_FACTOR
 OVERRUN_SLACK = SUSPECT_SLACK
+# Events without text are bounded too (a server may send empty chunks forever, each resetting the idle clock): an
+# honest stream sends a few of them around its tokens, never several per event with text.
+OVERRUN_EVENTS_PER_TEXT = 4
 
 
 def overrun_after(max_tokens: int) -> int:
@@ -217,18 +220,21 @@ def overrun_after(max_tokens: int) -> int:
     return int(OVERRUN_FACTOR * max_tokens) + OVERRUN_SLACK if max_tokens > 0 else 1 << 62
 
 
-def _overran(texts: int, last: Event, max_tokens: int) -> str | None:
-    """Why a stream whose events so far carried text ``texts`` times, ``last`` the latest, is past ``max_tokens``
-    (None when it is not): more events with text, or a larger cumulative usage, than ``overrun_after`` allows."""
+def _overran(texts: int, seen: int, last: Event, max_tokens: int) -> str | None:
+    """Why a stream of ``seen`` events so far, ``texts`` of them with text, ``last`` the latest, is past
+    ``max_tokens`` (None when it is not): more events with text, or a larger cumulative usage, than
+    ``overrun_after`` allows, or more events in all than ``OVERRUN_EVENTS_PER_TEXT`` times that."""
     limit = overrun_after(max_tokens)
     usage = last.data.get("usage")
     counted = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    if texts < limit and not (isinstance(counted, (int, float)) and counted >= limit):
+    past_usage = isinstance(counted, (int, float)) and counted >= limit
+    if texts < limit and not past_usage and seen < OVERRUN_EVENTS_PER_TEXT * limit:
         return None
     return (
-        f"suspect usage: the stream went on past max_tokens {max_tokens} ({texts} events with text"
+        f"suspect usage: the stream went on past max_tokens {max_tokens} ({texts} events with text of {seen}"
         + (f", usage.completion_tokens {counted!r}" if counted is not None else "")
-        + f"; the client stops reading at {limit}: {OVERRUN_FACTOR:g} x max_tokens + {OVERRUN_SLACK})"
+        + f"; the client stops reading at {limit} with text: {OVERRUN_FACTOR:g} x max_tokens + {OVERRUN_SLACK},"
+        + f" or {OVERRUN_EVENTS_PER_TEXT * limit} in all)"
     )
 
 
@@ -501,7 +507,7 @@ class StreamingClient:
             if len(events) >= check_at:  # counted only now and then (each event once): nothing per event
                 texts += sum(1 for e in events[checked:] if event_text(e))
                 checked = len(events)
-                why = _overran(texts, events[-1], max_tokens)
+                why = _overran(texts, checked, events[-1], max_tokens)
                 if why:
                     raise _Failed(ErrorClass.SUSPECT_USAGE, why)
                 check_at = len(events) + OVERRUN_SLACK

@@ -111,8 +111,9 @@ class ScrapeSource:
         skews = [(s.timestamp - clock, s) for s in samples if s.timestamp is not None]
         if not skews:
             return
-        skew, far = max(skews, key=lambda pair: abs(pair[0]))
-        if abs(skew) > FAR_TIMESTAMP_S:
+        # A stamp that is not a finite number (NaN, inf) is as far as any: never "near" by a failed comparison.
+        skew, far = max(skews, key=lambda pair: abs(pair[0]) if math.isfinite(pair[0]) else math.inf)
+        if not abs(skew) <= FAR_TIMESTAMP_S:
             self.noted = True
             self.note(
                 "far_timestamps",

@@ -415,7 +415,8 @@ STREAM_FAULTS = [
     ("brotli", 5, "malformed_event", "the server sent Content-Encoding: br although the client asked for identity"),
     ("nested", 5, "malformed_event", "event nests deeper than the JSON parser allows"),
     ("bad_utf8", 5, "malformed_event", "event is not UTF-8 (byte 0xff at 23)"),
-    ("endless", 5, "suspect_usage", "the stream went on past max_tokens 8 (32 events with text"),
+    ("endless", 5, "suspect_usage", "the stream went on past max_tokens 8 (32 events with text of 32"),
+    ("endless_empty", 5, "suspect_usage", "the stream went on past max_tokens 8 (1 events with text of 128"),
 ]
 
 
@@ -440,8 +441,8 @@ def test_a_stream_s_bytes_never_forge_a_figure(tmp_path, refserver_factory, scri
     assert step["output_tps"] in (None, 0.0), step["output_tps"]  # a failed request's tokens feed no rate
     if script == "textless":  # no text: no token time
         assert frame["t_first"].isna().all() and (frame["output_tokens"] == 0).all()
-    if script in ("error_event", "endless"):  # cut short, with what came before
-        chunks = 3 if script == "error_event" else 32
+    if script in ("error_event", "endless", "endless_empty"):  # cut short, with what came before
+        chunks = {"error_event": 3, "endless": 32, "endless_empty": 1}[script]
         assert frame["t_first"].notna().all() and (frame["chunk_offsets"].map(len) == chunks).all()
 
 

@@ -259,7 +259,10 @@ def test_plugin_run_of_the_scenario(scenario, tmp_path):
     assert set(rows["token_source"]) == {"usage_deltas"}
     assert rows[rows["variant"] == "baseline"]["draft_n"].isna().all()
     ngram = rows[rows["variant"] == "ngram"]
-    assert (ngram["draft_n"] > 0).all()  # each response's own counts (metrics.speculative_decoding)
+    # Each response carries its own counts (metrics.speculative_decoding). A prompt lookup that finds no match
+    # drafts nothing, so one request can count 0 drafts (CI saw 0 in 1 of 9); the step as a whole drafted.
+    assert ngram["draft_n"].notna().all() and ngram["draft_accepted"].notna().all()
+    assert (ngram["draft_n"] >= ngram["draft_accepted"]).all() and ngram["draft_n"].sum() > 0
     # Each chunk is one engine step of its request, and a step yields its accepted drafts plus one token of its
     # own: the client's chunk count is the server's step count, request by request, except that a last step cut
     # at max_tokens delivers fewer tokens than it accepted (at most the k drafted), and that vLLM merges the

@@ -148,3 +148,33 @@ def test_compare_flags_a_degraded_copy_only(tmp_path):
     assert "(regression)" in html and "Against run synthetic" in html
     tpot = [r for r in result["regressions"] if r["metric"] == "tpot_p50"]
     assert tpot and all(r["ratio"] == pytest.approx(1 / 1.3, rel=0.05) for r in tpot)
+
+
+def test_compare_says_why_nothing_was_compared_and_reads_a_damaged_run_in_one_line(tmp_path):
+    old, other = tmp_path / "old", tmp_path / "other-ladder"
+    old.mkdir()
+    synthetic_run(old, np.random.default_rng(4))
+    shutil.copytree(old, other)
+    # The same runs at other levels (another ladder): no variant and level in common.
+    steps = json.loads((other / "steps.json").read_text())
+    for step in steps["steps"]:
+        step["level"] = step["users"] = step["level"] * 3
+    (other / "steps.json").write_text(json.dumps(steps))
+    frame = pq.read_table(other / "requests.parquet").to_pandas()
+    frame["level"] = frame["level"] * 3
+    pq.write_table(pa.Table.from_pandas(frame, schema=SCHEMA, preserve_index=False), other / "requests.parquet")
+
+    nothing = compare(old, other)
+    assert nothing.returncode == EXIT_INVALID, nothing.stdout[-2000:] + nothing.stderr[-2000:]
+    said = nothing.stdout + nothing.stderr
+    assert "0 regression" not in said
+    for level in (1, 2, 4, 8):
+        assert f"baseline level {level}: not measured in the new run" in said
+        assert f"baseline level {level * 3}: not measured in the old run" in said
+
+    damaged = other / "requests.parquet"
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+    unreadable = compare(old, other)
+    assert unreadable.returncode == EXIT_INVALID
+    assert "Traceback" not in unreadable.stderr and "requests.parquet" in unreadable.stderr
+    assert len(unreadable.stderr.strip().splitlines()) == 1, unreadable.stderr

@@ -58,12 +58,16 @@ def test_a_stream_past_max_tokens_and_its_margin_is_stopped_with_its_counts():
     limit = overrun_after(64)
     assert limit == 2 * 64 + 16
     last = tokens(1)[0]
-    assert _overran(limit - 1, last, 64) is None
-    why = _overran(limit, last, 64)
-    assert why is not None and "went on past max_tokens 64 (144 events with text" in why
+    assert _overran(limit - 1, limit - 1, last, 64) is None
+    why = _overran(limit, limit, last, 64)
+    assert why is not None and "went on past max_tokens 64 (144 events with text of 144" in why
     # A cumulative usage past the limit counts too.
     counted = Event(1.0, {"choices": [{"text": " x"}], "usage": {"completion_tokens": 500}})
-    assert "usage.completion_tokens 500" in (_overran(11, counted, 64) or "")
+    assert "usage.completion_tokens 500" in (_overran(11, 11, counted, 64) or "")
+    # Empty chunks forever (each one resets the idle clock): four events in all per event with text allowed.
+    empty = Event(1.0, {"choices": [{"delta": {}}]})
+    assert _overran(3, 4 * limit - 1, empty, 64) is None
+    assert "(3 events with text of 576" in (_overran(3, 4 * limit, empty, 64) or "")
 
 
 def test_a_server_string_is_shown_escaped_and_cut():

@@ -156,6 +156,11 @@ def test_a_run_directory_is_never_reused_without_overwrite(tmp_path):
     (tmp_path / "file.txt").write_text("not a folder")
     with pytest.raises(ScenarioError, match="cannot write"):
         claim_run_dir(bad, overwrite=False)
+    # Names the file system cannot hold: a component over NAME_MAX, a path over PATH_MAX.
+    for report_dir in (tmp_path / ("n" * 300), tmp_path.joinpath(*["d" * 200] * 25)):
+        too_long = load_plan(options(scenario=SCENARIO, report_dir=str(report_dir), run_id="r4"))
+        with pytest.raises(ScenarioError, match="cannot write the run directory .*File name too long"):
+            claim_run_dir(too_long, overwrite=False)
 
 
 def test_the_web_form_runs_only_the_projects_scenarios_or_the_command_lines(tmp_path, monkeypatch):

@@ -314,6 +314,23 @@ def test_exposition_timestamps_from_another_clock_are_not_sample_times_and_are_s
     assert f"vllm:spec_decode_num_drafts_total stamped {behind_ms / 1000!r}, -360" in message, message
 
 
+@pytest.mark.parametrize("stamp", ["NaN", "1e300"])
+def test_a_timestamp_that_is_no_time_at_all_is_noted_too(stamp):
+    from locust_llm.telemetry.sources import ScrapeSource
+
+    endpoint = OnePage(f"vllm:spec_decode_num_drafts_total 10 {stamp}\n".encode())
+    notes = []
+    source = ScrapeSource("scrape", f"{endpoint.url}/metrics", map_for("vllm"), 2.0, lambda *note: notes.append(note))
+    try:
+        rows = source.poll()
+    finally:
+        source.close()
+        endpoint.stop()
+    assert [(r[0], r[1], r[3]) for r in rows] == [(None, "spec_drafts", 10.0)]
+    ((kind, message),) = notes
+    assert kind == "far_timestamps" and "vllm:spec_decode_num_drafts_total stamped" in message, message
+
+
 @pytest.mark.parametrize(
     "page, words",
     [
