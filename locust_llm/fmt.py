@@ -14,11 +14,11 @@ from typing import TypeGuard
 __all__ = [
     "NOT_MEASURED",
     "ci_text",
+    "is_number",
     "lvl",
     "md",
     "ms",
     "num",
-    "ok",
     "pct",
     "pct_ci",
     "points",
@@ -33,14 +33,14 @@ NOT_MEASURED = "n/m"
 DASH = "\u2013"
 
 
-def ok(v: object) -> TypeGuard[float]:
+def is_number(v: object) -> TypeGuard[float]:
     """A finite number (booleans are not numbers here); to a type checker, a float after the check."""
     return v is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def num(v, digits: int = 3) -> str | None:
     """Three significant digits, thousands separated; None when not measured."""
-    if not ok(v):
+    if not is_number(v):
         return None
     a = abs(v)
     if a >= 1000:
@@ -59,7 +59,7 @@ def text(v) -> str:
 
 
 def pct(v, digits: int = 1) -> str | None:
-    return f"{100 * v:.{digits}f}%" if ok(v) else None
+    return f"{100 * v:.{digits}f}%" if is_number(v) else None
 
 
 def pct_ci(ci) -> str | None:
@@ -70,41 +70,41 @@ def pct_ci(ci) -> str | None:
 
 def points(v) -> str | None:
     """A difference of two rates in percentage points, signed: ``-12.5``; None when not measured."""
-    return f"{100 * v:+.1f}" if ok(v) else None
+    return f"{100 * v:+.1f}" if is_number(v) else None
 
 
 def points_ci(ci) -> str | None:
     """A difference's interval in percentage points: ``-16.4 to +16.4``; None when the interval is missing."""
-    if not ci or len(ci) != 2 or not ok(ci[0]) or not ok(ci[1]):
+    if not ci or len(ci) != 2 or not is_number(ci[0]) or not is_number(ci[1]):
         return None
     return f"{points(ci[0])} to {points(ci[1])}"
 
 
 def times(v) -> str | None:
     """A speed-up or ratio in a table cell: two decimals, ``1.84x``."""
-    return f"{v:.2f}x" if ok(v) else None
+    return f"{v:.2f}x" if is_number(v) else None
 
 
 def speedup(v, suffix: str = "x") -> str:
     """A speed-up in a sentence: two decimals without trailing zeros, at least one (1.8x, 1.25x, 2.0x)."""
-    if not ok(v):
+    if not is_number(v):
         return "n/a"
     out = f"{v:.2f}".rstrip("0")
     return (out + "0" if out.endswith(".") else out) + suffix
 
 
 def ms(v) -> str:
-    return f"{v:.1f}ms" if ok(v) else "-"
+    return f"{v:.1f}ms" if is_number(v) else "-"
 
 
 def lvl(v) -> str:
     """A load level: ``1``, ``2.5``."""
-    return f"{float(v):g}" if ok(v) else str(v)
+    return f"{float(v):g}" if is_number(v) else str(v)
 
 
 def ci_text(ci, fmt: Callable = num) -> str | None:
     """``lo–hi`` with an en dash; None when the interval is missing."""
-    if not ci or len(ci) != 2 or not ok(ci[0]) or not ok(ci[1]):
+    if not ci or len(ci) != 2 or not is_number(ci[0]) or not is_number(ci[1]):
         return None
     return f"{fmt(ci[0])}{DASH}{fmt(ci[1])}"
 

@@ -33,7 +33,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..fmt import ci_text, lvl, num, ok, text
+from ..fmt import ci_text, is_number, lvl, num, text
 from ..scenario import CostSpec, GatesSpec
 from .cycles import batch_ratio
 from .documents.cost import CostSummary
@@ -73,7 +73,7 @@ class LevelRates:
 
 def usd_per_mtok(hourly_usd: float, tps: float | None) -> float | None:
     """USD per million tokens at ``tps`` tokens/s; None without a positive rate."""
-    if not ok(tps) or tps <= 0:
+    if not is_number(tps) or tps <= 0:
         return None
     return _usd(hourly_usd, tps)
 
@@ -85,14 +85,14 @@ def _usd(hourly_usd: float, tps: float) -> float:
 def usd_per_mtok_ci(hourly_usd: float, tps_ci95: list[float] | None) -> list[float] | None:
     """The cost interval of a throughput interval: the high rate gives the low cost. None when the rate's low end
     is not above 0 (the cost is then unbounded)."""
-    if not tps_ci95 or not ok(tps_ci95[0]) or tps_ci95[0] <= 0:
+    if not tps_ci95 or not is_number(tps_ci95[0]) or tps_ci95[0] <= 0:
         return None
     return [_usd(hourly_usd, tps_ci95[1]), _usd(hourly_usd, tps_ci95[0])]
 
 
 def servers_needed(target_rps: float, goodput_rps: float | None) -> int | None:
     """ceil(target / goodput per server); None without a positive goodput."""
-    if not ok(goodput_rps) or goodput_rps <= 0:
+    if not is_number(goodput_rps) or goodput_rps <= 0:
         return None
     return _servers(target_rps, goodput_rps)
 
@@ -140,7 +140,7 @@ def level_cost(rates: LevelRates, price: CostSpec) -> dict:
     hourly = price.hourly_usd
     gpus = price.priced_gpus
     effective = effective_ci = None
-    if ok(rates.output_tps) and ok(rates.good_token_share):
+    if is_number(rates.output_tps) and is_number(rates.good_token_share):
         effective = rates.output_tps * rates.good_token_share
         effective_ci = _scaled(rates.output_tps_ci95, rates.good_token_share)
     effective_cost = usd_per_mtok(hourly, effective)
@@ -152,7 +152,7 @@ def level_cost(rates: LevelRates, price: CostSpec) -> dict:
         "output_tps_ci95": rates.output_tps_ci95,
         "usd_per_mtok": usd_per_mtok(hourly, rates.output_tps),
         "usd_per_mtok_ci95": usd_per_mtok_ci(hourly, rates.output_tps_ci95),
-        "tps_per_gpu": rates.output_tps / gpus if gpus and ok(rates.output_tps) else None,
+        "tps_per_gpu": rates.output_tps / gpus if gpus and is_number(rates.output_tps) else None,
         "tps_per_gpu_ci95": _scaled(rates.output_tps_ci95, 1.0 / gpus) if gpus else None,
         "goodput_rps": rates.goodput_rps,
         "goodput_rps_ci95": rates.goodput_rps_ci95,
@@ -181,7 +181,7 @@ def measured_servers(
             servers_needed(target_rps, goodput_ci[1] * min(eff_ci[1], 1.0)),
             servers_needed(target_rps, goodput_ci[0] * min(eff_ci[0], 1.0)),
         ]
-        if goodput_ci and eff_ci and ok(goodput_ci[0]) and goodput_ci[0] > 0 and eff_ci[0] > 0
+        if goodput_ci and eff_ci and is_number(goodput_ci[0]) and goodput_ci[0] > 0 and eff_ci[0] > 0
         else None
     )
     return {
@@ -205,7 +205,7 @@ def capacity(
 ) -> dict:
     """How many servers ``target_rps`` needs: from the eligible level with the most goodput per server, assuming
     linear scaling, and (with a judged scale-out of the variant) again with the measured efficiency."""
-    candidates = [row for row in levels if row["eligible"] and ok(row["goodput_rps"]) and row["goodput_rps"] > 0]
+    candidates = [row for row in levels if row["eligible"] and is_number(row["goodput_rps"]) and row["goodput_rps"] > 0]
     if not candidates:
         return {
             "target_rps": target_rps,
@@ -217,7 +217,7 @@ def capacity(
     servers = _servers(target_rps, best["goodput_rps"])  # a candidate's goodput is above 0
     servers_ci = (
         # A goodput interval is symmetric about a finite mean: its high end is finite when its low end is.
-        [_servers(target_rps, ci[1]), _servers(target_rps, ci[0])] if ci and ok(ci[0]) and ci[0] > 0 else None
+        [_servers(target_rps, ci[1]), _servers(target_rps, ci[0])] if ci and is_number(ci[0]) and ci[0] > 0 else None
     )
     gpu_text = f", {servers * gpus} GPUs" if gpus else ""
     measured = (

@@ -31,7 +31,7 @@ from typing import TypeGuard, TypeVar
 
 from markupsafe import Markup, escape
 
-from ..fmt import ok
+from ..fmt import is_number
 
 __all__ = [
     "Chart",
@@ -149,7 +149,7 @@ def tick_label(v: float) -> str:
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     """Round ticks that cover ``[lo, hi]`` (1, 2, 2.5, 5 x 10^k steps)."""
-    if not (ok(lo) and ok(hi)):
+    if not (is_number(lo) and is_number(hi)):
         return [0.0, 1.0]
     if hi <= lo:
         pad = abs(lo) * 0.1 or 1.0
@@ -170,12 +170,12 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 def _x_axis(xs: list[float], log2: bool, ticks: Sequence[float] | None) -> _Axis:
     log2 = log2 and all(x > 0 for x in xs)
     if log2 and ticks:  # the whole ladder, even where this chart has no point
-        xs = xs + [float(t) for t in ticks if ok(t) and t > 0]
+        xs = xs + [float(t) for t in ticks if is_number(t) and t > 0]
     lo, hi = min(xs), max(xs)
     if log2:
         if lo == hi:
             lo, hi = lo / 2, hi * 2
-        tick_list = sorted({float(t) for t in (ticks or []) if ok(t) and t > 0})
+        tick_list = sorted({float(t) for t in (ticks or []) if is_number(t) and t > 0})
         if not tick_list:
             tick_list = [2.0**k for k in range(math.floor(math.log2(lo)), math.ceil(math.log2(hi)) + 1)]
         pad = (math.log2(hi) - math.log2(lo)) * 0.06
@@ -185,7 +185,7 @@ def _x_axis(xs: list[float], log2: bool, ticks: Sequence[float] | None) -> _Axis
             True,
             [t for t in tick_list if lo <= t <= hi] or tick_list,
         )
-    tick_list = sorted({float(t) for t in ticks if ok(t)}) if ticks else nice_ticks(lo, hi, 8)
+    tick_list = sorted({float(t) for t in ticks if is_number(t)}) if ticks else nice_ticks(lo, hi, 8)
     if hi <= lo:
         lo, hi = lo - 1.0, hi + 1.0
     pad = (hi - lo) * 0.02
@@ -203,7 +203,7 @@ def _y_axis(values: list[float], bounds: list[float], from_zero: bool, y_max: fl
         hi = max(hi, max(values) + margin * 0.5)
     if from_zero and lo >= 0:
         lo = 0.0
-    if y_max is not None and ok(y_max):
+    if y_max is not None and is_number(y_max):
         hi = max(hi, y_max)
     elif hi > lo:
         hi += (hi - lo) * 0.04  # headroom: a point on the top edge is hard to read
@@ -275,7 +275,7 @@ class _Plot:
         return self.top + (1 - self.y_axis.frac(y)) * self.ph
 
     def in_x(self, x: object) -> TypeGuard[float]:
-        return ok(x) and (not self.x_axis.log2 or x > 0)
+        return is_number(x) and (not self.x_axis.log2 or x > 0)
 
 
 _LegendRow = list[tuple[Series, float]]
@@ -372,7 +372,7 @@ def _hlines_svg(plot: _Plot, hlines: Sequence[HLine]) -> list[str]:
     """Horizontal reference lines inside the y range, labelled at the right edge."""
     out = []
     for h in hlines:
-        if not (ok(h.y) and plot.y_axis.lo <= h.y <= plot.y_axis.hi):
+        if not (is_number(h.y) and plot.y_axis.lo <= h.y <= plot.y_axis.hi):
             continue
         y = plot.py(h.y)
         out.append(
@@ -460,13 +460,13 @@ def _series_svg(plot: _Plot, s: Series) -> list[str]:
     """One series: its CI (band or bars), its line broken at missing points, its points and point labels."""
     out = []
     pts = [
-        (plot.px(float(x)), plot.py(float(y))) if plot.in_x(x) and ok(y) else None
+        (plot.px(float(x)), plot.py(float(y))) if plot.in_x(x) and is_number(y) else None
         for x, y in zip(s.x, s.y, strict=False)
     ]
     color, dash = _t(s.color), _t(s.dash)
     if s.lo is not None and s.hi is not None:
         ci_points = [
-            (float(x), float(lo), float(hi)) if plot.in_x(x) and ok(lo) and ok(hi) else None
+            (float(x), float(lo), float(hi)) if plot.in_x(x) and is_number(lo) and is_number(hi) else None
             for x, lo, hi in zip(s.x, s.lo, s.hi, strict=False)
         ]
         out += _ci_band_svg(plot, ci_points, color) if s.band else _ci_bars_svg(plot, ci_points, color)
@@ -505,17 +505,17 @@ def _legend_svg(plot: _Plot, rows: list[_LegendRow]) -> list[str]:
 
 def _axes_for(series: Sequence[Series], chart: Chart) -> tuple[_Axis, _Axis] | None:
     """The x and y axes that cover every finite point, CI, reference line, marker and span; None if no point."""
-    finite = [(x, y) for s in series for x, y in zip(s.x, s.y, strict=False) if ok(x) and ok(y)]
-    xs = [float(x) for x, _ in finite]
+    plotted = [(x, y) for s in series for x, y in zip(s.x, s.y, strict=False) if is_number(x) and is_number(y)]
+    xs = [float(x) for x, _ in plotted]
     if chart.log2_x:
         xs = [x for x in xs if x > 0] or xs
-    ys = [float(y) for _, y in finite]
+    ys = [float(y) for _, y in plotted]
     if not xs or not ys:
         return None
-    bounds = [float(v) for s in series for bound in (s.lo, s.hi) if bound is not None for v in bound if ok(v)]
-    ys.extend(h.y for h in chart.hlines if ok(h.y))
-    span_xs = [v for sp in chart.spans for v in (sp.x0, sp.x1) if ok(v)]
-    marker_xs = [v.x for v in chart.vlines if ok(v.x) and (not chart.log2_x or v.x > 0)]
+    bounds = [float(v) for s in series for bound in (s.lo, s.hi) if bound is not None for v in bound if is_number(v)]
+    ys.extend(h.y for h in chart.hlines if is_number(h.y))
+    span_xs = [v for sp in chart.spans for v in (sp.x0, sp.x1) if is_number(v)]
+    marker_xs = [v.x for v in chart.vlines if is_number(v.x) and (not chart.log2_x or v.x > 0)]
     x_axis = _x_axis(xs + span_xs + marker_xs, chart.log2_x, chart.x_ticks)
     return x_axis, _y_axis(ys, bounds, chart.y_from_zero, chart.y_max)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..analysis.documents.speedup import Ratio
 from ..analysis.documents.summary import StepComparison, Summary
-from ..fmt import ci_text, lvl, ok, pct, text, times
+from ..fmt import ci_text, is_number, lvl, pct, text, times
 from .headline import headline
 from .html import environment
 from .probes import probe_lines
@@ -71,7 +71,7 @@ STRING_COLUMNS = {"variant", "mode"}
 
 def flatten(value, prefix: str, out: dict) -> None:
     """Numeric and boolean leaves of ``value`` into ``out`` under ``prefix_key_subkey`` names."""
-    if isinstance(value, bool) or ok(value):
+    if isinstance(value, bool) or is_number(value):
         out[prefix] = value
     elif isinstance(value, dict):
         for key, sub in value.items():
@@ -94,7 +94,7 @@ def flatten(value, prefix: str, out: dict) -> None:
 def _ci(ci, name: str, out: dict) -> None:
     if isinstance(ci, (list, tuple)) and len(ci) == 2:
         for suffix, bound in zip(("lo", "hi"), ci, strict=False):
-            if ok(bound):
+            if is_number(bound):
                 out[f"{name}_{suffix}"] = bound
 
 
@@ -105,20 +105,20 @@ def step_rows(summary: Summary) -> list[dict]:
     for name in sorted(summary.variants, key=lambda n: n != summary.baseline):
         entry = summary.variants[name]
         comp = comparisons.get(name)
-        by_level = {float(s.level): s for s in comp.steps if ok(s.level)} if comp else {}
-        for step in sorted(entry.steps, key=lambda s: s.step if ok(s.step) else 0):
+        by_level = {float(s.level): s for s in comp.steps if is_number(s.level)} if comp else {}
+        for step in sorted(entry.steps, key=lambda s: s.step if is_number(s.step) else 0):
             row: dict = {"variant": name, "is_baseline": name == summary.baseline, "mode": step.mode}
             flatten(step.model_dump(exclude={"mode"}), "", row)
-            row["is_saturation"] = ok(step.level) and step.level == entry.saturation_level
-            row["is_knee"] = ok(step.level) and step.level == entry.knee_level
+            row["is_saturation"] = is_number(step.level) and step.level == entry.saturation_level
+            row["is_knee"] = is_number(step.level) and step.level == entry.knee_level
             for key, level in (("saturation_level", entry.saturation_level), ("knee_level", entry.knee_level)):
-                if ok(level):
+                if is_number(level):
                     row[f"variant_{key}"] = level
             if comp is not None:
                 row["speedup_vs"] = comp.baseline
-                if ok(comp.crossover_level):
+                if is_number(comp.crossover_level):
                     row["crossover_level"] = comp.crossover_level
-                match = by_level.get(float(step.level)) if ok(step.level) else None
+                match = by_level.get(float(step.level)) if is_number(step.level) else None
                 if match is not None:
                     _speedups(match, row)
             rows.append(row)
@@ -131,7 +131,7 @@ def _speedups(step: StepComparison, row: dict) -> None:
         fig = getattr(step, key)
         if key.endswith("_speedup") and isinstance(fig, Ratio):
             name = "speedup_" + key[: -len("_speedup")]
-            if ok(fig.value):
+            if is_number(fig.value):
                 row[name] = fig.value
             _ci(fig.ci95, f"{name}_ci95", row)
 

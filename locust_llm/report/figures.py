@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..fmt import lvl, ok
+from ..fmt import is_number, lvl
 from . import charts
 from .charts import PALETTE, HLine, Series, Span, VLine
 from .tables import PERCENTILES
@@ -23,15 +23,15 @@ def _vlines(view: RunView, include_crossover: bool = True) -> list[VLine]:
         entry = view.variants.get(name)
         if entry is None:
             continue
-        if ok(entry.saturation_level):
+        if is_number(entry.saturation_level):
             lines.append(VLine(entry.saturation_level, f"saturation {name}", view.color(name), "5 3"))
-        if ok(entry.knee_level):
+        if is_number(entry.knee_level):
             lines.append(VLine(entry.knee_level, f"knee {name}", view.color(name), "1 3"))
     if include_crossover:
         lines += [
             VLine(c.crossover_level, f"crossover {c.variant}", "#b00020", "6 2")
             for c in view.comparisons
-            if ok(c.crossover_level)
+            if is_number(c.crossover_level)
         ]
     return lines
 

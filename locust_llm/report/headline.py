@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..analysis.documents.summary import Comparison, StepComparison
 from ..analysis.quality import not_eligible
 from ..analysis.speedup import speedup_state
-from ..fmt import ci_text, lvl, ok, pct, points, times
+from ..fmt import ci_text, is_number, lvl, pct, points, times
 from ..rundir.events import Interrupted, Unfinished
 from .prompt_cache import cache_warnings
 from .view import RunView, unit_of
@@ -172,7 +172,7 @@ def _card(view: RunView, comp: Comparison, blocked: str | None) -> Card:
 
 def _crossover_text(view: RunView, comp: Comparison, steps: list[StepComparison], judged: list[StepComparison]) -> str:
     crossover = comp.crossover_level
-    if ok(crossover):
+    if is_number(crossover):
         why = next((s.verdict_basis for s in steps if s.level == crossover and s.verdict_basis), None)
         why = why if view.mode == "open" and why else "speed-up CI entirely below 1"  # open: which figure
         return (
@@ -201,7 +201,7 @@ def _warnings(view: RunView, cards: tuple[Card, ...]) -> list[str]:
     warnings += cache_warnings(view)
     events = view.summary.events
     for event in events:
-        if isinstance(event, Interrupted) and ok(event.t):
+        if isinstance(event, Interrupted) and is_number(event.t):
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(event.t))
             warnings.insert(
                 0,
@@ -220,7 +220,7 @@ def _warnings(view: RunView, cards: tuple[Card, ...]) -> list[str]:
         f"{view.where(n, s)} ({pct(s.error_rate)})"
         for n in view.names
         for s in view.steps_of(n)
-        if ok(s.error_rate) and s.error_rate > 0
+        if is_number(s.error_rate) and s.error_rate > 0
     ]
     if errored:
         warnings.append("failed requests (counted against every figure): " + ", ".join(errored))

@@ -9,7 +9,7 @@ import time
 
 from ..analysis.errors import MESSAGE_MAX, clip
 from ..analysis.gates import EXIT_MEANINGS
-from ..fmt import ci_text, lvl, num, ok, pct, times
+from ..fmt import ci_text, is_number, lvl, num, pct, times
 from ..rundir.env import ClocksEnv
 from ..rundir.events import ConsistencySkipped
 from .console import servers_apart
@@ -31,7 +31,7 @@ LOG_TAIL_MAX = 3000
 
 def meta(view: RunView) -> dict:
     t0 = view.inp.timeline.t0
-    start = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t0)) if ok(t0) else None
+    start = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t0)) if is_number(t0) else None
     return {
         "run_id": view.run_id,
         "title": f"locust-llm report \u2014 {view.run_id}",
@@ -151,9 +151,9 @@ def conditions(view: RunView) -> dict:
         ("ladder", (", ".join(lvl(x) for x in ladder) + f" {unit_of(view.mode)}") if ladder else None),
         (
             "step duration (steady window)",
-            f"{load.step_duration_s:g} s" if ok(load.step_duration_s) else None,
+            f"{load.step_duration_s:g} s" if is_number(load.step_duration_s) else None,
         ),
-        ("warm-up per step (excluded)", f"{load.warmup_s:g} s" if ok(load.warmup_s) else None),
+        ("warm-up per step (excluded)", f"{load.warmup_s:g} s" if is_number(load.warmup_s) else None),
         ("API", load.api),
         ("prompt length", f"{load.prompt_tokens} tokens" if load.prompt_tokens else None),
         (
@@ -175,12 +175,12 @@ def conditions(view: RunView) -> dict:
         ("max in flight (open loop)", load.max_inflight if view.mode == "open" else None),
         (
             "think time",
-            f"{load.think_time_s:g} s" if ok(load.think_time_s) and load.think_time_s else None,
+            f"{load.think_time_s:g} s" if is_number(load.think_time_s) and load.think_time_s else None,
         ),
-        ("timeouts", ", ".join(f"{k} {v:g} s" for k, v in (load.timeouts or {}).items() if ok(v)) or None),
+        ("timeouts", ", ".join(f"{k} {v:g} s" for k, v in (load.timeouts or {}).items() if is_number(v)) or None),
         (
             "SLOs (goodput)",
-            ", ".join(f"{k} \u2264 {v:g}" for k, v in view.summary.slo.items() if ok(v))
+            ", ".join(f"{k} \u2264 {v:g}" for k, v in view.summary.slo.items() if is_number(v))
             or "none set (goodput = successful requests/s)",
         ),
     ]
@@ -189,7 +189,7 @@ def conditions(view: RunView) -> dict:
         ("platform", host.platform),
         ("CPU", " ".join(str(x) for x in (host.processor, host.machine) if x) or None),
         ("CPU cores", host.cpu_count),
-        ("memory", f"{host.memory_total_gib:g} GiB" if ok(host.memory_total_gib) else None),
+        ("memory", f"{host.memory_total_gib:g} GiB" if is_number(host.memory_total_gib) else None),
         ("GPU", host.gpu),
     ]
     client = view.client
@@ -379,7 +379,7 @@ def bounds_text(bounds: dict) -> str | None:
 
 def _since(view: RunView, t) -> str | None:
     t0 = view.inp.timeline.t0
-    return f"+{t - t0:.1f} s" if ok(t) and ok(t0) else num(t)
+    return f"+{t - t0:.1f} s" if is_number(t) and is_number(t0) else num(t)
 
 
 def run_events(view: RunView) -> dict:
@@ -413,7 +413,7 @@ def run_events(view: RunView) -> dict:
                     "variant": name,
                     "source": g.source,
                     "start": _since(view, g.start),
-                    "length": f"{g.end - g.start:.1f} s" if ok(g.start) and ok(g.end) else "open",
+                    "length": f"{g.end - g.start:.1f} s" if is_number(g.start) and is_number(g.end) else "open",
                     "recovered": g.recovered,
                     "error": clip(g.error, MESSAGE_MAX),
                 }

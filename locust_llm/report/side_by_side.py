@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..fmt import ci_text, lvl, ok, pct, pct_ci, times
+from ..fmt import ci_text, is_number, lvl, pct, pct_ci, times
 from .view import RunView, flags_text
 
 __all__ = ["SideBySideRow", "kv_cache_types", "side_by_side"]
@@ -66,7 +66,7 @@ def _speedups(view: RunView, name: str) -> list[str]:
     out = []
     for step in sorted(comp.steps, key=lambda s: s.level):
         ratio = step.output_tps_speedup
-        if step.status != "clean" or not ok(ratio.value):
+        if step.status != "clean" or not is_number(ratio.value):
             out.append(f"{lvl(step.level)}: {step.status}")
             continue
         interval = ci_text(ratio.ci95, times)

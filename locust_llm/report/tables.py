@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..analysis.documents.summary import StepFigures
 from ..analysis.speedup import speedup_state
-from ..fmt import ci_text, lvl, num, ok, pct, times
+from ..fmt import ci_text, is_number, lvl, num, pct, times
 from .prompt_cache import cache_cell
 from .view import RunView
 
@@ -108,9 +108,9 @@ class SpeedupRow:
 
 def _marks(step: StepFigures, saturation: float | None, knee: float | None) -> list[tuple[str, str, str]]:
     marks = []
-    if ok(saturation) and step.level == saturation:
+    if is_number(saturation) and step.level == saturation:
         marks.append(("saturation", "mark-sat", "throughput stops growing beyond this level"))
-    if ok(knee) and step.level == knee:
+    if is_number(knee) and step.level == knee:
         marks.append(("knee", "mark-knee", "latency grows faster than load beyond this level"))
     if step.steady is False:
         marks.append(("unsteady", "mark-warn", "metric drifted within the steady window"))
@@ -187,7 +187,7 @@ def variant_tables(view: RunView) -> list[dict]:
             )
         trend = entry.memory_trend if entry else None
         trend_text = None
-        if trend and ok(trend.slope):
+        if trend and is_number(trend.slope):
             trend_text = (
                 f"{trend.metric}: {trend.start_mib:.0f} \u2192 {trend.end_mib:.0f} MiB (peak "
                 f"{trend.peak_mib:.0f}), slope {num(trend.slope)} MiB/min (95% CI {ci_text(trend.ci95)})"
@@ -203,10 +203,10 @@ def variant_tables(view: RunView) -> list[dict]:
                 "latency_metrics": metrics,
                 "all_metrics": all_metrics,
                 "itl_approximate": max((r.itl_approximate for r in rows if r.itl_approximate), default=None),
-                "saturation": lvl(sat) if ok(sat) else None,
-                "knee": lvl(knee) if ok(knee) else None,
+                "saturation": lvl(sat) if is_number(sat) else None,
+                "knee": lvl(knee) if is_number(knee) else None,
                 "knee_by_metric": ", ".join(
-                    f"{k}: {lvl(v)}" for k, v in (entry.knee_by_metric if entry else {}).items() if ok(v)
+                    f"{k}: {lvl(v)}" for k, v in (entry.knee_by_metric if entry else {}).items() if is_number(v)
                 ),
                 "memory_trend": trend_text,
                 "telemetry_missing": entry.telemetry.missing if entry else None,
@@ -245,7 +245,7 @@ def speedups(view: RunView) -> list[dict]:
                 SpeedupRow(
                     level=lvl(s.level),
                     cells=cells,
-                    crossover=ok(comp.crossover_level) and s.level == comp.crossover_level,
+                    crossover=is_number(comp.crossover_level) and s.level == comp.crossover_level,
                     cache=f"{pct(cache.baseline) or 'n/m'} / {pct(cache.variant) or 'n/m'}" if cache else None,
                     cache_flag=flag,
                 )
@@ -258,7 +258,7 @@ def speedups(view: RunView) -> list[dict]:
                 "metrics": [m[1] for m in metrics],
                 "headline": comp.metric_name or comp.metric,
                 "recommendation": comp.recommendation,
-                "crossover": lvl(comp.crossover_level) if ok(comp.crossover_level) else None,
+                "crossover": lvl(comp.crossover_level) if is_number(comp.crossover_level) else None,
                 "conditions": view.conditions_line(comp.variant),
             }
         )

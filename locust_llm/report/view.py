@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..analysis.documents.regression import RunComparison
 from ..analysis.documents.summary import StepFigures, Summary, Verdict
 from ..analysis.timeline import Timeline
-from ..fmt import lvl, ok
+from ..fmt import is_number, lvl
 from ..rundir.env import ClientEnv, HostEnv, RecordedLoad, RecordedServer, RunEnv, ServerEnv, WorkloadEnv
 from .charts import variant_colors
 
@@ -108,9 +108,9 @@ class RunView:
         return self.colors.get(name, "#333") if name is not None else "#333"
 
     def levels(self) -> list[float]:
-        found = {s.level for v in self.variants.values() for s in v.steps if ok(s.level)}
+        found = {s.level for v in self.variants.values() for s in v.steps if is_number(s.level)}
         if not found:
-            found = {x for x in self.load.ladder or [] if ok(x)}
+            found = {x for x in self.load.ladder or [] if is_number(x)}
         return sorted(found)
 
     def steps_of(self, name: str) -> list[StepFigures]:
@@ -187,7 +187,7 @@ class RunView:
         warmup_s = load.warmup_s or 0
         if load.trace:
             parts.append(f"each level replays the trace window, its first {warmup_s:g} s warm-up")
-        elif ok(load.step_duration_s):
+        elif is_number(load.step_duration_s):
             parts.append(
                 f"{self.windows_text(variant, load.step_duration_s)} steady + {warmup_s:g} s warm-up per level"
             )
@@ -199,7 +199,7 @@ class RunView:
         """The steady windows as measured (extensions and cut steps included), to the tenth of a second: one length,
         or the range; the planned length when no window was measured."""
         names = [variant] if variant is not None else self.names
-        lengths = sorted({round(s.window_s, 1) for n in names for s in self.steps_of(n) if ok(s.window_s)})
+        lengths = sorted({round(s.window_s, 1) for n in names for s in self.steps_of(n) if is_number(s.window_s)})
         if not lengths:
             return f"{planned_s:g} s"
         return f"{lengths[0]:g} s" if len(lengths) == 1 else f"{lengths[0]:g}-{lengths[-1]:g} s"
