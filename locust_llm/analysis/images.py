@@ -10,11 +10,12 @@ import pandas as pd
 
 from ..fmt import lvl, num
 from ..rundir.load import RunData
-from .documents.base import Doc, Interval
 from .metrics import request_metrics
 from .stats import bootstrap_distribution, mean_of, percentile_interval, percentile_of, percentile_stat
 
-__all__ = ["ImageLevel", "ImageOverhead", "image_overhead"]
+__all__ = [
+    "image_overhead",
+]
 
 N_BOOT = 1000
 METHOD = (
@@ -22,52 +23,6 @@ METHOD = (
     "bucket's requests, drawn from the same texts, so the text length is the same); 95% CI: "
     "percentile bootstrap of the difference, each side resampled on its own"
 )
-
-
-class ImageLevel(Doc):
-    """One variant, image bucket and level: its steps pooled."""
-
-    variant: str
-    """The variant."""
-    bucket: str
-    """The prompt bucket whose scenario entry has ``images``."""
-    level: float
-    """Load level, as ``mode`` says."""
-    mode: str
-    """closed (level = users) or open (level = requests/s)."""
-    steps: list[int]
-    """The steps pooled."""
-    clean: bool
-    """Every pooled step was clean; otherwise the figures stand, to be read with the steps' status."""
-    with_images: int
-    """Requests with images whose TTFT was measured."""
-    without_images: int
-    """Text-only twins whose TTFT was measured."""
-    images_per_request: float | None = None
-    """Images per request that carried them."""
-    image_bytes: float | None = None
-    """Mean bytes of images per request that carried them (files, before base64)."""
-    prompt_tokens_with: float | None = None
-    """Median prompt tokens of the requests with images, as the server counted them (vLLM counts image tokens)."""
-    prompt_tokens_without: float | None = None
-    """Median prompt tokens of the text-only twins."""
-    ttft_p50_with_ms: float | None = None
-    """Median TTFT from the actual send of the steady, successful requests with images, ms."""
-    ttft_p50_without_ms: float | None = None
-    """Median TTFT from the actual send of their text-only twins, ms."""
-    overhead_ms: float | None = None
-    """TTFT P50 with images minus without: what encoding the images costs before the first token."""
-    overhead_ci95: Interval = None
-    """Percentile-bootstrap 95% interval of the difference (null with fewer than 2 requests on a side)."""
-    text: str
-    """The figure in words."""
-
-
-class ImageOverhead(Doc):
-    method: str
-    """How the figures are computed."""
-    levels: list[ImageLevel] = []
-    """Per variant (run order), bucket and level."""
 
 
 def image_overhead(run: RunData, variants: dict[str, dict]) -> dict | None:

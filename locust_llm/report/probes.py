@@ -4,9 +4,9 @@ only; every server text (error messages) is autoescaped by the template and cut 
 
 from __future__ import annotations
 
+from ..analysis.documents.probes import ProbeRow, StepLatency
 from ..analysis.documents.summary import Summary
 from ..analysis.errors import MESSAGE_MAX, clip
-from ..analysis.probes import ProbeRow, StepLatency
 from ..fmt import lvl, num
 from .view import RunView
 

@@ -13,20 +13,20 @@ from typing import Any
 from pydantic import field_serializer
 
 from ...rundir.events import Event, RunEvent
-from ..conversations import ConversationSummary, StepConversations, TurnFigures
-from ..images import ImageOverhead
-from ..probes import ProbeSummary
-from ..prompt_cache import LevelCache, PromptCache
-from ..traces import TraceStep
 from .base import Doc, Interval
+from .conversations import ConversationSummary, StepConversations, TurnFigures
 from .cost import CostSummary
 from .detected import Detected
+from .images import ImageOverhead
+from .probes import ProbeSummary
+from .prompt_cache import LevelCache, PromptCache
 from .quality import Agreement, GreedyCheck, QualitySummary
 from .scale_out import ScaleOutSummary
 from .server import AcceptancePoint, MemoryTrend, ServerAcceptance, ServerStep, TelemetryState
 from .soak import SoakSummary
 from .speedup import ContextLevel, LevelBreakdown, Ratio, SweepSchedule
 from .splits import CategoryComparison, PositionBin, PositionsSummary
+from .traces import TraceStep
 
 __all__ = ["Distribution", "StepFigures", "Summary", "Verdict", "summary_schema"]
 

@@ -1,8 +1,8 @@
 """The probes in the report (``report.probes``) from hand-built probe rows: durations in the unit people read, a
 fault's sentence with the requests it hit and its neighbours, and which probes the console and summary.md list."""
 
+from locust_llm.analysis.documents.probes import FaultFigures, ProbeRow, ProbeSummary, StepLatency
 from locust_llm.analysis.errors import MESSAGE_MAX
-from locust_llm.analysis.probes import FaultFigures, ProbeRow, ProbeSummary, StepLatency
 from locust_llm.report.probes import fault_text, probe_lines, probes_section, seconds
 from tests.unit.report.documents import step, summary, view
 

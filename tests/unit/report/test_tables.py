@@ -1,8 +1,8 @@
 """The ladder and speed-up tables (``report.tables``) from hand-built summaries: badges on the levels that earned
 them, a speed-up cell's state from its interval, the crossover row, and the prompt-cache flag on latency only."""
 
+from locust_llm.analysis.documents.prompt_cache import LevelCache
 from locust_llm.analysis.documents.summary import VariantFigures
-from locust_llm.analysis.prompt_cache import LevelCache
 from locust_llm.report.tables import SPEEDUP_METRICS, speedups, variant_tables
 from tests.unit.report.documents import compared, comparison, ratio, step, summary, view
 

@@ -1,7 +1,7 @@
 """Conversations and trace replay in the report (``report.traffic``) from hand-built documents: the rows by level,
 variant and turn with their speed-ups, the trace section only for a replayed run, and the summary.md lines."""
 
-from locust_llm.analysis.conversations import ConversationSummary, Histories, TurnComparison, TurnLevel
+from locust_llm.analysis.documents.conversations import ConversationSummary, Histories, TurnComparison, TurnLevel
 from locust_llm.fmt import DASH
 from locust_llm.report.traffic import conversations_section, trace_section, traffic_lines
 from tests.unit.report.documents import ratio, step, summary, view
