@@ -5,8 +5,8 @@
 
 ``base.Doc`` is the model every document derives from: undeclared keys are errors, and each field's attribute
 docstring is its description in the exported JSON Schema (``docs/summary.schema.json``); ``base.Interval`` is a
-95% confidence interval. Every document lives here, never beside the computation that fills it: the analysis
-modules import their documents, and nothing here imports the analysis modules.
+95% confidence interval. Every document lives here, never beside the computation that fills it: an analysis module
+may import its documents, and nothing here imports the analysis modules.
 """
 
 __all__: list[str] = []  # a namespace: import its modules
