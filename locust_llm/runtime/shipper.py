@@ -14,7 +14,8 @@ import itertools
 import logging
 import os
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import gevent
 
@@ -50,6 +51,7 @@ class RecordShipper:
         self.created = 0  # records made (each request, sent or dropped): the master counts those that never arrive
         self.created_told = 0
         self.measuring = measuring  # True while a step's warm-up or steady window runs
+        self.streaming: set[str] = set()  # steady-window requests still arriving (after their window, perhaps)
         self.monitor = ClientMonitor(worker)
         self.buffer = ColumnBatch()
         self.sent_total = 0
@@ -67,7 +69,8 @@ class RecordShipper:
 
     def add_after(self, record: RequestRecord, work: Callable[[], None]) -> None:
         """Ship ``record`` once ``work`` (counting its chunks' tokens) has run. The work waits until no step is
-        being measured, so neither this process's stamps nor the server see it during a window."""
+        being measured and no stream a window sent is still arriving, so neither this process's stamps nor the server
+        see it while anything is measured."""
         self.count(record)
         self.deferred.append((record, work))
 
@@ -89,10 +92,24 @@ class RecordShipper:
             done[0] += 1
             done[1] += int(record.output_tokens)
 
+    @contextmanager
+    def measured_stream(self, record: RequestRecord) -> Iterator[None]:
+        """Around one request's stream: a steady-window request holds the counting back until its last chunk, even
+        after its window closed (the end of a window's streams is measured too)."""
+        if record.phase != Phase.STEADY:
+            yield
+            return
+        self.streaming.add(record.request_id)
+        try:
+            yield
+        finally:
+            self.streaming.discard(record.request_id)
+
     def held_back(self) -> bool:
-        """A window is being measured and the records waiting are few enough to wait for its end: tokenizer calls
-        (perhaps to the server under test) stop, even in the middle of a backlog that began between steps."""
-        return self.measuring() and len(self.deferred) <= MAX_DEFERRED
+        """A window is being measured, or its streams are still arriving, and the records waiting are few enough to
+        wait: tokenizer calls (perhaps to the server under test) stop, even in the middle of a backlog that began
+        between steps."""
+        return (self.measuring() or bool(self.streaming)) and len(self.deferred) <= MAX_DEFERRED
 
     def refine(self) -> None:
         while self.deferred and not self.held_back():
@@ -175,6 +192,7 @@ class RecordShipper:
 
     def stop(self) -> None:
         self.measuring = lambda: False  # the load has stopped (a step cut short included): nothing waits any more
+        self.streaming.clear()
         with gevent.Timeout(REFINE_WAIT_S, False):
             self.refine()
         for record, _ in self.deferred:  # out of time: shipped with the counts they have

@@ -12,6 +12,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import gevent
@@ -246,7 +247,8 @@ class LLMUser(User):
                 headers=dialogue.headers if dialogue is not None else (),
             )
             client = self.client_for(ctx.target(state, record))
-            split = client.stream(spec, record, answer)
+            with ctx.shipper.measured_stream(record) if ctx.shipper is not None else nullcontext():
+                split = client.stream(spec, record, answer)
             self.backoff.after(record, client.retry_after)
             if dialogue is not None and record.ok:
                 dialogue.add(item.prompt, item.prompt_tokens, answer[0], record.output_tokens)

@@ -1,5 +1,6 @@
 """Records whose tokens a tokenizer still counts (perhaps the server's own ``/tokenize``) wait for a pause in the
-load: a window that begins in the middle of a backlog stops the counting at once, and stopping the load finishes it."""
+load: a window that begins in the middle of a backlog stops the counting at once, the streams a window sent hold it
+until their last chunk, and stopping the load finishes it."""
 
 from locust_llm.records import Phase, RequestRecord
 from locust_llm.runtime.shipper import RecordShipper
@@ -37,3 +38,20 @@ def test_a_window_that_begins_mid_backlog_stops_the_counting_and_stopping_the_lo
     shipper.stop()  # the load stopped while the window was open: everything is counted and shipped
     assert counted == list(range(6)) and checked == ["r0"]
     assert shipper.runner.batches[-1]["sent_total"] == 6
+
+
+def test_the_counting_waits_for_the_last_chunk_of_a_window_s_streams_not_only_for_its_end():
+    shipper = RecordShipper(Runner(), worker=0, measuring=lambda: False)  # the window has just closed
+    counted: list[str] = []
+    shipper.add_after(RequestRecord(request_id="done"), lambda: counted.append("done"))
+    late = RequestRecord(request_id="late", phase=Phase.STEADY)
+    warm = RequestRecord(request_id="warm", phase=Phase.WARMUP)
+    with shipper.measured_stream(late), shipper.measured_stream(warm):  # sent in the window, still arriving
+        shipper.refine()
+        assert counted == []
+    shipper.refine()
+    assert counted == ["done"]
+    with shipper.measured_stream(warm):  # never measured: no hold
+        shipper.add_after(RequestRecord(request_id="next"), lambda: counted.append("next"))
+        shipper.refine()
+    assert counted == ["done", "next"]
