@@ -117,7 +117,12 @@ def detected(run: RunData, variants: dict[str, dict]) -> dict[str, dict]:
             sources.update(s.get("token_sources") or {})
         key = server_of(server.url) if server.url else None
         requests = [
-            e.model_dump(include={"purpose", "method", "path", "count"}) for e in env.server_requests if e.server == key
+            {
+                **e.model_dump(include={"purpose", "method", "path", "count"}),
+                "while_running": sum(step.count for step in e.while_running),
+            }
+            for e in env.server_requests
+            if e.server == key
         ]
         streams = _streams(run.requests, by_url.get(key, [name]) if key is not None else [name])
         accounted: Counter[str] = Counter(streams)
@@ -145,7 +150,11 @@ def detected(run: RunData, variants: dict[str, dict]) -> dict[str, dict]:
 
 def _text(name: str, f: dict) -> str:
     cached = {True: "reported", False: "not reported", None: "unknown (no stream ended)"}[f["cached_prompt_tokens"]]
-    others = ", ".join(f"{e['method']} {e['path']} {e['count']:,} ({e['purpose']})" for e in f["requests"])
+    others = ", ".join(
+        f"{e['method']} {e['path']} {e['count']:,} ({e['purpose']}"
+        + (f"; {e['while_running']:,} while a step ran)" if e["while_running"] else ")")
+        for e in f["requests"]
+    )
     streams = ", ".join(f"{k} {n:,}" for k, n in f["streams"].items()) or "none"
     totals = ", ".join(f"{k} {n:,}" for k, n in f["accounted"].items()) or "none"
     return "\n".join(

@@ -6,6 +6,8 @@
   count themselves (``client.control.call`` and the sessions of ``client.http``) with the purpose their caller
   names; a request is counted once it is attempted on an open connection (``control``) or handed to the HTTP stack
   (sessions).
+  Each count also says how many were sent while a step ran (its warm-up, its window, or the window's last streams
+  still arriving: ``watch``), per step: what competes with the measurement, where tokenizer calls must be none.
 * **What the answers showed** (``seen``): facts about a server that only its streams tell, such as whether its final
   usage says how many prompt tokens it served from its cache (``client.usage``).
 
@@ -16,12 +18,21 @@ the master writes the sum to ``env.json`` (``server_requests``, ``server_seen``)
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
-__all__ = ["count", "merged", "reset", "see", "snapshot"]
+__all__ = ["count", "merged", "reset", "see", "snapshot", "watch"]
 
 _COUNTS: Counter[tuple[str, str, str, str]] = Counter()
+_RUNNING: Counter[tuple[str, str, str, str, str, int]] = Counter()  # the same keys, and the step that ran
 _SEEN: set[tuple[str, str]] = set()
+
+
+def _between_steps() -> tuple[str, int] | None:
+    return None
+
+
+_step_running: Callable[[], tuple[str, int] | None] = _between_steps
 
 
 def server_of(url: str) -> str:
@@ -32,9 +43,19 @@ def server_of(url: str) -> str:
     return f"{parts.scheme}://{host}:{port}"
 
 
+def watch(step_running: Callable[[], tuple[str, int] | None]) -> None:
+    """How this process tells the step that runs now (variant and step number; None between steps)."""
+    global _step_running
+    _step_running = step_running
+
+
 def count(purpose: str, method: str, url: str) -> None:
     """One request of ``purpose`` to ``url`` (its query string left out)."""
-    _COUNTS[(server_of(url), purpose, method.upper(), urlsplit(url).path or "/")] += 1
+    key = (server_of(url), purpose, method.upper(), urlsplit(url).path or "/")
+    _COUNTS[key] += 1
+    running = _step_running()
+    if running is not None:
+        _RUNNING[(*key, *running)] += 1
 
 
 def see(url: str, fact: str) -> None:
@@ -45,30 +66,45 @@ def see(url: str, fact: str) -> None:
 def reset() -> None:
     """A new run in this process starts from zero."""
     _COUNTS.clear()
+    _RUNNING.clear()
     _SEEN.clear()
 
 
 def snapshot() -> dict:
-    """This process's ledger so far: ``{"requests": [one entry per server, purpose, method and path],
-    "seen": {server: [facts]}}``."""
-    return merged({"requests": _entries(_COUNTS), "seen": _grouped(_SEEN)})
+    """This process's ledger so far: ``{"requests": [one entry per server, purpose, method and path, with
+    ``while_running``: those sent while a step ran, per step], "seen": {server: [facts]}}``."""
+    return {"requests": _entries(_COUNTS, _RUNNING), "seen": _grouped(_SEEN)}
 
 
 def merged(*snapshots: dict) -> dict:
     """Several processes' snapshots as one: counts summed, facts joined."""
     total: Counter[tuple[str, str, str, str]] = Counter()
+    running: Counter[tuple[str, str, str, str, str, int]] = Counter()
     seen: set[tuple[str, str]] = set()
     for snap in snapshots:
         for e in (snap or {}).get("requests") or []:
-            total[(e["server"], e["purpose"], e["method"], e["path"])] += int(e["count"])
+            key = (e["server"], e["purpose"], e["method"], e["path"])
+            total[key] += int(e["count"])
+            for step in e["while_running"]:
+                running[(*key, step["variant"], int(step["step"]))] += int(step["count"])
         seen.update((server, fact) for server, facts in ((snap or {}).get("seen") or {}).items() for fact in facts)
-    return {"requests": _entries(total), "seen": _grouped(seen)}
+    return {"requests": _entries(total, running), "seen": _grouped(seen)}
 
 
-def _entries(counts: Counter) -> list[dict]:
+def _entries(counts: Counter, running: Counter) -> list[dict]:
+    steps: dict[tuple, list[dict]] = {}
+    for (*key, variant, step), n in sorted(running.items()):
+        steps.setdefault(tuple(key), []).append({"variant": variant, "step": step, "count": n})
     return [
-        {"server": server, "purpose": purpose, "method": method, "path": path, "count": n}
-        for (server, purpose, method, path), n in sorted(counts.items())
+        {
+            "server": key[0],
+            "purpose": key[1],
+            "method": key[2],
+            "path": key[3],
+            "count": n,
+            "while_running": steps.get(key, []),
+        }
+        for key, n in sorted(counts.items())
     ]
 
 

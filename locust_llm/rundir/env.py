@@ -150,6 +150,17 @@ class ClocksEnv(_Part):
     """Per worker index, its estimate."""
 
 
+class StepRequests(_Part):
+    """Requests of one kind sent while one step ran: its warm-up, its window, or the window's last streams arriving."""
+
+    variant: str
+    """The variant the step measured."""
+    step: int
+    """The step's number (``steps.json``)."""
+    count: int
+    """How many were sent meanwhile."""
+
+
 class ServerRequests(_Part):
     """Requests the run sent to one server besides the measured streams, by purpose (``client.ledger``)."""
 
@@ -163,6 +174,9 @@ class ServerRequests(_Part):
     """URL path."""
     count: int
     """How many."""
+    while_running: list[StepRequests] = []
+    """Those of them sent while a step ran, per step (none for token counting: it waits for a pause in the load;
+    runs before this field: empty)."""
 
 
 class TraceEnv(_Part):

@@ -117,6 +117,8 @@ class Experiment:
         self.run.write_env()
         self.run.write_steps()
         ledger.reset()  # this run's requests to its servers, counted from here
+        if isinstance(environment.runner, MasterRunner):  # a load process in this one watches its own streams too
+            ledger.watch(lambda: (self.state.variant, self.state.step) if self.state.active else None)
         self.session = session(plan, self.run)
         self.session.nonce = self.nonce
         self.classes = [user_classes[plan.load.mode]]

@@ -209,6 +209,7 @@ def _setup_load_process(environment) -> None:
         workload_factory=lambda base_url: workload_for(load, base_url, plan.base_dir, context.board.state.nonce),
         announce=lambda base_url: runner.send_message(users.WORKLOAD_READY, {"worker": worker, "base_url": base_url}),
     )
+    ledger.watch(context.step_running)
     context.shipper.start()
 
 

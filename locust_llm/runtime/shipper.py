@@ -51,7 +51,8 @@ class RecordShipper:
         self.created = 0  # records made (each request, sent or dropped): the master counts those that never arrive
         self.created_told = 0
         self.measuring = measuring  # True while a step's warm-up or steady window runs
-        self.streaming: set[str] = set()  # steady-window requests still arriving (after their window, perhaps)
+        # Steady-window requests still arriving (after their window, perhaps): request id -> (variant, step).
+        self.streaming: dict[str, tuple[str, int]] = {}
         self.monitor = ClientMonitor(worker)
         self.buffer = ColumnBatch()
         self.sent_total = 0
@@ -99,11 +100,11 @@ class RecordShipper:
         if record.phase != Phase.STEADY:
             yield
             return
-        self.streaming.add(record.request_id)
+        self.streaming[record.request_id] = (record.variant, record.step)
         try:
             yield
         finally:
-            self.streaming.discard(record.request_id)
+            self.streaming.pop(record.request_id, None)
 
     def held_back(self) -> bool:
         """A window is being measured, or its streams are still arriving, and the records waiting are few enough to

@@ -102,6 +102,15 @@ class ProcessContext:
         if base_url not in self.workloads and not self.workload_lock.locked():
             gevent.spawn(self.workload, base_url)
 
+    def step_running(self) -> tuple[str, int] | None:
+        """The step this process measures now: the board's while it runs, then the step whose last streams are still
+        arriving (``client.ledger`` counts what is sent meanwhile); None in a pause."""
+        state = self.board.state
+        if state.active:
+            return state.variant, state.step
+        streaming = self.shipper.streaming if self.shipper is not None else {}
+        return next(iter(streaming.values()), None)
+
     def usage_check_due(self, record: RequestRecord, state: StepState) -> bool:
         """Whether a tokenizer checks this request's usage total: the first ``USAGE_CHECKS_PER_STEP`` of the step's
         steady window in this process, whose figures a suspect server would distort (the check waits until no step

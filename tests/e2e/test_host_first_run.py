@@ -54,6 +54,15 @@ def test_every_request_the_server_received_is_accounted_for(tmp_path, refserver_
     for entry in env["server_requests"]:
         ours[f"{entry['method']} {entry['path']}"] += entry["count"]
     assert dict(ours) == counted
+    # While a step ran (its warm-up, its window, its last streams arriving): the telemetry scrapes, never token
+    # counting (sizing the prompts comes before, splitting totals and checking usage in the pauses).
+    steps = {(s["variant"], s["step"]) for s in json.loads((run / "steps.json").read_text())["steps"]}
+    running = {e["path"]: e["while_running"] for e in env["server_requests"]}
+    assert running["/tokenize"] == [] and running["/metrics"]
+    assert {(s["variant"], s["step"]) for s in running["/metrics"]} <= steps
+    scraped = sum(s["count"] for s in running["/metrics"])
+    assert 0 < scraped < ours["GET /metrics"]  # the first scrapes come before the first step
+    assert f"GET /metrics {ours['GET /metrics']:,} (telemetry; {scraped:,} while a step ran)" in done.stderr
     # The summary and the console say the same, in words.
     summary = json.loads((run / "summary.json").read_text())
     facts = summary["detected"]["external"]

@@ -21,6 +21,9 @@ class RequestCount(Doc):
     """Path on the server."""
     count: int
     """How many."""
+    while_running: int = 0
+    """Those of them sent while a step ran (its warm-up, its window, or the window's last streams arriving):
+    telemetry scrapes and probes by design; token counting never (it waits for a pause in the load)."""
 
 
 class Detected(Doc):
