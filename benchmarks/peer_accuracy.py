@@ -11,7 +11,9 @@ runs for ``--seconds``; then, per tool and level, this prints:
   tree (start-up, prompt sizing and the post-run report included; ``getrusage(RUSAGE_CHILDREN)`` around the
   run); for locust-llm also the steady-window ingest: the step's output tok/s over the load process's own
   mean CPU in that window (its client monitor), i.e. what each further token costs once the run is going;
-* requests completed.
+* requests completed;
+* for locust-llm, the TTFT error per request of the steady window, matched to the server's log by the prompt's hash
+  (P50/P99/max): the percentile differences above also take in the warm-up, where every stream starts at once.
 
 GuideLLM is pinned (0.8.1) and installed into its own virtual environment under ``~/.cache/locust-llm`` on
 first use, with a small local tokenizer for its synthetic prompts (nothing is fetched from a model hub);
@@ -81,12 +83,14 @@ class RefServer:
         self.port = int(line.decode().rsplit(":", 1)[1])
         self.url = f"http://127.0.0.1:{self.port}"
 
+    def logs(self) -> list[dict]:
+        with urllib.request.urlopen(self.url + "/ref/logs", timeout=30) as response:
+            return json.loads(response.read())["logs"]
+
     def truth(self) -> tuple[np.ndarray, np.ndarray]:
         """The server's own TTFT and TPOT (ms) of every complete stream."""
-        with urllib.request.urlopen(self.url + "/ref/logs", timeout=30) as response:
-            logs = json.loads(response.read())["logs"]
         ttft, tpot = [], []
-        for log in logs:
+        for log in self.logs():
             times = [c[0] for c in log["chunks"] if c[1] > 0]
             if log["complete"] and len(times) > 1:
                 ttft.append((times[0] - log["t_recv"]) * 1000)
@@ -96,6 +100,15 @@ class RefServer:
     def stop(self):
         self.proc.terminate()
         self.proc.wait(10)
+
+
+def matched_ttft_error(frame: pd.DataFrame, logs: list[dict]) -> np.ndarray:
+    """Per request of the steady window, the client's TTFT minus the server's own for that request (ms), matched by
+    the prompt's hash: what a user's figures carry, where percentiles of two sets could hide a shifted tail."""
+    served = {log["prompt_hash"]: log for log in logs if log["complete"]}
+    steady = frame[(frame["phase"] == "steady") & frame["error_class"].isna() & frame["prompt_hash"].isin(served)]
+    truth = [next(c[0] for c in served[h]["chunks"] if c[1] > 0) - served[h]["t_recv"] for h in steady["prompt_hash"]]
+    return ((steady["t_first"] - steady["t_send"]).to_numpy() - np.array(truth)) * 1000
 
 
 def run_measured(command: list[str], **kwargs) -> float:
@@ -145,7 +158,8 @@ def run_locust_llm(server: RefServer, streams: int, seconds: float, work: Path) 
     (step,) = json.loads((work / f"ll-{streams}" / "summary.json").read_text())["variants"]["ref"]["steps"]
     busy = (step.get("client_validity") or {}).get("cpu_percent_max")
     steady = step["output_tps"] / (busy / 100) if busy else None
-    return ttft.to_numpy(), tpot.to_numpy(), int(ok["output_tokens"].sum()), len(ok), cpu, steady
+    matched = matched_ttft_error(frame, server.logs())
+    return ttft.to_numpy(), tpot.to_numpy(), int(ok["output_tokens"].sum()), len(ok), cpu, steady, matched
 
 
 def ensure_peer() -> Path:
@@ -190,7 +204,7 @@ def run_guidellm(guidellm: Path, server: RefServer, streams: int, seconds: float
     ok = json.loads(out.read_text())["benchmarks"][0]["requests"]["successful"]
     ttft = np.array([r["time_to_first_token_ms"] for r in ok if r["time_to_first_token_ms"] is not None])
     tpot = np.array([r["inter_token_latency_ms"] for r in ok if r["inter_token_latency_ms"] is not None])
-    return ttft, tpot, sum(r["output_tokens"] or 0 for r in ok), len(ok), cpu, None
+    return ttft, tpot, sum(r["output_tokens"] or 0 for r in ok), len(ok), cpu, None, None
 
 
 def main() -> int:
@@ -205,7 +219,7 @@ def main() -> int:
         tools["GuideLLM " + PEER_VERSION] = lambda *a: run_guidellm(guidellm, *a)
     print(
         f"{'streams':>7} {'tool':<15} {'TTFT err P50/P99 ms':>21} {'TPOT err P50/P99 ms':>21} "
-        f"{'tokens/CPU-s':>13} {'steady':>9} {'requests':>9}",
+        f"{'tokens/CPU-s':>13} {'steady':>9} {'requests':>9}  {'matched TTFT err P50/P99/max ms (steady)':>41}",
         flush=True,
     )
     for streams in [int(x) for x in args.levels.split(",")]:
@@ -213,7 +227,7 @@ def main() -> int:
             server = RefServer()
             try:
                 with tempfile.TemporaryDirectory() as work:
-                    ttft, tpot, tokens, requests, cpu, steady = run(server, streams, args.seconds, Path(work))
+                    ttft, tpot, tokens, requests, cpu, steady, matched = run(server, streams, args.seconds, Path(work))
                 true_ttft, true_tpot = server.truth()
             finally:
                 server.stop()
@@ -224,7 +238,12 @@ def main() -> int:
             ]
             print(
                 f"{streams:>7} {name:<15} {err[0]:>+9.2f} / {err[1]:>+9.2f} {err[2]:>+9.3f} / {err[3]:>+9.3f} "
-                f"{tokens / cpu:>13,.0f} {f'{steady:,.0f}' if steady else 'n/m':>9} {requests:>9}",
+                f"{tokens / cpu:>13,.0f} {f'{steady:,.0f}' if steady else 'n/m':>9} {requests:>9}  "
+                + (
+                    " / ".join(f"{v:>+9.2f}" for v in (*np.percentile(matched, [50, 99]), matched.max()))
+                    if matched is not None and matched.size
+                    else f"{'n/m':>41}"
+                ),
                 flush=True,
             )
     return 0
