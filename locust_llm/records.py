@@ -5,17 +5,48 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 import pyarrow as pa
 
-__all__ = ["FAST_FAIL_S", "NEVER_REACHED", "NOT_SENT", "ErrorClass", "Phase", "REQUESTS_SCHEMA", "RequestRecord", "now"]
+__all__ = [
+    "FAST_FAIL_S",
+    "NEVER_REACHED",
+    "NOT_SENT",
+    "ErrorClass",
+    "Phase",
+    "REQUESTS_SCHEMA",
+    "RequestRecord",
+    "epoch_anchor",
+    "now",
+]
+
+ANCHOR_TRIES = 16
+
+
+def epoch_anchor(
+    tries: int = ANCHOR_TRIES, perf: Callable[[], float] = time.perf_counter, wall: Callable[[], float] = time.time
+) -> float:
+    """``time.time() - time.perf_counter()``, read where nothing came between the two clocks: of a few tries, the one
+    whose wall-clock read sits in the shortest perf_counter bracket. One pair of reads is off by whatever preempts
+    the process between them, milliseconds on a busy host, and processes on one host then disagree by that (a
+    master and its two workers, started together on this 2-core VM, once measured 0.5 ms apart, beyond the clock
+    exchanges' own bound)."""
+    brackets = []
+    for _ in range(tries):
+        before = perf()
+        read = wall()
+        after = perf()
+        brackets.append((after - before, read - (before + after) / 2.0))
+    return min(brackets)[1]
+
 
 # One clock per run: perf_counter's resolution, anchored once per process to the epoch so that
 # processes (and machines) line up with each other and with telemetry timestamps.
 # LOCUST_LLM_TEST_CLOCK_OFFSET_S moves this process's clock, as another host's would be: for tests of the clock
 # alignment only (``rundir.clocks``).
-_EPOCH_ANCHOR = time.time() - time.perf_counter() + float(os.environ.get("LOCUST_LLM_TEST_CLOCK_OFFSET_S") or 0.0)
+_EPOCH_ANCHOR = epoch_anchor() + float(os.environ.get("LOCUST_LLM_TEST_CLOCK_OFFSET_S") or 0.0)
 
 
 def now() -> float:

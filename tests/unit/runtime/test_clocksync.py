@@ -3,6 +3,7 @@ event for a worker measured less certainly than the bound, and the report's text
 
 import pytest
 
+from locust_llm.records import epoch_anchor
 from locust_llm.report.sections import clocks_text
 from locust_llm.rundir import RunDir, layout, read_json
 from locust_llm.rundir.clocks import UNCERTAINTY_MAX_S, ClockSample
@@ -52,3 +53,13 @@ def test_no_exchanges_no_clock_entry(tmp_path):
     write_clocks(run, [], since=0.0)
     assert run.env.clocks is None and not run.file(layout.CLOCKS).exists()
     assert clocks_text(run.env.clocks) is None
+
+
+def test_a_process_s_clock_is_anchored_where_nothing_came_between_its_two_reads():
+    # perf_counter and the wall clock as a process reads them: 1,000,000 s apart; the first try is preempted for
+    # 5 ms between its perf_counter read and its wall-clock read, the others take 1 us.
+    tries = [(10.0, 1_000_010.005, 10.005), (20.0, 1_000_020.0000005, 20.000001), (30.0, 1_000_030.0000006, 30.000001)]
+    perf = iter(x for before, _, after in tries for x in (before, after))
+    wall = iter(w for _, w, _ in tries)
+    anchor = epoch_anchor(tries=3, perf=lambda: next(perf), wall=lambda: next(wall))
+    assert abs(anchor - 1_000_000.0) < 1e-6  # the preempted try alone would be 2.5 ms off
