@@ -14,7 +14,9 @@ from locust_llm.runtime.options import OPTIONS
 def test_a_spawn_message_parses_locust_s_defaults_once(monkeypatch):
     # The comprehension a worker evaluates on every spawn message; if Locust moves or fixes it, revisit the workaround.
     assert "argument_parser.default_args_dict()" in inspect.getsource(WorkerRunner.handle_message)
-    monkeypatch.setattr(argument_parser, "default_args_dict", argument_parser.default_args_dict)
+    # Locust's own function, unwrapped if a worker set up earlier in this process already cached it.
+    original = getattr(argument_parser.default_args_dict, "__wrapped__", argument_parser.default_args_dict)
+    monkeypatch.setattr(argument_parser, "default_args_dict", original)
     builds = []
     build = argument_parser.get_empty_argument_parser
     monkeypatch.setattr(argument_parser, "get_empty_argument_parser", lambda **kw: builds.append(1) or build(**kw))
