@@ -149,9 +149,9 @@ def handle_signals(environment) -> None:
 def parse_locust_defaults_once() -> None:
     """A worker answering a spawn message (every change of the user count: each ladder step) builds and parses
     Locust's whole argument parser once per option the master sent (``default_args_dict`` inside a comprehension,
-    Locust 2.47): about 5 ms each for 90 options, a few hundred ms in which this process reads no chunk, so the streams
-    of the window that just ended were stamped 110-130 ms late (their server's own stamps) and the step's last batch
-    read 5-10% slow. Locust's defaults cannot change within a process: parsed once."""
+    Locust 2.47): 4-5 ms each for about 90 options, 140-200 ms in which this process read no chunk, so the streams of
+    the window that had just ended were stamped up to 256 ms late (against their server's own stamps) and the step's
+    last batch read 5-10% slow. Locust's defaults cannot change within a process: parsed once."""
     if not hasattr(argument_parser.default_args_dict, "cache_info"):
         argument_parser.default_args_dict = functools.cache(argument_parser.default_args_dict)
 
@@ -159,8 +159,6 @@ def parse_locust_defaults_once() -> None:
 def on_init(environment, runner=None, **_kw) -> None:
     if runner is None:
         return
-    if isinstance(runner, WorkerRunner):
-        parse_locust_defaults_once()
     if not isinstance(runner, WorkerRunner):
         handle_signals(environment)
         state_of(environment).cli_scenario = environment.parsed_options.scenario
@@ -181,6 +179,7 @@ def on_init(environment, runner=None, **_kw) -> None:
         runner.register_message(STEP_MESSAGE, on_step_message)
     if isinstance(runner, WorkerRunner):
         runner.register_message(CLOCK_PING, answer_ping)
+        parse_locust_defaults_once()
     if not environment.stop_timeout:
         # Stepping down or switching variants lets streams in flight finish instead of killing them.
         environment.stop_timeout = DEFAULT_STOP_TIMEOUT_S
