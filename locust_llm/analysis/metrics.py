@@ -9,14 +9,15 @@ from the intended send time instead of the actual one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ..rundir.load import ChunkLists
+from ..rundir.load import ChunkLists, flat_rows
 
 __all__ = ["APPROXIMATE_SOURCES", "Chunks", "chunk_split", "request_metrics"]
 
@@ -83,14 +84,10 @@ def request_metrics(frame: pd.DataFrame, first_token_timeout_s: float = np.nan) 
 def chunk_split(rows: pd.DataFrame, chunks: Chunks) -> pd.DataFrame:
     """Per request of ``rows`` (the rows ``chunks`` was built from): its token-carrying chunks and the first
     chunk's tokens; NaN where the per-chunk split is approximate."""
-    count = np.bincount(chunks.request, minlength=len(rows)).astype(float)
-    starts = (
-        np.flatnonzero(np.r_[True, chunks.request[1:] != chunks.request[:-1]])
-        if chunks.request.size
-        else np.empty(0, dtype=int)
-    )
+    count = chunks.lengths.astype(float)
+    some = chunks.lengths > 0
     first = np.full(len(rows), np.nan)
-    first[chunks.request[starts]] = chunks.tokens[starts]
+    first[some] = chunks.tokens[(np.cumsum(chunks.lengths) - chunks.lengths)[some]]
     exact = (
         ~rows["token_source"].isin(APPROXIMATE_SOURCES).to_numpy()
         if "token_source" in rows
@@ -102,32 +99,33 @@ def chunk_split(rows: pd.DataFrame, chunks: Chunks) -> pd.DataFrame:
 
 
 DRAFT_LISTS = ("chunk_drafted", "chunk_accepted")
+SLICE_CHUNKS = 2_000_000
+LIST_TYPES = {"chunk_offsets": pa.float32(), "chunk_tokens": pa.int32()} | dict.fromkeys(DRAFT_LISTS, pa.int32())
 
 
-def _aligned(lists: list, lengths: np.ndarray, request: np.ndarray) -> tuple:
-    """Per-chunk values of list columns that hold one item per chunk where a request has them (else none): flat
-    arrays aligned with the chunks, -1 where a request has none; ``(None, None)`` when no request has any."""
+def _aligned(lists: list[tuple[np.ndarray, np.ndarray]], lengths: np.ndarray) -> tuple:
+    """Per-chunk values of list columns (``(items per request, items flat)``) that hold one item per chunk where a
+    request has them (else none): flat arrays aligned with the chunks, -1 where a request has none;
+    ``(None, None)`` when no request has any."""
     if len(lists) != len(DRAFT_LISTS):
         return None, None
     out = []
-    for column in lists:
-        have = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
+    for have, flat in lists:
         if not have.any():
             return None, None
         whole = have == lengths  # a request's list covers every chunk of it, or it is not used
-        values = np.full(request.size, -1, dtype=np.int64)
-        flat = pc.list_flatten(column).to_numpy(zero_copy_only=False)
-        keep = np.repeat(whole[have > 0], have[have > 0])
-        values[whole[request]] = flat[keep]
+        values = np.full(int(lengths.sum()), -1, dtype=np.int64)
+        values[np.repeat(whole, lengths)] = flat[np.repeat(whole, have)]
         out.append(values)
     return tuple(out)
 
 
 @dataclass
 class Chunks:
-    """Every token-carrying chunk of a set of requests, flat: which request, when, how many tokens."""
+    """Every token-carrying chunk of a set of requests, flat, request after request: how many each request has,
+    when each arrived, how many tokens it carried."""
 
-    request: np.ndarray  # row position in the frame
+    lengths: np.ndarray  # chunks per request, in the frame's row order
     offset: np.ndarray  # seconds after the request's t_send
     tokens: np.ndarray
     # The request's cumulative drafted and accepted tokens at each chunk (llama.cpp ``timings_per_token``); -1
@@ -138,45 +136,76 @@ class Chunks:
     @classmethod
     def of(cls, frame: pd.DataFrame, lists: ChunkLists | None = None) -> Chunks:
         """The chunks of ``frame``'s rows: from ``lists`` (indexed by the frame's index) when given, else from
-        the frame's own list columns. Flattened in Arrow, never a Python loop per request."""
+        the frame's own list columns. Flattened in Arrow and NumPy, never a Python loop per request."""
         if lists is not None:
             positions = frame.index.to_numpy(dtype=np.int64)
             if positions.size > 1 and np.any(np.diff(positions) < 0):
                 raise ValueError("the frame's rows must keep the order of the run's requests")
-            rows = lists.take(positions)
-            offsets, tokens = rows.column("chunk_offsets"), rows.column("chunk_tokens")
-            drafts = [rows.column(n) for n in DRAFT_LISTS if n in rows.column_names]
+            columns = lists.select(positions)
         else:
-            offsets = pa.chunked_array([pa.array(frame["chunk_offsets"].tolist(), pa.list_(pa.float32()))])
-            tokens = pa.chunked_array([pa.array(frame["chunk_tokens"].tolist(), pa.list_(pa.int32()))])
-            drafts = [
-                pa.chunked_array([pa.array(frame[n].tolist(), pa.list_(pa.int32()))]) for n in DRAFT_LISTS if n in frame
-            ]
-        lengths = pc.fill_null(pc.list_value_length(offsets), 0).to_numpy(zero_copy_only=False)
+            every = np.ones(len(frame), dtype=bool)
+            columns = {
+                name: flat_rows(pa.array(frame[name].tolist(), pa.list_(kind)), every)
+                for name, kind in LIST_TYPES.items()
+                if name in frame
+            }
+        lengths, offsets = columns["chunk_offsets"]
         # float32 offsets (a microsecond at ten seconds) and int32 counts: a night of chunks fits in memory
-        flat = pc.list_flatten(offsets).to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
-        counts = pc.list_flatten(tokens).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-        request = np.repeat(np.arange(len(frame), dtype=np.int32), lengths)
-        return cls(request, flat, counts, *_aligned(drafts, lengths, request))
+        tokens = columns["chunk_tokens"][1].astype(np.int32, copy=False)
+        drafts = [columns[name] for name in DRAFT_LISTS if name in columns]
+        return cls(lengths, offsets.astype(np.float32, copy=False), tokens, *_aligned(drafts, lengths))
+
+    @cached_property
+    def request(self) -> np.ndarray:
+        """Each chunk's request, as a row position in the frame."""
+        return np.repeat(np.arange(self.lengths.size, dtype=np.int32), self.lengths)
 
     def arrivals(self, t_send: np.ndarray) -> np.ndarray:
-        """Absolute arrival time of every chunk."""
-        arrivals = np.asarray(t_send, dtype=float)[self.request]
+        """Absolute arrival time of every chunk (``t_send``: one per request)."""
+        arrivals = np.repeat(np.asarray(t_send, dtype=float), self.lengths)
         arrivals += self.offset
         return arrivals
 
-    def gaps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(gap_s, tokens, request)`` of every chunk after a request's first (its gap to the one before)."""
-        same = self.request[1:] == self.request[:-1]
-        return (self.offset[1:] - self.offset[:-1])[same], self.tokens[1:][same], self.request[1:][same]
+    def arrivals_in_slices(self, t_send: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(arrival time, tokens)`` of every chunk, whole requests at a time, about ``SLICE_CHUNKS`` chunks a
+        slice: tens of millions of chunks never need one array of arrival times (``t_send``: one per request;
+        NaN keeps a request's chunks out of every window)."""
+        t_send = np.asarray(t_send, dtype=float)
+        ends = np.cumsum(self.lengths)
+        request = chunk = 0
+        while request < self.lengths.size:
+            after = max(int(np.searchsorted(ends, chunk + SLICE_CHUNKS, side="right")), request + 1)
+            stop = int(ends[after - 1])
+            arrivals = np.repeat(t_send[request:after], self.lengths[request:after])
+            arrivals += self.offset[chunk:stop]
+            yield arrivals, self.tokens[chunk:stop]
+            request, chunk = after, stop
 
-    def itl_ms(self) -> tuple[np.ndarray, np.ndarray]:
+    def gaps(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(gap_s, tokens)`` of every chunk after a request's first (its gap to the one before)."""
+        later = np.ones(self.offset.size, dtype=bool)
+        later[(np.cumsum(self.lengths) - self.lengths)[self.lengths > 0]] = False
+        return np.diff(self.offset)[later[1:]], self.tokens[later]
+
+    def itl_ms(self) -> tuple[np.ndarray, np.ndarray | None]:
         """Inter-token latency as ``(value, weight)``: each chunk gap split evenly over the chunk's tokens, each
-        of which carries it; first-chunk tokens have no gap (TTFT covers them)."""
-        gap, tokens, _ = self.gaps()
+        of which carries it; first-chunk tokens have no gap (TTFT covers them). The weight is None when every
+        chunk carries one token (each value counts once)."""
+        gap, tokens = self.gaps()
         carries = tokens > 0
-        return gap[carries].astype(np.float64) * 1000.0 / tokens[carries], tokens[carries]
+        if not carries.all():
+            gap, tokens = gap[carries], tokens[carries]
+        weights = None if (tokens == 1).all() else tokens
+        del tokens
+        itl = gap.astype(np.float64)
+        del gap
+        itl *= 1000.0
+        if weights is not None:
+            itl /= weights
+        return itl, weights
 
     def icl_ms(self) -> np.ndarray:
         """Inter-chunk latency: the gaps themselves."""
-        return self.gaps()[0].astype(np.float64) * 1000.0
+        icl = self.gaps()[0].astype(np.float64)
+        icl *= 1000.0
+        return icl

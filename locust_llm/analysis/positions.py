@@ -57,12 +57,14 @@ def request_positions(n_rows: int, chunks: Chunks, bin_tokens: int) -> pd.DataFr
     """Per request (``n_rows``, the rows ``chunks`` was built from, in order) and completed bin: decode tok/s, and
     the drafted and accepted tokens where the chunks carry per-token draft counts. No columns when no request
     completed a bin."""
-    tokens = chunks.tokens.astype(np.int64)
-    per_request = np.bincount(chunks.request, weights=tokens, minlength=n_rows).astype(np.int64)
+    per_request = np.zeros(n_rows, dtype=np.int64)
+    some = chunks.lengths > 0
+    starts = (np.cumsum(chunks.lengths) - chunks.lengths)[some]
+    per_request[some] = np.add.reduceat(chunks.tokens, starts, dtype=np.int64)
     bins = np.minimum(per_request // bin_tokens, MAX_BINS)
     if not bins.any():
         return pd.DataFrame(index=range(n_rows))
-    cum = np.cumsum(tokens)
+    cum = np.cumsum(chunks.tokens, dtype=np.int64)
     base = np.zeros(n_rows, dtype=np.int64)  # tokens of the requests before each one
     base[1:] = np.cumsum(per_request)[:-1]
     rows = np.repeat(np.arange(n_rows), bins)

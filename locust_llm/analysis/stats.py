@@ -27,6 +27,7 @@ __all__ = [
     "LARGE",
     "SortedSample",
     "Statistic",
+    "binned_rates",
     "bootstrap_distribution",
     "finite",
     "mean_of",
@@ -53,15 +54,17 @@ DEFAULT_N_BOOT = 2000
 _CHUNK_ELEMENTS = 2_000_000
 
 
-def finite(values: Iterable[float] | np.ndarray | None) -> np.ndarray:
-    """The finite values as a 1-D float array (``None``, NaN and +-inf dropped)."""
+def finite(values: Iterable[float] | np.ndarray | None, copy: bool = True) -> np.ndarray:
+    """The finite values as a 1-D float array (``None``, NaN and +-inf dropped). ``copy=False``: a float array
+    whose values are all finite comes back itself (the caller must not modify it)."""
     if values is None:
         return np.empty(0)
     if isinstance(values, np.ndarray) and values.dtype.kind in "fiu":
         array = values.astype(float, copy=False).ravel()
     else:
         array = np.asarray([v for v in values if v is not None], dtype=float).ravel()
-    return array[np.isfinite(array)]
+    keep = np.isfinite(array)
+    return array if not copy and keep.all() else array[keep]
 
 
 def percentile_of(values, q: float) -> float | None:
@@ -139,8 +142,7 @@ LARGE = 1_000  # beyond this many values, intervals come from order statistics, 
 
 class SortedSample:
     """Percentiles exactly as ``np.percentile`` (linear) of the values, each counted ``weights`` times: weighted
-    values are sorted once and searched; unweighted ones are only partitioned around the ranks asked for, in
-    place (pass an array the sample may reorder)."""
+    values are sorted once and searched; unweighted ones are never reordered or copied whole (``select``)."""
 
     def __init__(self, values: np.ndarray, weights: np.ndarray | None = None):
         if weights is not None and np.all(weights == 1):
@@ -154,20 +156,51 @@ class SortedSample:
             self.values, self.cum = values[order], np.cumsum(weights[order])
             self.total = float(self.cum[-1])
 
-    def _at(self, rank: np.ndarray) -> np.ndarray:
-        """The value at 0-based rank(s) of the repeated sample."""
-        if self.cum is None:
-            return self.values[rank]
-        return self.values[np.searchsorted(self.cum, rank + 1)]
-
     def percentiles(self, qs) -> np.ndarray:
         h = (self.total - 1) * np.asarray(qs, dtype=float) / 100.0
         lo = np.floor(h).astype(np.int64)
         hi = np.ceil(h).astype(np.int64)
-        if self.cum is None:  # O(n) selection of just these ranks, in place
-            self.values.partition(np.unique(np.concatenate([lo, hi])))
-        v_lo, v_hi = self._at(lo), self._at(hi)
+        ranks = np.concatenate([lo, hi])
+        # the value at each 0-based rank of the (repeated) sample
+        at = select(self.values, ranks) if self.cum is None else self.values[np.searchsorted(self.cum, ranks + 1)]
+        v_lo, v_hi = at[: lo.size], at[lo.size :]
         return v_lo + (h - lo) * (v_hi - v_lo)
+
+
+_SELECT_SAMPLE = 65_536  # values sampled to bracket the ranks asked for
+_SELECT_SLACK = 1_024  # sample positions either side of a rank's estimate: about 30 standard errors of it
+
+
+def select(values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """The values at 0-based ``ranks`` of the sorted finite ``values`` (``np.sort(values)[ranks]``), without
+    reordering them or copying them whole: a regular sample brackets each group of nearby ranks, and only the
+    values inside a bracket are partitioned (a few percent of tens of millions). A bracket that misses its ranks
+    (a sample unlike the whole) falls back on partitioning a copy."""
+    ranks = np.asarray(ranks, dtype=np.int64)
+    n = values.size
+    if n <= 4 * _SELECT_SAMPLE:
+        return np.partition(values, np.unique(ranks))[ranks]
+    sample = np.sort(values[:: n // _SELECT_SAMPLE])
+    m = sample.size
+    out = np.empty(ranks.size)
+    wanted = np.unique(ranks)
+    at = (wanted * m) // n  # each rank's place in the sample
+    groups = np.split(wanted, np.flatnonzero(np.diff(at) > _SELECT_SLACK) + 1)
+    for group in groups:
+        first = int(group[0] * m // n) - _SELECT_SLACK
+        last = int(group[-1] * m // n) + _SELECT_SLACK
+        low = sample[first] if first >= 0 else -np.inf
+        high = sample[last] if last < m else np.inf
+        below = int(np.count_nonzero(values < low))
+        inside = values[(values >= low) & (values <= high)]
+        if below <= group[0] and below + inside.size > group[-1]:
+            inside.partition(group - below)
+            found = inside[group - below]
+        else:
+            found = np.partition(values, group)[group]
+        for rank, value in zip(group, found, strict=True):
+            out[ranks == rank] = value
+    return out
 
 
 def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs) -> np.ndarray:
@@ -178,7 +211,7 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs) -> np.ndar
 def _large_sample_figures(sample: SortedSample, mean: float, sd: float, n: int, alpha: float) -> dict:
     """P50/P95/P99 with distribution-free intervals (the binomial ranks around each) and a normal interval of
     the mean: exact enough beyond ``LARGE`` values, and no resampling of millions of them. Every rank in one
-    selection pass (one partition of the array, not one per interval)."""
+    selection (``select``), not one per interval."""
     z = NormalDist().inv_cdf(1 - alpha / 2)
     bounds = []
     for q in PERCENTILES:
@@ -190,6 +223,19 @@ def _large_sample_figures(sample: SortedSample, mean: float, sd: float, n: int, 
     ci95 = {f"p{q}": cis[2 * i : 2 * i + 2] for i, q in enumerate(PERCENTILES)}
     ci95["mean"] = [mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)]
     return {**{f"p{q}": point for q, point in zip(PERCENTILES, points, strict=False)}, "ci95": ci95}
+
+
+def _sd(values: np.ndarray, mean: float, weights: np.ndarray | None) -> float:
+    """The (weighted) population standard deviation around ``mean``, in slices: a step's tens of millions of
+    inter-token latencies never need a copy of themselves (two, in NumPy's ``std``)."""
+    total = 0.0
+    for first in range(0, values.size, _CHUNK_ELEMENTS):
+        deviation = values[first : first + _CHUNK_ELEMENTS] - mean
+        deviation *= deviation
+        if weights is not None:
+            deviation *= weights[first : first + _CHUNK_ELEMENTS]
+        total += float(deviation.sum())
+    return math.sqrt(total / (values.size if weights is None else float(weights.sum())))
 
 
 def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float = 0.05, weights=None) -> dict:
@@ -212,17 +258,13 @@ def summarize(values, n_boot: int = DEFAULT_N_BOOT, seed: int = 0, alpha: float 
         if weights.sum() <= LARGE:
             array, weights = np.repeat(array, weights.astype(np.int64)), None
     else:
-        array = finite(values)
+        array = finite(values, copy=False)  # read, never modified
     if array.size == 0:
         return {"p50": None, "p95": None, "p99": None, "mean": None, "n": 0, "ci95": {k: None for k in names}}
     if weights is not None or array.size > LARGE:
         mean = float(np.average(array, weights=weights))
-        sd = (
-            float(array.std())
-            if weights is None
-            else math.sqrt(float(np.average((array - mean) ** 2, weights=weights)))
-        )
-        sample = SortedSample(array, weights)  # reorders ``array`` in place when unweighted
+        sd = _sd(array, mean, weights)
+        sample = SortedSample(array, weights)
         figures = _large_sample_figures(sample, mean, sd, array.size, alpha)
         return {
             "p50": figures["p50"],
@@ -265,18 +307,29 @@ def rate_samples(event_times, event_counts, start: float, end: float, bin_s: flo
     bins' time correlation accounted for (docs/verdicts-and-gates.md, "Speed-up").
     An empty array when the window is empty or not finite.
     """
-    if not (math.isfinite(start) and math.isfinite(end)) or end <= start or bin_s <= 0:
-        return np.empty(0)
     times = np.asarray(event_times, dtype=float).ravel()
-    counts = np.ones_like(times) if event_counts is None else np.asarray(event_counts, dtype=float).ravel()
+    counts = np.ones_like(times) if event_counts is None else np.asarray(event_counts).ravel()
     if counts.shape != times.shape:
         raise ValueError(f"event_counts has {counts.size} entries but event_times has {times.size}")
+    # In slices: a night's worth of token arrivals never needs more than a slice's worth of temporaries.
+    slices = (
+        (times[first : first + _CHUNK_ELEMENTS], counts[first : first + _CHUNK_ELEMENTS])
+        for first in range(0, times.size, _CHUNK_ELEMENTS)
+    )
+    return binned_rates(slices, start, end, bin_s)
+
+
+def binned_rates(
+    slices: Iterable[tuple[np.ndarray, np.ndarray]], start: float, end: float, bin_s: float = 1.0
+) -> np.ndarray:
+    """``rate_samples`` of events given as slices ``(times, counts)``, so that no array of them all need exist."""
+    if not (math.isfinite(start) and math.isfinite(end)) or end <= start or bin_s <= 0:
+        return np.empty(0)
     k = max(1, round((end - start) / bin_s))
     width = (end - start) / k
     rates = np.zeros(k)
-    # In slices: a night's worth of token arrivals never needs more than a slice's worth of temporaries.
-    for first in range(0, times.size, _CHUNK_ELEMENTS):
-        t, c = times[first : first + _CHUNK_ELEMENTS], counts[first : first + _CHUNK_ELEMENTS]
+    for t, counts in slices:
+        c = counts.astype(float, copy=False)
         inside = (t >= start) & (t < end) & np.isfinite(c)
         index = np.minimum(((t[inside] - start) / width).astype(np.int64), k - 1)  # clip float round-off
         rates += np.bincount(index, weights=c[inside], minlength=k)
@@ -292,16 +345,21 @@ def occupancy_samples(starts, ends, start: float, end: float, bin_s: float = 1.0
     a = np.asarray(starts, dtype=float).ravel()
     b = np.asarray(ends, dtype=float).ravel()
     keep = np.isfinite(a) & np.isfinite(b) & (b > a)
-    a, b = a[keep], b[keep]
     k = max(1, round((end - start) / bin_s))
-    edges = start + (end - start) / k * np.arange(k + 1)
-    # The time each interval spent open before every edge; its differences are the open time per bin.
-    open_before = np.zeros(k + 1)
-    step = max(_CHUNK_ELEMENTS // (k + 1), 1)  # intervals per slice: a slice's temporaries stay bounded
-    for first in range(0, a.size, step):
-        lo, hi = a[first : first + step], b[first : first + step]
-        open_before += np.clip(edges[:, None] - lo[None, :], 0.0, (hi - lo)[None, :]).sum(axis=1)
+    edges = (end - start) / k * np.arange(k + 1)
+    # The time the intervals spent open before every edge (its differences are the open time per bin): each
+    # interval open before edge e adds e - start_i, less e - end_i once it has closed. Sorted sums make it
+    # O(n log n) whatever the bins; times from the window's start keep the sums' rounding to nanoseconds.
+    open_before = _time_before(a[keep] - start, edges) - _time_before(b[keep] - start, edges)
     return np.diff(open_before) / ((end - start) / k)
+
+
+def _time_before(times: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``sum(max(edge - t, 0) for t in times)`` at every edge."""
+    times = np.sort(times)
+    sums = np.concatenate([[0.0], np.cumsum(times)])
+    count = np.searchsorted(times, edges)
+    return count * edges - sums[count]
 
 
 # -- Student's t quantile (scipy is not a dependency) -------------------------------------------------------

@@ -4,9 +4,11 @@ baseline-vs-variant comparisons, the consistency check, client validity and erro
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 import pandas as pd
@@ -52,7 +54,7 @@ from .scale_out import ScaleBlock, scale_out_summary
 from .schedule import sweep_schedule
 from .server_metrics import cross_check, server_figures
 from .soak import soak_summary
-from .stats import mean_of, occupancy_samples, percentile_of, rate_samples, summarize
+from .stats import LARGE, binned_rates, mean_of, occupancy_samples, percentile_of, rate_samples, summarize
 from .status import flag_anomalies, host_load, step_status
 from .steady import batch_drift, drift
 from .traces import trace_step
@@ -108,12 +110,38 @@ def window_requests(frame: pd.DataFrame, start: float, end: float) -> pd.DataFra
     return frame[(frame["t_send"] < end) & (last >= start)]
 
 
-def window_arrivals(run: RunData, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Arrival time and token count of every chunk of ``rows`` (``window_requests``) that succeeded: a failed
-    request's tokens (a stream cut by an error event, counts that are suspect) never feed a rate."""
-    rows = rows[rows["error_class"].isna()]
-    chunks = Chunks.of(rows, run.lists)
-    return chunks.arrivals(rows["t_send"].to_numpy(dtype=float)), chunks.tokens
+def step_chunks(
+    run: RunData, ok_rows: pd.DataFrame, overlapping: pd.DataFrame, start: float, end: float
+) -> tuple[Chunks, np.ndarray]:
+    """The chunks of a step's successful requests (``ok_rows``), and the window's token rate bins: the chunks of
+    every successful request in flight in it (``overlapping``: ``window_requests``), whatever step sent it. A failed
+    request's tokens (a stream cut by an error event, counts that are suspect) never feed a rate. The step's own
+    chunks are read once for both; only the few requests of other steps in flight in the window are read apart."""
+    in_flight = overlapping[overlapping["error_class"].isna()]
+    chunks = Chunks.of(ok_rows, run.lists)
+    # A request of the step outside the window's set keeps its chunks out of the rates by having no send time.
+    t_send = ok_rows["t_send"].where(ok_rows.index.isin(in_flight.index)).to_numpy(dtype=float)
+    others = in_flight[~in_flight.index.isin(ok_rows.index)]
+    slices = chain(
+        chunks.arrivals_in_slices(t_send),
+        Chunks.of(others, run.lists).arrivals_in_slices(others["t_send"].to_numpy(dtype=float)),
+    )
+    return chunks, binned_rates(slices, start, end, RATE_BIN_S)
+
+
+def gap_figures(chunks: Chunks) -> tuple[dict, dict]:
+    """The ITL and ICL figures of a step's chunks. With one token in every chunk after the first they are the same
+    values, and beyond ``LARGE`` of them no resampling tells the two apart: summarised once (each is a selection
+    over tens of millions of values in a night's step)."""
+    itl, weights = chunks.itl_ms()
+    itl_figures = summarize(itl, n_boot=N_BOOT, weights=weights)
+    one_each = (
+        weights is None and itl.size > LARGE and itl.size == chunks.offset.size - np.count_nonzero(chunks.lengths)
+    )
+    del itl, weights
+    if one_each:
+        return itl_figures, copy.deepcopy(itl_figures)
+    return itl_figures, summarize(chunks.icl_ms())
 
 
 def step_summary(
@@ -130,14 +158,13 @@ def step_summary(
     derived = request_metrics(sent, to_float(timeouts.get("first_token_s")))
     failed = sent["error_class"].notna()
     ok_rows = sent[~failed]
-    chunks = Chunks.of(ok_rows, run.lists)
+    overlapping = window_requests(frame, start, end)
+    chunks, rates = step_chunks(run, ok_rows, overlapping, start, end)
     derived = derived.join(chunk_split(ok_rows, chunks))
     derived = derived.join(reasoning_metrics(sent, chunks, ok_rows.index, to_float(timeouts.get("first_token_s"))))
     bin_tokens = positions_spec(run).bin_tokens
     derived = derived.join(request_positions(len(ok_rows), chunks, bin_tokens).set_axis(ok_rows.index))
-    itl, itl_weights = chunks.itl_ms()
-    overlapping = window_requests(frame, start, end)
-    rates = rate_samples(*window_arrivals(run, overlapping), start, end, RATE_BIN_S)
+    itl_figures, icl_figures = gap_figures(chunks)
     e2e = derived[latency_keys(mode)["e2e"]].to_numpy(dtype=float)
     p95_e2e_s = float(np.nanpercentile(e2e, 95)) / 1000.0 if np.isfinite(e2e).any() else None
     batches = step_batches(frame[frame["step"] == step.step], start, end, p95_e2e_s)
@@ -172,8 +199,8 @@ def step_summary(
         },
         "request_rate": per_window(len(sent)),
         "goodput_rps": per_window(float(good.sum())),
-        "itl_ms": summarize(itl, n_boot=N_BOOT, weights=itl_weights),
-        "icl_ms": summarize(chunks.icl_ms()),
+        "itl_ms": itl_figures,
+        "icl_ms": icl_figures,
         "itl_approximate": float(ok_rows["token_source"].isin(APPROXIMATE_SOURCES).mean()) if len(ok_rows) else None,
         "token_sources": {str(k): int(v) for k, v in sent["token_source"].value_counts().items()},
         "reasoning": step_reasoning(derived),
@@ -427,7 +454,8 @@ def analyse(run: RunData) -> Analysed:
     for step in run.steps:
         name = step.variant
         if name not in per_variant:
-            per_variant[name] = frame[frame["variant"] == name] if len(frame) else frame
+            mine = frame["variant"] == name
+            per_variant[name] = frame if mine.all() else frame[mine]
             repeats[name] = repeated_prompts(per_variant[name])
         out.modes[name] = step.mode
         figures, (rates, good_rates, requests, batches) = step_summary(run, per_variant[name], step, slo, repeats[name])

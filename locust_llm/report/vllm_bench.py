@@ -74,7 +74,7 @@ def _level_result(run: RunData, variant: str, level: float, steps: list) -> dict
     done = sent[ok]
     chunks = Chunks.of(done, run.lists)
     derived = request_metrics(done)
-    gaps, _, _ = chunks.gaps()
+    gaps, _ = chunks.gaps()
     slo = env.recorded_scenario.slo or {}
     # vLLM's goodput: TTFT and E2EL from the send (our closed-loop keys), whatever the mode.
     good = int(good_requests(done, derived, slo, "closed").sum()) if any(v is not None for v in slo.values()) else None

@@ -67,7 +67,7 @@ def test_without_timings_tokens_per_pass_come_from_chunks_after_the_first():
 def test_chunk_split_counts_chunks_per_request_and_drops_approximate_splits():
     rows = pd.DataFrame({"token_source": ["usage_deltas", "usage+text_share", "usage_deltas"]}, index=[10, 11, 12])
     chunks = Chunks(
-        request=np.array([0, 0, 1, 1, 1, 2]),
+        lengths=np.array([2, 3, 1]),
         offset=np.zeros(6, dtype=np.float32),
         tokens=np.array([1, 3, 1, 2, 2, 4], dtype=np.int32),
     )

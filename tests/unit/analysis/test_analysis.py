@@ -342,3 +342,34 @@ def test_large_sample_percentiles_and_bounds_are_numpys_order_statistics():
         half = z * math.sqrt(q / 100 * (1 - q / 100) / n)
         truth = np.percentile(data, [100 * max(q / 100 - half, 0.0), 100 * min(q / 100 + half, 1.0)])
         assert figures["ci95"][f"p{q}"] == pytest.approx(list(truth), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "shape", ["random", "sorted", "reversed", "constant", "five values", "sample unlike the whole", "with NaN"]
+)
+def test_large_sample_selection_is_numpys_and_leaves_the_values_alone(shape):
+    """Millions of values: the percentiles come from brackets a regular sample draws around each rank. Whatever
+    the values' order (sorted, constant, a sample that sees only one value of the many), each must be the same
+    order statistic numpy finds, and the caller's array must come back untouched (no reordering in place)."""
+    from locust_llm.analysis.stats import select
+
+    rng = np.random.default_rng(7)
+    n = 1_000_003
+    data = {
+        "random": rng.lognormal(3.0, 0.4, n),
+        "sorted": np.sort(rng.normal(size=n)),
+        "reversed": np.sort(rng.normal(size=n))[::-1].copy(),
+        "constant": np.full(n, 2.5),
+        "five values": rng.integers(0, 5, n).astype(float),
+        # every value the regular sample reads is 0, the others are not: its brackets miss, the fallback answers
+        "sample unlike the whole": np.where(np.arange(n) % (n // 65_536) == 0, 0.0, rng.normal(10.0, 1.0, n)),
+        "with NaN": np.where(rng.random(n) < 0.01, np.nan, rng.normal(size=n)),
+    }[shape]
+    before = data.copy()
+    finite = data[np.isfinite(data)]
+    ranks = np.array([0, 3, finite.size // 2, finite.size // 2 - 1, int(finite.size * 0.99), finite.size - 1])
+    assert np.array_equal(select(finite, ranks), np.sort(finite)[ranks])
+    figures = summarize(data)
+    for q in (50, 95, 99):  # the same order statistics, interpolated as before (numpy's own lerp differs in ulps)
+        assert figures[f"p{q}"] == pytest.approx(np.percentile(finite, q), rel=1e-12)
+    assert np.array_equal(data, before, equal_nan=True)
