@@ -2,17 +2,18 @@
 
 Writes a synthetic run directory (one variant, closed loop, ``--levels`` steps, ``--requests`` requests of
 ``--tokens`` tokens each, one token per chunk) in Parquet batches, then times ``locust-llm report`` on it in a
-subprocess and reports its wall time and peak resident memory (``ru_maxrss`` of the child).
+subprocess and reports its wall time and peak resident memory (the child's ``ru_maxrss``), for this checkout and
+for each ``--against`` commit (exported into a temporary directory), one after the other on the same files.
 
     python benchmarks/analysis_scale.py --requests 200000 --tokens 128
-    python benchmarks/analysis_scale.py --requests 1000000 --tokens 256 --keep /tmp/big-run
+    python benchmarks/analysis_scale.py --requests 1000000 --tokens 256 --keep /tmp/big-run --against 88ee833
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,8 @@ import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from checkouts import export  # noqa: E402  (benchmarks/)
 
 from locust_llm.records import REQUESTS_SCHEMA  # noqa: E402
 
@@ -96,6 +99,7 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--levels", type=int, default=6)
     parser.add_argument("--keep", type=Path, default=None, help="write the run here and keep it")
+    parser.add_argument("--against", default="", help="commits to measure beside this checkout, comma-separated")
     args = parser.parse_args()
     path = args.keep or Path(tempfile.mkdtemp(prefix="analysis-scale-"))
     path.mkdir(parents=True, exist_ok=True)
@@ -106,18 +110,40 @@ def main() -> int:
         f"({(path / 'requests.parquet').stat().st_size / 2**20:.0f} MiB)",
         flush=True,
     )
-    t0 = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "locust_llm.cli", "report", str(path)], cwd=REPO, capture_output=True, text=True
-    )
-    wall = time.perf_counter() - t0
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"locust-llm report: {wall:.1f} s, peak RSS {peak_mib:,.0f} MiB, exit {done.returncode}")
-    if done.returncode:
-        print(done.stderr[-3000:])
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = [("this checkout", REPO)] + [(c, export(c, Path(tmp))) for c in filter(None, args.against.split(","))]
+        for name, tree in trees:
+            for output in ("summary.json", "report.html"):
+                (path / output).unlink(missing_ok=True)
+            wall, peak_mib, code, stderr = report(tree, path)
+            print(f"{name}: locust-llm report {wall:.1f} s, peak RSS {peak_mib:,.0f} MiB, exit {code}", flush=True)
+            if code:
+                print(stderr[-3000:])
+                failed = code
     if args.keep is None:
         shutil.rmtree(path)
-    return done.returncode
+    return failed
+
+
+def report(tree: Path, run_dir: Path) -> tuple[float, float, int, str]:
+    """``locust-llm report`` of the checkout at ``tree`` on ``run_dir``: seconds, peak MiB of that child alone
+    (``wait4``), its exit code and its stderr."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")])))
+    with tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        child = subprocess.Popen(
+            [sys.executable, "-m", "locust_llm.cli", "report", str(run_dir)],
+            cwd=tree,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - t0
+        child.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        return wall, usage.ru_maxrss / 1024, child.returncode, err.read()
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 import refserver_process  # benchmarks/
+from checkouts import export  # benchmarks/
 
 REPO = Path(__file__).resolve().parents[1]
 GAP_S = 0.05
@@ -94,14 +95,6 @@ def instructions(tree: Path, url: str, users: int, requests: int, tokens: int, w
     if match is None:
         raise SystemExit(f"{out}: no instruction total")
     return int(match.group(1)), int(result["tokens"])
-
-
-def export(commit: str, into: Path) -> Path:
-    tree = into / commit
-    tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return tree
 
 
 def main() -> int:
