@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..records import ErrorClass, RequestRecord
-from .reasoning import Parts, event_parts, mark_reasoning, split_tags
+from .reasoning import Parts, event_pieces, mark_reasoning, split_tags
 
 __all__ = [
     "SHORT_SLACK",
@@ -48,7 +48,7 @@ __all__ = [
     "answer_text",
     "apportion",
     "cached_tokens",
-    "choice_text",
+    "event_text",
     "count_tokens",
     "text_disagrees",
     "usage_slack",
@@ -71,25 +71,6 @@ class Event:
 
 class Malformed(ValueError):
     pass
-
-
-def choice_text(choice) -> str:
-    if not isinstance(choice, dict):
-        return ""
-    if "text" in choice:
-        text = choice.get("text")
-    else:
-        delta = choice.get("delta") or {}
-        text = (
-            "".join(
-                v
-                for v in (delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning"))
-                if isinstance(v, str)
-            )
-            if isinstance(delta, dict)
-            else ""
-        )
-    return text if isinstance(text, str) else ""
 
 
 def _choices(data: dict) -> list:
@@ -152,7 +133,7 @@ def _completion_tokens(data: dict) -> int | None:
 
 
 def event_text(event: Event) -> str:
-    return "".join(choice_text(c) for c in _choices(event.data))
+    return event_pieces(event.data)[0]
 
 
 def answer_text(events: list[Event]) -> str:
@@ -383,7 +364,8 @@ def account(
     content into reasoning and answer (``reasoning``).
 
     Returns a ``Split`` when a tokenizer can still count the chunks (a final total only, or no usage)."""
-    all_texts = [event_text(e) for e in events]
+    pieces = [event_pieces(e.data) for e in events]
+    all_texts = [text for text, _ in pieces]
     try:
         counts, source, final_total = count_tokens(events, llamacpp, all_texts)
         _details(record, events)
@@ -408,7 +390,7 @@ def account(
         record.chunk_tokens.append(n + carried)
         carried = 0
         texts.append(text)
-        parts.append(event_parts(event.data))
+        parts.append(pieces[i][1])
         if drafts is not None:
             record.chunk_drafted.append(drafts[i][0])
             record.chunk_accepted.append(drafts[i][1])

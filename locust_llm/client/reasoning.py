@@ -19,7 +19,16 @@ from dataclasses import dataclass
 
 from ..records import RequestRecord
 
-__all__ = ["CLOSE_TAG", "OPEN_TAG", "Parts", "event_parts", "mark_reasoning", "split_tags", "split_tokens"]
+__all__ = [
+    "CLOSE_TAG",
+    "OPEN_TAG",
+    "Parts",
+    "event_parts",
+    "event_pieces",
+    "mark_reasoning",
+    "split_tags",
+    "split_tokens",
+]
 
 OPEN_TAG, CLOSE_TAG = "<think>", "</think>"
 REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -33,25 +42,42 @@ class Parts:
     answer: str
 
 
+NO_PARTS = Parts("", "")
+
+
 def _text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
-def event_parts(data: dict) -> Parts:
-    """The reasoning and answer text of one SSE event (all choices)."""
-    reasoning, answer = [], []
+def event_pieces(data: dict) -> tuple[str, Parts]:
+    """One SSE event's text as the accounting reads it (each choice's content, then its reasoning fields, in that
+    order; a completion's ``text``), and the same text as reasoning and answer (all choices): one walk for both."""
     choices = data.get("choices")
-    for choice in choices if isinstance(choices, list) else []:
+    if not isinstance(choices, list):
+        return "", NO_PARTS
+    text, reasoning, answer = [], [], []
+    for choice in choices:
         if not isinstance(choice, dict):
             continue
         if "text" in choice:  # the completions API has no reasoning field
-            answer.append(_text(choice.get("text")))
+            said = _text(choice["text"])
+            text.append(said)
+            answer.append(said)
             continue
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            reasoning += [_text(delta.get(key)) for key in REASONING_FIELDS]
-            answer.append(_text(delta.get("content")))
-    return Parts("".join(reasoning), "".join(answer))
+            content = _text(delta.get("content"))
+            thought = [_text(delta.get(key)) for key in REASONING_FIELDS]
+            text.append(content)
+            text += thought
+            answer.append(content)
+            reasoning += thought
+    return "".join(text), Parts("".join(reasoning), "".join(answer))
+
+
+def event_parts(data: dict) -> Parts:
+    """The reasoning and answer text of one SSE event (all choices)."""
+    return event_pieces(data)[1]
 
 
 def split_tags(parts: list[Parts]) -> list[Parts]:

@@ -53,11 +53,17 @@ def test_each_server_shape_against_the_servers_own_stamps(tmp_path, refserver_fa
     assert (ok["token_source"] == source).all(), ok["token_source"].value_counts()
     assert (ok["output_tokens"] == TOKENS).all() and (ok["chunk_tokens"].map(sum) == TOKENS).all()
 
-    logs = [log for log in server.all_logs() if log["complete"]]
-    token_times = [[c[0] for c in log["chunks"] if c[1] > 0] for log in logs]
-    server_ttft = np.median([t[0] - log["t_recv"] for t, log in zip(token_times, logs, strict=False)]) * 1000
+    # The server's own figures of the requests the step's figures are made of (its steady window), matched by the
+    # prompt each carried: the warm-up's requests, all sent at once, are not the step's.
+    served = {log["prompt_hash"]: log for log in server.all_logs() if log["complete"]}
+    steady = ok[ok["phase"] == "steady"]
+    assert steady["prompt_hash"].isin(served).all()
+    token_times = [[c[0] for c in served[h]["chunks"] if c[1] > 0] for h in steady["prompt_hash"]]
+    recv = [served[h]["t_recv"] for h in steady["prompt_hash"]]
+    server_ttft = np.median([t[0] - r for t, r in zip(token_times, recv, strict=True)]) * 1000
     server_tpot = np.median([(t[-1] - t[0]) / (TOKENS - 1) for t in token_times]) * 1000
     step = json.loads((run_dir / "summary.json").read_text())["variants"]["ref"]["steps"][0]
+    assert step["ttft_ms"]["n"] == len(steady)
     print(
         f"{shape}: TTFT P50 {step['ttft_ms']['p50']:.2f} ms (server {server_ttft:.2f}), TPOT P50 "
         f"{step['tpot_ms']['p50']:.3f} ms (server {server_tpot:.3f}), {len(ok)} requests, {source}, "

@@ -12,7 +12,8 @@ import pytest
 import requests
 
 from locust_llm import records as run_clock
-from locust_llm.client.reasoning import Parts, event_parts, split_tags, split_tokens
+from locust_llm.client.accounting import Event, event_text
+from locust_llm.client.reasoning import Parts, event_parts, event_pieces, split_tags, split_tokens
 from locust_llm.client.stream import RequestSpec, StreamingClient
 from locust_llm.records import RequestRecord
 
@@ -109,6 +110,22 @@ def test_event_parts_reads_each_field():
     assert event_parts({"choices": [{"delta": {"reasoning": "a"}}]}) == Parts("a", "")
     assert event_parts({"choices": [{"text": "<think>x"}]}) == Parts("", "<think>x")
     assert event_parts({"choices": [{"delta": {"content": None, "reasoning_content": 7}}]}) == Parts("", "")
+
+
+def test_an_event_s_text_is_each_choice_s_content_then_its_reasoning_and_its_parts_split_them():
+    data = {
+        "choices": [
+            {"delta": {"reasoning": "r1", "content": "c1", "reasoning_content": "rc1"}},
+            "not a choice",
+            {"text": "t2"},
+            {"delta": {"content": 5, "reasoning_content": "rc3"}},
+            {"delta": "not a delta"},
+        ]
+    }
+    assert event_pieces(data) == ("c1rc1r1t2rc3", Parts("rc1r1rc3", "c1t2"))
+    assert event_text(Event(0.0, data)) == "c1rc1r1t2rc3"
+    for nothing in ({}, {"choices": None}, {"choices": [None]}, {"choices": [{"delta": None}]}):
+        assert event_pieces(nothing) == ("", Parts("", ""))
 
 
 def test_think_tags_split_across_chunks():
