@@ -168,7 +168,7 @@ class SortedSample:
 
 
 _SELECT_SAMPLE = 65_536  # values sampled to bracket the ranks asked for
-_SELECT_SLACK = 1_024  # sample positions either side of a rank's estimate: about 30 standard errors of it
+_SELECT_SLACK = 1_024  # sample positions either side of a rank's estimate: 8 of its standard errors or more
 
 
 def select(values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
