@@ -23,7 +23,6 @@ __all__ = [
     "CLOSE_TAG",
     "OPEN_TAG",
     "Parts",
-    "event_parts",
     "event_pieces",
     "mark_reasoning",
     "split_tags",
@@ -73,11 +72,6 @@ def event_pieces(data: dict) -> tuple[str, Parts]:
             answer.append(content)
             reasoning += thought
     return "".join(text), Parts("".join(reasoning), "".join(answer))
-
-
-def event_parts(data: dict) -> Parts:
-    """The reasoning and answer text of one SSE event (all choices)."""
-    return event_pieces(data)[1]
 
 
 def split_tags(parts: list[Parts]) -> list[Parts]:

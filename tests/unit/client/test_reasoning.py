@@ -13,7 +13,7 @@ import requests
 
 from locust_llm import records as run_clock
 from locust_llm.client.accounting import Event, event_text
-from locust_llm.client.reasoning import Parts, event_parts, event_pieces, split_tags, split_tokens
+from locust_llm.client.reasoning import Parts, event_pieces, split_tags, split_tokens
 from locust_llm.client.stream import RequestSpec, StreamingClient
 from locust_llm.records import RequestRecord
 
@@ -106,10 +106,13 @@ def test_reasoning_deltas_count_on_a_llamacpp_style_stream(refserver):
 
 
 def test_event_parts_reads_each_field():
-    assert event_parts({"choices": [{"delta": {"reasoning_content": "a", "content": "b"}}]}) == Parts("a", "b")
-    assert event_parts({"choices": [{"delta": {"reasoning": "a"}}]}) == Parts("a", "")
-    assert event_parts({"choices": [{"text": "<think>x"}]}) == Parts("", "<think>x")
-    assert event_parts({"choices": [{"delta": {"content": None, "reasoning_content": 7}}]}) == Parts("", "")
+    def parts(data: dict) -> Parts:
+        return event_pieces(data)[1]
+
+    assert parts({"choices": [{"delta": {"reasoning_content": "a", "content": "b"}}]}) == Parts("a", "b")
+    assert parts({"choices": [{"delta": {"reasoning": "a"}}]}) == Parts("a", "")
+    assert parts({"choices": [{"text": "<think>x"}]}) == Parts("", "<think>x")
+    assert parts({"choices": [{"delta": {"content": None, "reasoning_content": 7}}]}) == Parts("", "")
 
 
 def test_an_event_s_text_is_each_choice_s_content_then_its_reasoning_and_its_parts_split_them():
