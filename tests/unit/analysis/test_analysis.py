@@ -373,3 +373,16 @@ def test_large_sample_selection_is_numpys_and_leaves_the_values_alone(shape):
     for q in (50, 95, 99):  # the same order statistics, interpolated as before (numpy's own lerp differs in ulps)
         assert figures[f"p{q}"] == pytest.approx(np.percentile(finite, q), rel=1e-12)
     assert np.array_equal(data, before, equal_nan=True)
+
+
+def test_occupancy_is_the_hand_counted_requests_in_flight_per_bin():
+    """Requests open over [1.7e9 + 0, +2], [+1, +3], [+0.5, +0.75] and one never closed, a 4 s window in 1 s
+    bins: the mean number open in each bin, counted by hand; epoch times must not cost the sums their precision."""
+    from locust_llm.analysis.stats import occupancy_samples
+
+    t0 = 1_700_000_000.0
+    starts = [t0 + 0.0, t0 + 1.0, t0 + 0.5, t0 + 2.0]
+    ends = [t0 + 2.0, t0 + 3.0, t0 + 0.75, np.nan]
+    got = occupancy_samples(starts, ends, t0, t0 + 4.0)
+    assert got == pytest.approx([1.25, 2.0, 1.0, 0.0], abs=1e-9)
+    assert occupancy_samples([t0], [t0 + 10.0], t0 + 2.0, t0 + 3.0, bin_s=0.5) == pytest.approx([1.0, 1.0], abs=1e-9)
